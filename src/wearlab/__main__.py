@@ -1,0 +1,5 @@
+import sys
+
+from wearlab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,220 @@
+"""The `wearlab` command: run, validate, doctor, clean, exec.
+
+Exit status: 0 success, 1 an unexpected failure, 2 bad input or a machine that cannot do what
+was asked (one line per problem, no traceback), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from wearlab import __version__
+from wearlab.errors import EnvironmentProblem, InputError, Problem
+
+RUNTIMES = ("auto", "host", "uml")
+# Plain output (no colour, no cursor tricks) when not on a terminal or when a UML host says so.
+_PLAIN = {"no_color": True, "force_terminal": False, "width": 120} if os.environ.get("WEARLAB_PLAIN") == "1" else {}
+console = Console(highlight=False, soft_wrap=True, **_PLAIN)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, **_PLAIN)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="wearlab", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"wearlab {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run an experiment")
+    r.add_argument("experiment", type=Path)
+    r.add_argument("--runtime", choices=RUNTIMES, help="where the network lives (default: the experiment's)")
+    r.add_argument("--repetitions", type=int, help="override the experiment's repetitions")
+    r.add_argument("--out", type=Path, default=Path("results"), help="results base directory (default: results)")
+    r.add_argument("--shaper", choices=("netem", "htb"), default="netem",
+                   help="rate shaping by netem's own rate (default) or an htb class above netem")
+    r.add_argument("--into", type=Path, help=argparse.SUPPRESS)  # exact results dir (host -> guest)
+
+    v = sub.add_parser("validate", help="check topology and experiment files")
+    v.add_argument("files", type=Path, nargs="+")
+
+    sub.add_parser("doctor", help="what this machine supports and which runtime `auto` picks")
+    sub.add_parser("clean", help="remove everything wearlab made (namespaces, processes, guests)")
+
+    e = sub.add_parser("exec", help="run a command where the emulated network would live")
+    e.add_argument("--runtime", choices=RUNTIMES, default="auto")
+    e.add_argument("argv", nargs=argparse.REMAINDER)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(argv)
+    os.environ.setdefault("WEARLAB_ARGV", shlex.join(["wearlab", *argv]))
+    try:
+        return {"run": cmd_run, "validate": cmd_validate, "doctor": cmd_doctor,
+                "clean": cmd_clean, "exec": cmd_exec}[args.command](args)
+    except InputError as e:
+        for p in e.problems:
+            err_console.print(f"[red]error:[/red] {p}")
+        return 2
+    except EnvironmentProblem as e:
+        err_console.print(f"[red]error:[/red] {e}")
+        return 2
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+
+
+def _positive(value: int | None, field: str) -> None:
+    if value is not None and value < 1:
+        raise InputError([Problem("<command line>", None, field, f"must be at least 1, got {value}")])
+
+
+def resolve_runtime(requested: str) -> tuple[str, str]:
+    """(runtime, reason)."""
+    from wearlab.runtime import probe, uml
+
+    if probe.in_uml_guest():
+        return "host", "already inside a UML guest"
+    if requested != "auto":
+        return requested, "requested"
+    p = probe.probe_qdisc("netem")
+    if p.works:
+        return "host", f"netem works on this kernel ({probe.kernel_release()})"
+    try:
+        uml.check_ready()
+    except EnvironmentProblem as e:
+        raise EnvironmentProblem(f"this kernel lacks sch_netem ({p.detail}) and the uml runtime is not "
+                                 f"ready: {e}") from None
+    return "uml", f"this kernel ({probe.kernel_release()}) lacks sch_netem: {p.detail}"
+
+
+def _project_paths() -> list[Path]:
+    pkg = Path(__file__).resolve().parent
+    root = pkg.parent.parent if pkg.parent.name == "src" else pkg.parent
+    return [root, Path(sys.prefix).resolve()]
+
+
+def cmd_run(args) -> int:
+    from wearlab.model.experiment import load_experiment
+    from wearlab.report import results
+    from wearlab.run.runner import run_experiment
+    from wearlab.runtime import probe
+
+    _positive(args.repetitions, "--repetitions")
+    exp = load_experiment(args.experiment, repetitions=args.repetitions, runtime=args.runtime)
+    runtime, reason = resolve_runtime(exp.runtime)
+    if args.into:
+        out_dir = args.into
+    else:
+        out_dir = results.new_results_dir(args.out, exp.name)
+    label = "uml" if probe.in_uml_guest() else runtime
+    if runtime == "uml" and not probe.in_uml_guest():
+        from wearlab.runtime.uml import run_in_guest
+
+        console.print(f"runtime: uml ({reason}); booting a User-Mode Linux guest")
+        inner = [sys.executable, "-m", "wearlab", "run", str(args.experiment.resolve()), "--runtime", "host",
+                 "--into", str(out_dir.resolve()), "--shaper", args.shaper]
+        if args.repetitions:
+            inner += ["--repetitions", str(args.repetitions)]
+        mounts = [*_project_paths(), out_dir.resolve(), args.experiment.resolve().parent]
+        if exp.topology.file:
+            mounts.append(Path(exp.topology.file).resolve().parent)
+        rc = run_in_guest(inner, mounts=mounts, cwd=Path.cwd(), env={"WEARLAB_ARGV": os.environ["WEARLAB_ARGV"]})
+    else:
+        if not probe.in_uml_guest():
+            console.print(f"runtime: host ({reason})")
+        rc = run_experiment(exp, out_dir, runtime_label=label, shaper=args.shaper, console=console)
+    if not args.into:
+        results.point_latest(out_dir)
+    return rc
+
+
+def cmd_validate(args) -> int:
+    from wearlab.model.experiment import load_experiment
+    from wearlab.model.topology import load_topology
+    from wearlab.model.yamlsrc import load_yaml
+
+    problems: list[Problem] = []
+    for f in args.files:
+        try:
+            data = load_yaml(f).data
+            # A topology has nodes; an experiment has a workload (it may inline a topology).
+            if isinstance(data, dict) and "nodes" in data and "workload" not in data:
+                load_topology(f)
+            else:
+                load_experiment(f)
+            console.print(f"ok: {f}")
+        except InputError as e:
+            problems += e.problems
+    if problems:
+        raise InputError(problems)
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from rich.table import Table
+
+    from wearlab.runtime import probe, uml
+
+    t = Table(title="wearlab doctor", show_header=True)
+    t.add_column("check")
+    t.add_column("result")
+    t.add_row("kernel", probe.kernel_release() + (" (UML guest)" if probe.in_uml_guest() else ""))
+    t.add_row("root", "yes" if os.geteuid() == 0 else "[red]no: namespaces and tc need root[/red]")
+    for name in probe.QDISC_PROBES:
+        q = probe.probe_qdisc(name)
+        t.add_row(f"qdisc {name}", "[green]works[/green]" if q.works else f"[red]missing[/red]: {q.detail}")
+    for tool, path in probe.tool_paths().items():
+        t.add_row(f"tool {tool}", path or "[red]missing[/red]")
+    try:
+        import mininet.net
+
+        t.add_row("mininet", f"{mininet.net.VERSION} ({Path(mininet.__file__).parent})")
+    except ImportError:
+        t.add_row("mininet", "[red]not importable by this python[/red]")
+    try:
+        uml.check_ready()
+        t.add_row("uml runtime", f"ready: {uml.uml_kernel()}, root fs {uml.rootfs_path()}")
+    except EnvironmentProblem as e:
+        t.add_row("uml runtime", f"[red]not ready[/red]: {e}")
+    try:
+        rt, why = resolve_runtime("auto")
+        t.add_row("auto picks", f"[bold]{rt}[/bold]: {why}")
+    except EnvironmentProblem as e:
+        t.add_row("auto picks", f"[red]nothing[/red]: {e}")
+    console.print(t)
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from wearlab.runtime.cleanup import clean
+
+    removed = clean()
+    for line in removed:
+        console.print(f"removed: {line}")
+    if not removed:
+        console.print("nothing to clean")
+    return 0
+
+
+def cmd_exec(args) -> int:
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise InputError([Problem("<command line>", None, "exec", "give a command after --")])
+    runtime, reason = resolve_runtime(args.runtime)
+    if runtime == "uml":
+        from wearlab.runtime.uml import run_in_guest
+
+        err_console.print(f"runtime: uml ({reason})")
+        return run_in_guest(argv, mounts=_project_paths(), cwd=Path.cwd())
+    return subprocess.run(argv, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

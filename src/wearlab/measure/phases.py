@@ -1,0 +1,725 @@
+"""Bytes on the wire per connection phase, read from a pcap capture.
+
+This reproduces the accounting of Table III of "Are Wearables Ready for HTTPS?": for one TCP
+connection, the bytes (and packets) each direction spends in the TCP handshake, the TLS
+handshake, the data transfer and the teardown.
+
+What is counted
+---------------
+Every packet of the connection counts with its frame length on the wire as captured, i.e. the
+pcap record's *original* length (``orig_len``), which includes the link-layer header (14 bytes
+for Ethernet, as captured by tcpdump on a veth) and is unaffected by snaplen truncation.
+"up" is client->server, "down" is server->client. Every packet lands in exactly one phase, so
+the four phases of a direction always add up to that direction's total.
+
+Note that the kernel may hand tcpdump segmentation-offload "super packets" (GSO/GRO/TSO)
+larger than the MTU; they are counted as captured. Disable offloads on the capture interface
+(``ethtool -K <if> tso off gso off gro off``) if per-packet header overhead must match a real
+link exactly.
+
+Phase rules (per packet, in capture order)
+------------------------------------------
+``tcp_handshake``
+    Every packet carrying SYN (the SYN, the SYN-ACK, and their retransmissions), plus the
+    client's first packet after the SYN-ACK if it is a pure ACK (no payload, no FIN/RST). If
+    that third-leg ACK carries payload it is not a handshake packet: it counts where its payload
+    belongs (below). For plain HTTP, a stray packet between the handshake and the request (rare)
+    also counts as ``tcp_handshake``.
+``tls_handshake`` (HTTPS only; always 0 for plain HTTP)
+    Every packet after the TCP handshake and before the data phase.
+``data``
+    Starts at the first client->server packet carrying the first byte of the HTTP request, and
+    includes every packet (both directions) from there on until the teardown.
+
+    * plain HTTP: the first client->server packet with TCP payload.
+    * TLS: the client->server byte stream is reassembled by TCP sequence number (handling
+      retransmissions, overlaps and reordering) and walked record by record (5-byte header:
+      content type, version, length). TLS 1.0-1.2: the request is the first record of content
+      type 23 (application_data). TLS 1.3: the client's Finished is itself an encrypted type-23
+      record, so the request is the *second* type-23 record from the client (type-20
+      change_cipher_spec records are ignored). The data phase starts at the first packet (in
+      capture order) whose payload holds the first byte of that record's header.
+      ``tls_version`` ("1.0".."1.3") selects the rule; "auto" takes the version the server
+      selected in its ServerHello (plain HTTP if the client sent no ClientHello); an explicit
+      version contradicting the captured ServerHello raises ``ValueError``. Only the client's
+      record headers up to the request need to be in the capture, not the record bodies; if
+      snaplen truncation or capture drops lost one of them, ``ValueError`` says so (tcpdump's
+      default snaplen captures everything).
+``teardown``
+    From the first packet carrying FIN or RST (either direction), or - if earlier - the first
+    packet carrying the start of a TLS alert record (type 21, e.g. close_notify) sent, in either
+    direction, after the data phase began, to the end of the capture. (An alert before the data
+    phase, e.g. a handshake failure, is part of ``tls_handshake``.)
+
+If the connection never reaches a phase, that phase is 0 (e.g. a failed TLS handshake has no
+data phase; a capture that stops before FIN has no teardown).
+
+Known limitations
+-----------------
+* Attribution is per packet, never per byte: a segment holding the client Finished and the
+  request together counts as data; a segment holding the end of the response and a
+  close_notify counts as teardown.
+* TLS 1.3 NewSessionTicket messages from the server are encrypted type-23 records that the
+  server sends once it has the client's Finished: a ticket captured after the request packet
+  counts as data, one captured before it (common on fast links) as tls_handshake. TLS 1.3
+  alerts (close_notify included) are encrypted with outer type 23 too, so in TLS 1.3 they count
+  as data and the teardown starts at the first FIN/RST. None of this is distinguishable without
+  the keys.
+* The TLS 1.3 rule assumes the client sends exactly one encrypted handshake record (its
+  Finished): client-certificate authentication and 0-RTT early data are not handled.
+* Alerts are only recognised while the record walk of a direction is intact; if record headers
+  were not captured (capture drops, tiny snaplen) the teardown falls back to the first FIN/RST.
+* One connection per client endpoint is assumed: packets to/from the client (ip, port) that
+  belong to a different server endpoint than the first one seen are ignored.
+* IPv4 and IPv6 (with extension headers) over Ethernet (incl. VLAN tags), Linux cooked
+  SLL/SLL2, BSD loopback/NULL, LOOP and raw-IP link types; IP fragments are skipped. pcapng is
+  not supported (run tcpdump without ``--pcapng``).
+
+Parsers never crash on malformed input: undecodable packets are skipped; a file that is not a
+pcap, or a TLS stream that cannot be walked where the rules need it, raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import struct
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from dpkt import pcap as _dpcap
+
+PHASES = ("tcp_handshake", "tls_handshake", "data", "teardown")
+TLS_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
+
+# TCP flags
+FIN = 0x01
+SYN = 0x02
+RST = 0x04
+PSH = 0x08
+ACK = 0x10
+
+_MASK32 = 0xFFFFFFFF
+_MAX_TLS_RECORD = 2**14 + 2048  # largest legal TLSCiphertext.length (RFC 5246 6.2.3)
+_TLS_CONTENT_TYPES = (20, 21, 22, 23, 24)
+_TLS_WIRE_VERSIONS = {0x0301: "1.0", 0x0302: "1.1", 0x0303: "1.2", 0x0304: "1.3"}
+
+# pcap link types (LINKTYPE_* values as stored in files, http://www.tcpdump.org/linktypes.html;
+# not dpkt's platform-dependent DLT_* constants)
+DLT_NULL = 0  # 4-byte address family in the capturing host's byte order
+DLT_EN10MB = 1
+DLT_RAW = 101  # raw IP (12 and 14 are legacy aliases)
+DLT_LOOP = 108  # 4-byte address family in network byte order
+DLT_LINUX_SLL = 113
+DLT_LINUX_SLL2 = 276
+DLT_IPV4 = 228
+DLT_IPV6 = 229
+SUPPORTED_LINKTYPES = (DLT_NULL, DLT_EN10MB, 12, 14, DLT_RAW, DLT_LOOP, DLT_LINUX_SLL,
+                       DLT_LINUX_SLL2, DLT_IPV4, DLT_IPV6)
+
+_PCAPNG_MAGIC = 0x0A0D0D0A
+_MAX_RECORD = 256 * 1024  # tcpdump's default (and maximum useful) snaplen is 262144
+
+
+def _zeros() -> dict[str, int]:
+    return {p: 0 for p in PHASES}
+
+
+@dataclass
+class PhaseBytes:
+    """Frame bytes and packet counts per phase and direction (all four phase keys always present)."""
+
+    up: dict[str, int] = field(default_factory=_zeros)  # client -> server
+    down: dict[str, int] = field(default_factory=_zeros)  # server -> client
+    up_packets: dict[str, int] = field(default_factory=_zeros)
+    down_packets: dict[str, int] = field(default_factory=_zeros)
+
+    def total_up(self) -> int:
+        return sum(self.up.values())
+
+    def total_down(self) -> int:
+        return sum(self.down.values())
+
+    def as_row(self) -> dict[str, int]:
+        """Flat dict: bytes_{up,down}_<phase>, bytes_{up,down}_total, packets_{up,down}_<phase>,
+        packets_{up,down}_total."""
+        row: dict[str, int] = {}
+        for p in PHASES:
+            row[f"bytes_up_{p}"] = self.up[p]
+            row[f"bytes_down_{p}"] = self.down[p]
+        row["bytes_up_total"] = self.total_up()
+        row["bytes_down_total"] = self.total_down()
+        for p in PHASES:
+            row[f"packets_up_{p}"] = self.up_packets[p]
+            row[f"packets_down_{p}"] = self.down_packets[p]
+        row["packets_up_total"] = sum(self.up_packets.values())
+        row["packets_down_total"] = sum(self.down_packets.values())
+        return row
+
+
+# ---------------------------------------------------------------------------------------------
+# pcap reading
+
+
+class Packet(tuple):
+    """One captured packet: a 3-tuple ``(ts, frame, linktype)`` that also carries ``wire_len``,
+    the record's original length on the wire (``len(frame)`` may be smaller after snaplen
+    truncation)."""
+
+    def __new__(cls, ts: float, frame: bytes, linktype: int, wire_len: int | None = None):
+        self = super().__new__(cls, (ts, frame, linktype))
+        self.wire_len = len(frame) if wire_len is None else wire_len
+        return self
+
+    def __getnewargs__(self):  # pickling / copying
+        return (self[0], self[1], self[2], self.wire_len)
+
+    ts = property(lambda self: self[0])
+    frame = property(lambda self: self[1])
+    linktype = property(lambda self: self[2])
+
+    def __repr__(self) -> str:
+        return (f"Packet(ts={self[0]!r}, frame=<{len(self[1])} bytes>, linktype={self[2]}, "
+                f"wire_len={self.wire_len})")
+
+
+class PcapReader:
+    """Incremental reader of a classic pcap file, possibly still being written by ``tcpdump -U``.
+
+    Each :meth:`read_new` returns the packets completed since the previous call, as
+    :class:`Packet` ``(ts, frame, linktype)`` tuples (with ``.wire_len``). A partially written
+    last record (or global header) is left for the next call. A file that does not exist yet
+    reads as empty. Raises ``ValueError`` if the file is not a pcap (e.g. pcapng) or a record
+    header is corrupt.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = os.fspath(path)
+        self.offset = 0  # file offset of the first byte not yet consumed
+        self.linktype: int | None = None
+        self.snaplen: int | None = None
+        self._f: Any = None
+        self._rec: struct.Struct | None = None
+        self._div = 1e6
+
+    def __enter__(self) -> PcapReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def _parse_global_header(self, hdr: bytes) -> None:
+        (magic_le,) = struct.unpack("<I", hdr[:4])
+        for endian in ("<", ">"):
+            (magic,) = struct.unpack(endian + "I", hdr[:4])
+            if magic in (_dpcap.TCPDUMP_MAGIC, _dpcap.TCPDUMP_MAGIC_NANO):
+                break
+        else:
+            if magic_le == _PCAPNG_MAGIC:
+                raise ValueError(f"{self.path}: pcapng is not supported; capture with plain "
+                                 "tcpdump -w (no --pcapng) or convert with 'editcap -F pcap'")
+            raise ValueError(f"{self.path}: not a pcap file (magic {hdr[:4].hex()})")
+        if len(hdr) < 24:
+            return
+        _vmaj, _vmin, _tz, _sig, snaplen, linktype = struct.unpack(endian + "HHiIII", hdr[4:24])
+        self._div = 1e9 if magic == _dpcap.TCPDUMP_MAGIC_NANO else 1e6
+        self._rec = struct.Struct(endian + "IIII")
+        self.snaplen = snaplen
+        # The upper 16 bits of the link type field may hold FCS information (pcap format spec).
+        self.linktype = linktype & 0x0FFFFFFF
+
+    def read_new(self) -> list[Packet]:
+        if self._f is None:
+            try:
+                self._f = open(self.path, "rb")  # noqa: SIM115 - kept open across calls
+            except FileNotFoundError:
+                return []
+        self._f.seek(self.offset)
+        buf = self._f.read()
+        pos = 0
+        if self._rec is None:
+            if len(buf) >= 4:
+                self._parse_global_header(buf[:24])
+            if self._rec is None:
+                return []
+            pos = 24
+        rec = self._rec
+        limit = max(self.snaplen or 0, _MAX_RECORD)
+        out: list[Packet] = []
+        n = len(buf)
+        while n - pos >= 16:
+            sec, frac, incl, orig = rec.unpack_from(buf, pos)
+            if incl > limit:
+                raise ValueError(f"{self.path}: corrupt pcap record at file offset "
+                                 f"{self.offset + pos}: captured length {incl} > {limit}")
+            if n - pos - 16 < incl:
+                break  # record still being written
+            frame = buf[pos + 16:pos + 16 + incl]
+            out.append(Packet(sec + frac / self._div, frame, self.linktype, max(orig, incl)))
+            pos += 16 + incl
+        self.offset += pos
+        return out
+
+
+def read_pcap(path: str | os.PathLike[str]) -> list[Packet]:
+    """All complete packets of a pcap file (a truncated last record is ignored)."""
+    with PcapReader(path) as r:
+        pkts = r.read_new()
+        if r.linktype is None:
+            raise ValueError(f"{os.fspath(path)}: missing or truncated pcap header")
+        return pkts
+
+
+# ---------------------------------------------------------------------------------------------
+# packet decoding (never raises on malformed frames: returns None)
+
+
+class _Tcp(NamedTuple):
+    src: bytes
+    dst: bytes
+    sport: int
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    payload_len: int  # from the IP length fields, i.e. on the wire
+    payload: bytes  # the captured part of the payload (may be shorter than payload_len)
+
+
+_ETHERTYPE_IP = {0x0800: 4, 0x86DD: 6}
+_VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)
+_AF_INET6_VALUES = (10, 24, 28, 30)  # Linux, NetBSD/OpenBSD, FreeBSD, Darwin
+
+
+def _network_start(frame: bytes, linktype: int) -> tuple[int, int] | None:
+    """(IP version, offset of the IP header) or None if the frame is not IP."""
+    n = len(frame)
+    if linktype == DLT_EN10MB:
+        off = 12
+        for _ in range(8):  # VLAN / QinQ tags
+            if n < off + 2:
+                return None
+            et = int.from_bytes(frame[off:off + 2], "big")
+            if et in _VLAN_TPIDS:
+                off += 4
+                continue
+            v = _ETHERTYPE_IP.get(et)
+            return None if v is None else (v, off + 2)
+        return None
+    if linktype == DLT_LINUX_SLL:
+        if n < 16:
+            return None
+        v = _ETHERTYPE_IP.get(int.from_bytes(frame[14:16], "big"))
+        return None if v is None else (v, 16)
+    if linktype == DLT_LINUX_SLL2:
+        if n < 20:
+            return None
+        v = _ETHERTYPE_IP.get(int.from_bytes(frame[0:2], "big"))
+        return None if v is None else (v, 20)
+    if linktype in (DLT_NULL, DLT_LOOP):
+        if n < 4:
+            return None
+        families = {int.from_bytes(frame[:4], "big")}
+        if linktype == DLT_NULL:  # host byte order of the capturing machine: accept both
+            families.add(int.from_bytes(frame[:4], "little"))
+        if 2 in families:
+            return (4, 4)
+        if families.intersection(_AF_INET6_VALUES):
+            return (6, 4)
+        return None
+    if linktype in (DLT_RAW, 12, 14, DLT_IPV4, DLT_IPV6):
+        if n < 1:
+            return None
+        v = frame[0] >> 4
+        return (v, 0) if v in (4, 6) else None
+    raise ValueError(f"unsupported pcap link type {linktype} (supported: "
+                     f"{', '.join(map(str, SUPPORTED_LINKTYPES))})")
+
+
+def _decode_tcp(frame: bytes, linktype: int) -> _Tcp | None:
+    ns = _network_start(frame, linktype)
+    if ns is None:
+        return None
+    version, off = ns
+    n = len(frame)
+    if version == 4:
+        if n < off + 20 or frame[off] >> 4 != 4:
+            return None
+        ihl = (frame[off] & 0x0F) * 4
+        total = int.from_bytes(frame[off + 2:off + 4], "big")
+        frag = int.from_bytes(frame[off + 6:off + 8], "big")
+        if ihl < 20 or frag & 0x3FFF or frame[off + 9] != 6:  # fragment, or not TCP
+            return None
+        src, dst = frame[off + 12:off + 16], frame[off + 16:off + 20]
+        t = off + ihl
+        if total:
+            if total < ihl:
+                return None
+            ip_payload = total - ihl
+        else:  # length 0: TCP segmentation offload; trust the capture
+            ip_payload = n - t
+    else:
+        if n < off + 40 or frame[off] >> 4 != 6:
+            return None
+        plen = int.from_bytes(frame[off + 4:off + 6], "big")
+        nh = frame[off + 6]
+        src, dst = frame[off + 8:off + 24], frame[off + 24:off + 40]
+        t = off + 40
+        ext = 0
+        for _ in range(16):
+            if nh == 6:
+                break
+            if n < t + 8:
+                return None
+            if nh in (0, 43, 60):  # hop-by-hop, routing, destination options
+                hlen = (frame[t + 1] + 1) * 8
+            elif nh == 44:  # fragment: only atomic fragments are usable
+                if int.from_bytes(frame[t + 2:t + 4], "big") & 0xFFF9:
+                    return None
+                hlen = 8
+            elif nh == 51:  # authentication header
+                hlen = (frame[t + 1] + 2) * 4
+            else:
+                return None
+            nh = frame[t]
+            t += hlen
+            ext += hlen
+        else:
+            return None
+        if plen:
+            if plen < ext:
+                return None
+            ip_payload = plen - ext
+        else:  # jumbogram / offload
+            ip_payload = n - t
+    if n < t + 20:
+        return None
+    sport, dport, seq, ack, offflags = struct.unpack_from("!HHIIH", frame, t)
+    doff = (offflags >> 12) * 4
+    if doff < 20 or doff > ip_payload:
+        return None
+    plen_tcp = ip_payload - doff
+    p = t + doff
+    return _Tcp(bytes(src), bytes(dst), sport, dport, seq, ack, offflags & 0x1FF, plen_tcp,
+                bytes(frame[p:p + plen_tcp]))
+
+
+class ConnPacket(NamedTuple):
+    """One packet of a TCP connection, as returned by :func:`connection_packets`."""
+
+    ts: float
+    direction: str  # 'up' (client -> server) or 'down'
+    frame_len: int  # bytes on the wire (pcap orig_len)
+    seq: int
+    ack: int
+    flags: int  # TCP flags (FIN=1, SYN=2, RST=4, PSH=8, ACK=16, ...)
+    payload_len: int  # TCP payload length on the wire
+    payload: bytes  # captured TCP payload (shorter than payload_len if truncated by snaplen)
+
+
+def _as_packet(p: Any) -> tuple[float, bytes, int, int]:
+    if isinstance(p, Packet):
+        return p[0], p[1], p[2], p.wire_len
+    if len(p) == 4:
+        return p[0], p[1], p[2], p[3]
+    ts, frame, linktype = p
+    return ts, frame, linktype, len(frame)
+
+
+def _client_key(client: tuple[str, int]) -> tuple[bytes, int]:
+    try:
+        ip_s, port = client
+        ip = ipaddress.ip_address(ip_s)
+        port = int(port)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"client endpoint must be (ip, port), got {client!r}: {e}") from None
+    if not 0 < port < 65536:
+        raise ValueError(f"client port out of range: {port}")
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.packed, port
+
+
+def connection_packets(packets: Iterable[Any], client: tuple[str, int]) -> list[ConnPacket]:
+    """All packets of the TCP connection whose client endpoint is ``client`` = (ip, port).
+
+    ``packets`` are ``(ts, frame, linktype)`` tuples or :class:`Packet` objects (as returned by
+    :class:`PcapReader`); plain 3-tuples count ``len(frame)`` as the wire length, 4-tuples
+    ``(ts, frame, linktype, wire_len)`` are accepted too. Non-TCP and undecodable frames are
+    skipped. The server endpoint is the peer of the first matching packet.
+    """
+    cip, cport = _client_key(client)
+    server: tuple[bytes, int] | None = None
+    out: list[ConnPacket] = []
+    for p in packets:
+        ts, frame, linktype, wire_len = _as_packet(p)
+        seg = _decode_tcp(frame, linktype)
+        if seg is None:
+            continue
+        if seg.src == cip and seg.sport == cport:
+            direction, peer = "up", (seg.dst, seg.dport)
+        elif seg.dst == cip and seg.dport == cport:
+            direction, peer = "down", (seg.src, seg.sport)
+        else:
+            continue
+        if server is None:
+            server = peer
+        elif peer != server:
+            continue
+        out.append(ConnPacket(float(ts), direction, int(wire_len), seg.seq, seg.ack, seg.flags,
+                              seg.payload_len, seg.payload))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# TCP stream reassembly and TLS record walking
+
+
+class _Stream:
+    """One direction's TCP byte stream, reassembled by sequence number.
+
+    Offsets are relative to the first byte after the SYN (or, without a SYN in the capture, to
+    the first payload byte seen). Only captured bytes are stored; ``length`` is the stream length
+    implied by the packets' on-wire payload lengths.
+    """
+
+    def __init__(self, packets: Sequence[ConnPacket], direction: str):
+        mine = [(i, p) for i, p in enumerate(packets) if p.direction == direction]
+        base = None
+        for _, p in mine:
+            if p.flags & SYN:
+                base = (p.seq + 1) & _MASK32
+                break
+        if base is None:
+            for _, p in mine:
+                if p.payload_len > 0 and not p.flags & RST:
+                    base = p.seq
+                    break
+        self.segments: list[tuple[int, int, int]] = []  # (packet index, start, end), capture order
+        pieces: list[tuple[int, bytes]] = []
+        self.length = 0
+        if base is not None:
+            for i, p in mine:
+                if p.payload_len <= 0 or p.flags & RST:
+                    continue
+                seq = (p.seq + 1) & _MASK32 if p.flags & SYN else p.seq
+                rel = (seq - base) & _MASK32
+                if rel >= 2**31:
+                    rel -= 2**32  # before the base (e.g. reordered): wrap-around aware
+                end = rel + p.payload_len
+                self.segments.append((i, rel, end))
+                self.length = max(self.length, end)
+                data = p.payload[:p.payload_len]
+                if rel < 0:
+                    data, rel = data[-rel:], 0
+                if data:
+                    pieces.append((rel, data))
+        # merge captured pieces into disjoint contiguous chunks
+        pieces.sort(key=lambda x: x[0])
+        self._starts: list[int] = []
+        self._chunks: list[bytearray] = []
+        for start, data in pieces:
+            if self._chunks:
+                cend = self._starts[-1] + len(self._chunks[-1])
+                if start <= cend:
+                    if start + len(data) > cend:
+                        self._chunks[-1] += data[cend - start:]
+                    continue
+            self._starts.append(start)
+            self._chunks.append(bytearray(data))
+
+    def read(self, offset: int, n: int) -> bytes | None:
+        """``n`` captured bytes at ``offset``, or None if any of them was not captured."""
+        k = bisect_right(self._starts, offset) - 1
+        if k < 0:
+            return None
+        rel = offset - self._starts[k]
+        chunk = self._chunks[k]
+        if rel + n > len(chunk):
+            return None
+        return bytes(chunk[rel:rel + n])
+
+    def first_covering(self, offset: int) -> int | None:
+        """Index (in capture order) of the first packet whose payload holds stream byte ``offset``."""
+        for i, start, end in self.segments:
+            if start <= offset < end:
+                return i
+        return None
+
+
+def _walk_tls_records(stream: _Stream) -> tuple[list[tuple[int, int]], str | None]:
+    """[(stream offset, content type)] of the TLS records in ``stream``, plus the reason the walk
+    stopped early (None if it reached the end of the stream)."""
+    records: list[tuple[int, int]] = []
+    o = 0
+    while o < stream.length:
+        if o + 5 > stream.length:
+            return records, None  # stream ends inside a record header
+        h = stream.read(o, 5)
+        if h is None:
+            return records, f"bytes {o}..{o + 4} of the stream were not captured"
+        typ, major, minor, length = h[0], h[1], h[2], int.from_bytes(h[3:5], "big")
+        if typ not in _TLS_CONTENT_TYPES or major != 3 or minor > 4 or length > _MAX_TLS_RECORD:
+            return records, f"invalid TLS record header {h.hex()} at stream offset {o}"
+        records.append((o, typ))
+        o += 5 + length
+    return records, None
+
+
+def _server_hello_version(down: _Stream) -> str | None:
+    """The TLS version the server selected, from its ServerHello (None if not found/parseable)."""
+    h = down.read(0, 9)
+    if h is None or h[0] != 22 or h[1] != 3 or h[5] != 2:  # handshake record, ServerHello
+        return None
+    rec_len = int.from_bytes(h[3:5], "big")
+    msg_len = int.from_bytes(h[6:9], "big")
+    body = down.read(9, min(msg_len, rec_len - 4))
+    if body is None or len(body) < 38:
+        return None
+    version = int.from_bytes(body[0:2], "big")
+    p = 35 + body[34]  # version(2) random(32) session_id_len(1) session_id
+    p += 3  # cipher suite(2), compression method(1)
+    if len(body) >= p + 2:
+        ext_end = min(len(body), p + 2 + int.from_bytes(body[p:p + 2], "big"))
+        p += 2
+        while p + 4 <= ext_end:
+            etype = int.from_bytes(body[p:p + 2], "big")
+            elen = int.from_bytes(body[p + 2:p + 4], "big")
+            if etype == 43 and elen == 2 and p + 6 <= ext_end:  # supported_versions
+                version = int.from_bytes(body[p + 4:p + 6], "big")
+                break
+            p += 4 + elen
+    return _TLS_WIRE_VERSIONS.get(version)
+
+
+def detect_tls_version(packets: Sequence[ConnPacket]) -> str | None:
+    """"1.0".."1.3" as selected by the server's ServerHello, or None if the client did not start a
+    TLS handshake (plain TCP/HTTP). Raises ValueError if the client started TLS but no parseable
+    ServerHello was captured."""
+    packets = list(packets)
+    up = _Stream(packets, "up")
+    h = up.read(0, 3)
+    if h is None or h[0] != 22 or h[1] != 3:
+        return None
+    v = _server_hello_version(_Stream(packets, "down"))
+    if v is None:
+        raise ValueError("the client started a TLS handshake but no parseable ServerHello "
+                         "(TLS 1.0-1.3) was captured")
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# phase split
+
+
+def _check_version(tls_version: str | None) -> str | None:
+    if tls_version is None or tls_version == "auto":
+        return tls_version
+    v = str(tls_version).lower().removeprefix("tlsv").removeprefix("tls")
+    if v in ("1", "10"):
+        v = "1.0"
+    if v not in TLS_VERSIONS:
+        raise ValueError(f"tls_version must be None (plain HTTP), 'auto' or one of "
+                         f"{', '.join(TLS_VERSIONS)}; got {tls_version!r}")
+    return v
+
+
+def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) -> list[str]:
+    """The phase (one of PHASES) of each packet of one connection, in order.
+
+    ``tls_version``: None for plain HTTP, "1.0".."1.3" for HTTPS with that version, or "auto"
+    to decide from the capture (ClientHello present? version selected in the ServerHello). An
+    explicit version that contradicts the captured ServerHello raises ValueError.
+    """
+    pkts = list(packets)
+    tls = _check_version(tls_version)
+    up = _Stream(pkts, "up")
+    down = _Stream(pkts, "down")
+    if tls == "auto":
+        tls = detect_tls_version(pkts)
+    elif tls is not None:
+        seen = _server_hello_version(down)
+        if seen is not None and seen != tls:
+            raise ValueError(f"tls_version={tls!r} but the captured ServerHello selected TLS {seen}")
+
+    # TCP handshake: SYNs, SYN-ACKs, and the client's pure ACK right after the first SYN-ACK.
+    handshake: set[int] = set()
+    synack_seen = third_leg_done = False
+    for i, p in enumerate(pkts):
+        if p.flags & SYN:
+            handshake.add(i)
+            if p.direction == "down" and p.flags & ACK:
+                synack_seen = True
+        elif synack_seen and not third_leg_done and p.direction == "up":
+            third_leg_done = True
+            if p.flags & ACK and not p.flags & (FIN | RST) and p.payload_len == 0:
+                handshake.add(i)
+
+    # Data phase start.
+    data_start: int | None = None
+    up_records: list[tuple[int, int]] = []
+    if tls is None:
+        data_start = next((i for i, p in enumerate(pkts)
+                           if p.direction == "up" and p.payload_len > 0 and not p.flags & RST),
+                          None)
+    else:
+        up_records, problem = _walk_tls_records(up)
+        nth = 2 if tls == "1.3" else 1
+        app = [o for o, typ in up_records if typ == 23]
+        if len(app) >= nth:
+            data_start = up.first_covering(app[nth - 1])
+        elif problem is not None:
+            raise ValueError(f"cannot locate the HTTP request in the client->server TLS stream: "
+                             f"{problem}")
+
+    # Teardown start: first FIN/RST, or first alert record sent after the data phase began.
+    teardown = next((i for i, p in enumerate(pkts) if p.flags & (FIN | RST)), None)
+    if tls is not None and data_start is not None:
+        for stream, records in ((up, up_records), (down, _walk_tls_records(down)[0])):
+            for o, typ in records:
+                if typ != 21:
+                    continue
+                j = stream.first_covering(o)
+                if j is not None and j >= data_start and (teardown is None or j < teardown):
+                    teardown = j
+
+    phases: list[str] = []
+    for i in range(len(pkts)):
+        if i in handshake:
+            phases.append("tcp_handshake")
+        elif teardown is not None and i >= teardown:
+            phases.append("teardown")
+        elif data_start is not None and i >= data_start:
+            phases.append("data")
+        elif tls is not None:
+            phases.append("tls_handshake")
+        else:
+            phases.append("tcp_handshake")
+    return phases
+
+
+def split_phases(packets: Sequence[ConnPacket], *, tls_version: str | None) -> PhaseBytes:
+    """Frame bytes and packets per phase and direction for one connection (see module doc)."""
+    pkts = list(packets)
+    result = PhaseBytes()
+    for p, ph in zip(pkts, classify_packets(pkts, tls_version=tls_version), strict=True):
+        if p.direction == "up":
+            result.up[ph] += p.frame_len
+            result.up_packets[ph] += 1
+        else:
+            result.down[ph] += p.frame_len
+            result.down_packets[ph] += 1
+    return result
+
+
+def phases_from_pcap(path: str | os.PathLike[str], client: tuple[str, int], *,
+                     tls_version: str | None) -> PhaseBytes:
+    """Convenience: read a pcap file and split the connection of ``client`` into phases."""
+    return split_phases(connection_packets(read_pcap(path), client), tls_version=tls_version)

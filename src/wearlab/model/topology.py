@@ -1,0 +1,345 @@
+"""Topologies: which hosts exist and how their links are shaped, loaded from YAML and resolved.
+
+Three checks, all reported together with their lines: `_check_graph` reads the raw data for what
+spans the document (node names, links naming real nodes, one link per pair, known profiles);
+pydantic checks types, units and unknown keys; `_resolve_link` folds profile -> link -> direction
+into one `Shape` per direction and checks jitter <= delay on the result.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from wearlab.errors import InputError, Problem
+from wearlab.model.profiles import PROFILES
+from wearlab.model.shape import Shape, ShapeSpec
+from wearlab.model.units import format_duration
+from wearlab.model.yamlsrc import (
+    LineMap,
+    YamlPath,
+    did_you_mean,
+    dotted,
+    line_of,
+    load_yaml,
+    problems_from_validation,
+    sort_problems,
+)
+
+
+class Role(str, Enum):
+    WEARABLE = "wearable"
+    PHONE = "phone"
+    AP = "ap"
+    ROUTER = "router"
+    SERVER = "server"
+
+
+ROLES = [r.value for r in Role]
+
+# Node names become network-namespace and interface-name parts; Linux caps interface names at 15
+# characters, and wearlab needs room for a suffix, hence 12 lowercase letters/digits.
+NODE_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+NODE_NAME_RULE = ("node names are used for network namespaces and interface names, so they must be "
+                  "1-12 lowercase letters or digits, starting with a letter (e.g. 'watch', 'ap1')")
+
+# Names end up in result directory names; keep them to one safe path component.
+DOC_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+DOC_NAME_RULE = "names must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+# Only the net.* tree is per network namespace; anything else would change the host itself.
+SYSCTL_NAME = re.compile(r"^net(\.[A-Za-z0-9_\-]+)+$")
+
+
+def _role(value: Any) -> Role:
+    if isinstance(value, str) and value.strip().lower() in ROLES:
+        return Role(value.strip().lower())
+    shown = f"'{value}'" if isinstance(value, str) else repr(value)
+    raise ValueError(f"unknown role {shown}{did_you_mean(value, ROLES)} (roles: {', '.join(ROLES)})")
+
+
+def _sysctl_value(value: Any) -> str:
+    # YAML turns `net.ipv4.ip_forward: 1` into an int; sysctl values are text either way.
+    if isinstance(value, bool):
+        raise ValueError(f"write {int(value)} instead of {str(value).lower()}; sysctl values are numbers or text")
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str) and "\n" not in value:
+        return value
+    raise ValueError("a sysctl value must be a single line of text or a number")
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML-facing models
+
+
+class NodeSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Annotated[Role, BeforeValidator(_role)]
+    sysctls: dict[str, Annotated[str, BeforeValidator(_sysctl_value)]] = Field(default_factory=dict)
+
+
+class LinkSpec(ShapeSpec):
+    """A link: its two ends, an optional profile, and shaping overrides (both / per direction)."""
+
+    between: list[str]
+    profile: str | None = None
+    forward: ShapeSpec | None = None
+    reverse: ShapeSpec | None = None
+
+    @field_validator("between")
+    @classmethod
+    def _two_ends(cls, v: list[str]) -> list[str]:
+        if len(v) != 2:
+            raise ValueError(f"between needs exactly two node names, like [watch, phone]; got {len(v)}")
+        return v
+
+
+class TopologySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    description: str = ""
+    nodes: dict[str, NodeSpec]
+    links: list[LinkSpec] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolved models (what the rest of wearlab consumes)
+
+
+class Node(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    role: Role
+    sysctls: dict[str, str] = Field(default_factory=dict)
+
+
+class Link(BaseModel):
+    """A resolved link. forward = a -> b, reverse = b -> a."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: int
+    a: str
+    b: str
+    profile: str | None
+    forward: Shape
+    reverse: Shape
+    line: int | None = None
+
+    def shape(self, src: str, dst: str) -> Shape:
+        """Shaping for traffic sent from `src` to `dst` over this link."""
+        if (src, dst) == (self.a, self.b):
+            return self.forward
+        if (src, dst) == (self.b, self.a):
+            return self.reverse
+        raise KeyError(f"link {self.a}-{self.b} does not join {src} and {dst}")
+
+    def other(self, node: str) -> str:
+        return self.b if node == self.a else self.a
+
+
+class Topology(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+    file: str | None = None
+    nodes: dict[str, Node]
+    links: list[Link]
+
+    def neighbors(self, node: str) -> list[str]:
+        """Nodes linked to `node`, in link order."""
+        return [link.other(node) for link in self.links if node in (link.a, link.b)]
+
+    def link_between(self, a: str, b: str) -> Link | None:
+        """The link joining a and b (in either direction), or None."""
+        for link in self.links:
+            if {link.a, link.b} == {a, b}:
+                return link
+        return None
+
+    def reachable(self, start: str, goal: str, *, avoiding: tuple[str, ...] = ()) -> bool:
+        """Whether `goal` can be reached from `start` without passing through `avoiding`."""
+        seen, todo = {start}, [start]
+        while todo:
+            node = todo.pop()
+            if node == goal:
+                return True
+            for nxt in self.neighbors(node):
+                if nxt not in seen and nxt not in avoiding:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    def to_document(self) -> dict[str, Any]:
+        """Resolved topology in the YAML schema (loadable again), units as strings."""
+        nodes: dict[str, Any] = {}
+        for node in self.nodes.values():
+            nodes[node.name] = {"role": node.role.value}
+            if node.sysctls:
+                nodes[node.name]["sysctls"] = dict(node.sysctls)
+        links = []
+        for link in self.links:
+            doc: dict[str, Any] = {"between": [link.a, link.b]}
+            if link.profile:
+                doc["profile"] = link.profile
+            doc["forward"] = link.forward.to_document()
+            doc["reverse"] = link.reverse.to_document()
+            links.append(doc)
+        return {"name": self.name, "description": self.description, "nodes": nodes, "links": links}
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Load and resolve a topology file. Raises InputError listing every problem found."""
+    src = load_yaml(path)
+    if src.data is None:
+        raise InputError([Problem(src.file, None, None, "file is empty; a topology needs nodes: and links:")])
+    return topology_from_mapping(src.data, src.file, src.lines, default_name=Path(path).stem)
+
+
+def topology_from_mapping(
+    data: Any,
+    file: str | None,
+    linemap: LineMap,
+    *,
+    at: YamlPath = (),
+    default_name: str | None = None,
+) -> Topology:
+    """Validate and resolve a topology given as plain data. `at` is where the mapping sits in
+    `file` (e.g. ("topology",) when inline in an experiment), for lines and field names."""
+    shown = file or "<topology>"
+    if not isinstance(data, dict):
+        raise InputError([Problem(shown, line_of(linemap, at), dotted(at) or None,
+                                  "a topology is a mapping with nodes: and links:")])
+    report = _Report(shown, linemap, at)
+    # Cross-reference checks read the raw data, so they are reported together with any type or
+    # unit errors instead of only after those are fixed.
+    _check_graph(data, report, default_name)
+    try:
+        spec = TopologySpec.model_validate(data)
+    except ValidationError as e:
+        raise InputError(sort_problems(report.problems + problems_from_validation(
+            e, linemap, shown, TopologySpec, at))) from None
+    links = [_resolve_link(i, ls, report) for i, ls in enumerate(spec.links)]
+    if report.problems:
+        raise InputError(sort_problems(report.problems))
+    nodes = {n: Node(name=n, role=s.role, sysctls=dict(s.sysctls)) for n, s in spec.nodes.items()}
+    name = spec.name if spec.name is not None else (default_name or "topology")
+    return Topology(name=name, description=spec.description, file=file, nodes=nodes, links=links)
+
+
+class _Report:
+    """Collects problems located relative to where the topology sits in its file."""
+
+    def __init__(self, file: str, lines: LineMap, at: YamlPath) -> None:
+        self.file, self.lines, self.at = file, lines, tuple(at)
+        self.problems: list[Problem] = []
+
+    def line(self, path: YamlPath) -> int | None:
+        return line_of(self.lines, self.at + tuple(path))
+
+    def __call__(self, path: YamlPath, message: str) -> None:
+        full = self.at + tuple(path)
+        self.problems.append(Problem(self.file, line_of(self.lines, full), dotted(full) or None, message))
+
+
+def _check_graph(data: dict, problem: _Report, default_name: str | None) -> None:
+    """Names, links naming real nodes, one link per pair, known profiles. Tolerates malformed
+    parts (pydantic reports those); checks whatever is well-formed enough to check."""
+    name = data.get("name", default_name or "topology")
+    if isinstance(name, str) and not DOC_NAME.match(name):
+        problem(("name",) if "name" in data else (), f"'{name}' is not a usable topology name; {DOC_NAME_RULE}")
+
+    nodes = data.get("nodes")
+    names = [n for n in nodes if isinstance(n, str)] if isinstance(nodes, dict) else None
+    if isinstance(nodes, dict):
+        if not nodes:
+            problem(("nodes",), "no nodes; a topology needs at least one (e.g. watch: {role: wearable})")
+        for node_name, node in nodes.items():
+            if isinstance(node_name, str) and not NODE_NAME.match(node_name):
+                problem(("nodes", node_name), f"bad node name '{node_name}': {NODE_NAME_RULE}")
+            sysctls = node.get("sysctls") if isinstance(node, dict) else None
+            for key in sysctls if isinstance(sysctls, dict) else ():
+                if isinstance(key, str) and not SYSCTL_NAME.match(key):
+                    problem(("nodes", node_name, "sysctls", key),
+                            f"'{key}' is not a per-namespace sysctl; only net.* sysctls can be set per "
+                            "node (others would change the host)")
+
+    links = data.get("links")
+    pairs: dict[frozenset[str], int] = {}
+    for i, link in enumerate(links if isinstance(links, list) else ()):
+        if not isinstance(link, dict):
+            continue
+        profile = link.get("profile")
+        if isinstance(profile, str) and profile not in PROFILES:
+            problem(("links", i, "profile"),
+                    f"unknown profile '{profile}'{did_you_mean(profile, PROFILES)} (profiles: {', '.join(PROFILES)})")
+        ends = link.get("between")
+        if not (isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) for e in ends)):
+            continue
+        a, b = ends
+        ok = True
+        if names is not None:
+            for j, end in enumerate(ends):
+                if end not in names:
+                    problem(("links", i, "between", j),
+                            f"unknown node '{end}'{did_you_mean(end, names)} (nodes: {', '.join(names) or 'none'})")
+                    ok = False
+        if a == b:
+            problem(("links", i, "between"), f"a link cannot join '{a}' to itself")
+            continue
+        pair = frozenset(ends)
+        if pair in pairs:
+            first = pairs[pair]
+            first_line = problem.line(("links", first))
+            where = f"links[{first}]" + (f" (line {first_line})" if first_line else "")
+            problem(("links", i, "between"),
+                    f"{a} and {b} are already linked by {where}; wearlab supports one link per pair of nodes")
+        elif ok:
+            pairs[pair] = i
+
+
+def _resolve_link(i: int, ls: LinkSpec, problem: _Report) -> Link:
+    """Fold profile -> link -> direction into one Shape per direction; check jitter <= delay."""
+    a, b = ls.between
+    # An unknown profile is already reported; resolving without it still finds other problems.
+    profile = PROFILES.get(ls.profile) if ls.profile is not None else None
+    shapes: dict[str, Shape] = {}
+    clipped: dict[YamlPath, list[tuple[str, str, str]]] = {}
+    for direction, src_node, dst_node in (("forward", a, b), ("reverse", b, a)):
+        own: ShapeSpec | None = getattr(ls, direction)
+        shape = ls.over(getattr(profile, direction) if profile else Shape())
+        if own is not None:
+            shape = own.over(shape)
+        shapes[direction] = shape
+        if shape.jitter_s > shape.delay_s:
+            # Point at the most specific place that set jitter or delay for this direction.
+            if own is not None and own.written() & {"jitter", "delay"}:
+                path: YamlPath = ("links", i, direction, "jitter" if "jitter" in own.written() else "delay")
+            elif ls.written() & {"jitter", "delay"}:
+                path = ("links", i, "jitter" if "jitter" in ls.written() else "delay")
+            else:
+                path = ("links", i, "profile")
+            numbers = f"jitter {format_duration(shape.jitter_s)} > delay {format_duration(shape.delay_s)}"
+            clipped.setdefault(path, []).append((numbers, src_node, dst_node))
+    for path, cases in clipped.items():
+        if len(cases) == 2 and cases[0][0] == cases[1][0]:
+            what = f"{cases[0][0]} in both directions"
+        else:
+            what = " and ".join(f"{n} for {s} -> {d}" for n, s, d in cases)
+        problem(path, f"{what}; jitter must not exceed delay, or netem clips the negative delays to 0 "
+                      "and skews the distribution: lower jitter or raise delay")
+    return Link(index=i, a=a, b=b, profile=ls.profile, forward=shapes["forward"], reverse=shapes["reverse"],
+                line=problem.line(("links", i)))

@@ -1,0 +1,258 @@
+"""Parse and format the unit-bearing strings of wearlab YAML: rates, durations, sizes, percents.
+
+Every parser takes the raw YAML value (text, or a number when the user forgot the unit), returns a
+plain SI number, and raises ValueError whose message says what to write instead. Units are required
+on purpose: a bare `10` under `delay:` or `rate:` is a guess we refuse to make. The `format_*`
+helpers print numbers back in the same syntax, so a formatted value parses to the same number.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_NUMBER = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+
+
+def _split(text: str) -> tuple[str, str] | None:
+    """Split '1.5 Mbit/s' into ('1.5', 'Mbit/s'); None when it does not start with a number."""
+    m = re.fullmatch(_NUMBER + r"\s*(?P<unit>[^\d\s].*?)?", text.strip())
+    if not m:
+        return None
+    return m.group("num"), (m.group("unit") or "").strip()
+
+
+def _as_text(value: object, example: str) -> str | float:
+    """Return the value as stripped text, or as a float when YAML gave a bare number."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"expected a value with a unit, like '{example}', got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError(f"expected a value with a unit, like '{example}', got {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise ValueError(f"empty value; write something like '{example}'")
+    return text
+
+
+def _num(text: str) -> str:
+    """Print a number without a pointless '.0' (10.0 -> '10')."""
+    value = float(text) if isinstance(text, str) else text
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.12g}"
+
+
+def _finite_nonnegative(value: float, original: str, what: str) -> None:
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"'{original}' is not a usable {what}")
+    if value < 0:
+        raise ValueError(f"'{original}' is impossible: a {what} cannot be negative")
+
+
+# ---------------------------------------------------------------------------------------------
+# Rates: tc's own syntax ("10Mbit") so values can be pasted into tc and back. "Mbps" is refused
+# because tc reads "mbps" as megaBYTES per second, an 8x trap.
+
+_RATE_PREFIX = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
+
+
+def parse_rate(value: object) -> int:
+    """'10Mbit', '1.5Mbit/s', '500kbit', '1Gbit', '800bit' -> bits per second (int, > 0)."""
+    text = _as_text(value, "10Mbit")
+    if isinstance(text, float):
+        raise ValueError(f"'{_num(text)}' has no unit; write '{_num(text)}Mbit' (units: bit, kbit, Mbit, Gbit)")
+    parts = _split(text)
+    if parts is None:
+        raise ValueError(f"'{text}' is not a rate; write something like '10Mbit'")
+    num, unit = parts
+    prefix, rest = (unit[0], unit[1:]) if unit[:1].lower() in ("k", "m", "g") else ("", unit)
+    canon = _canon_prefix(prefix)
+    if rest.lower() in ("bit", "bits", "bit/s", "bits/s"):
+        bps = float(num) * _RATE_PREFIX[prefix.lower()]
+        _finite_nonnegative(bps, text, "rate")
+        if round(bps) <= 0:
+            raise ValueError(f"'{text}' is impossible: a rate must be greater than zero")
+        return int(round(bps))
+    if rest in ("Bps", "B/s", "BPS"):
+        # Explicitly bytes per second: offer the converted value, and the likely typo.
+        raise ValueError(
+            f"'{text}' is {_BYTE_WORD[prefix.lower()]} per second but wearlab rates are in bits; "
+            f"write '{_num(float(num) * 8)}{canon}bit' (or '{num}{canon}bit' if you meant bits)")
+    if rest == "b/s":
+        raise ValueError(f"'{text}': write '{num}{canon}bit' (wearlab uses tc's spelling)")
+    if rest.lower() in ("bps", "b/s"):
+        raise ValueError(
+            f"'{text}' is ambiguous (tc reads '{(prefix + 'bps').lower()}' as "
+            f"{_BYTE_WORD[prefix.lower()]} per second); write '{num}{canon}bit'")
+    if rest in ("", "b", "B"):
+        raise ValueError(f"'{text}' has no rate unit; write '{num}{canon or 'M'}bit'")
+    raise ValueError(f"'{text}' has an unknown rate unit '{unit}'; use bit, kbit, Mbit or Gbit (e.g. '10Mbit')")
+
+
+_BYTE_WORD = {"": "BYTES", "k": "kiloBYTES", "m": "megaBYTES", "g": "gigaBYTES"}
+
+
+def _canon_prefix(prefix: str) -> str:
+    return {"": "", "k": "k", "m": "M", "g": "G"}[prefix.lower()]
+
+
+def format_rate(bps: int | float) -> str:
+    """10_000_000 -> '10Mbit'; 1_100_000 -> '1.1Mbit'; 236_700 -> '236.7kbit'."""
+    for factor, unit in ((10**9, "Gbit"), (10**6, "Mbit"), (10**3, "kbit")):
+        if bps >= factor and _exact(bps / factor):
+            return f"{_num(bps / factor)}{unit}"
+    return f"{_num(bps)}bit"
+
+
+def _exact(x: float) -> bool:
+    """True when x prints in at most 6 significant digits, so the unit choice stays readable."""
+    return float(f"{x:.6g}") == x
+
+
+# ---------------------------------------------------------------------------------------------
+# Durations: netem's units. Long spellings ("msec", "millis") get the short form suggested so the
+# YAML stays uniform and greppable.
+
+_DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+_DURATION_ALIASES = {
+    "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "msec": "ms", "msecs": "ms", "milli": "ms", "millis": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "usec": "us", "usecs": "us", "micros": "us", "microsecond": "us", "microseconds": "us",
+}
+
+
+def parse_duration(value: object, *, bare_unit: str = "ms") -> float:
+    """'10ms', '1.5ms', '250us', '2s', '10 ms' -> seconds (float, >= 0). `bare_unit` is the unit
+    suggested for a bare number (a link delay is likely ms, a timeout s)."""
+    text = _as_text(value, "10ms")
+    if isinstance(text, float):
+        raise ValueError(f"'{_num(text)}' has no unit; write '{_num(text)}{bare_unit}' (units: s, ms, us)")
+    parts = _split(text)
+    if parts is None:
+        raise ValueError(f"'{text}' is not a duration; write something like '10ms'")
+    num, unit = parts
+    key = unit if unit == "µs" else unit.lower()
+    if key in _DURATION_UNITS:
+        seconds = float(num) * _DURATION_UNITS[key]
+        _finite_nonnegative(seconds, text, "duration")
+        return seconds
+    if key in _DURATION_ALIASES:
+        raise ValueError(f"'{text}': write '{num}{_DURATION_ALIASES[key]}'")
+    if key in ("m", "min", "mins", "minute", "minutes"):
+        raise ValueError(f"'{text}': minutes are not a unit here; write '{_num(float(num) * 60)}s'")
+    if key in ("ns", "nsec"):
+        raise ValueError(f"'{text}': nanoseconds are below netem's resolution; write '{_num(float(num) / 1000)}us'")
+    if not key:
+        raise ValueError(f"'{text}' has no unit; write '{num}{bare_unit}' (units: s, ms, us)")
+    raise ValueError(f"'{text}' has an unknown time unit '{unit}'; use s, ms or us (e.g. '10ms')")
+
+
+def format_duration(seconds: float) -> str:
+    """0.005 -> '5ms'; 0.00025 -> '250us'; 120 -> '120s'; 0 -> '0ms'."""
+    if seconds == 0:
+        return "0ms"
+    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if seconds >= factor:
+            return f"{_num(_round(seconds / factor))}{unit}"
+    return f"{_num(_round(seconds / 1e-6))}us"
+
+
+def _round(x: float) -> float:
+    """Drop float noise (0.1+0.2 style) so formatted values stay short and parse back equal."""
+    return float(f"{x:.12g}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Sizes: decimal (KB = 1000) and binary (KiB = 1024), both explicit. A lowercase 'b' means bits,
+# which is almost always a typo for bytes in a size, so it is refused.
+
+_SIZE_UNITS = {
+    "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9,
+    "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
+}
+
+
+def parse_size(value: object) -> int:
+    """'1KB' -> 1000, '1KiB' -> 1024, '1MB', '1MiB', '100B', '64kB', bare integer -> bytes (int, >= 0)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"'{value}' is impossible: a size cannot be negative")
+        return value
+    text = _as_text(value, "100KB")
+    if isinstance(text, float):
+        raise ValueError(f"'{_num(text)}' is not a whole number of bytes; write e.g. '{_num(text)}KB'")
+    parts = _split(text)
+    if parts is None:
+        raise ValueError(f"'{text}' is not a size; write something like '100KB'")
+    num, unit = parts
+    if not unit:
+        if num.startswith("-"):
+            raise ValueError(f"'{text}' is impossible: a size cannot be negative")
+        if not re.fullmatch(r"\+?\d+", num):
+            raise ValueError(f"'{text}' is not a whole number of bytes; write e.g. '{num}KB'")
+        return int(num)
+    m = re.fullmatch(r"(?P<p>[kKmMgG]?)(?P<i>i?)(?P<b>[bB])", unit)
+    if m and m.group("b") == "b":
+        raise ValueError(
+            f"'{text}' means {_BIT_WORD[m.group('p').lower()]}; write "
+            f"'{num}{m.group('p').upper()}{m.group('i')}B' for {_BYTE_WORD[m.group('p').lower()].lower()}")
+    if m and m.group("p") == "m":
+        raise ValueError(f"'{text}' reads as millibytes; write '{num}MB'")
+    if m:
+        size = float(num) * _SIZE_UNITS[(m.group("p") + m.group("i") + "B").upper()]
+        _finite_nonnegative(size, text, "size")
+        if size != int(size):
+            raise ValueError(f"'{text}' is not a whole number of bytes")
+        return int(size)
+    if re.fullmatch(r"[kKmMgG]i?", unit):
+        raise ValueError(f"'{text}' needs a B for bytes; write '{num}{unit[0].upper()}{unit[1:]}B'")
+    raise ValueError(f"'{text}' has an unknown size unit '{unit}'; use B, KB, MB, GB, KiB, MiB or GiB")
+
+
+_BIT_WORD = {"": "bits", "k": "kilobits", "m": "megabits", "g": "gigabits"}
+
+
+def format_size(nbytes: int) -> str:
+    """1000 -> '1KB'; 1024 -> '1KiB'; 1500 -> '1.5KB'; 7 -> '7B'."""
+    for factor, unit in ((10**9, "GB"), (2**30, "GiB"), (10**6, "MB"), (2**20, "MiB"),
+                         (10**3, "KB"), (2**10, "KiB")):
+        if nbytes >= factor and _exact(nbytes / factor) and nbytes % factor == 0:
+            return f"{_num(nbytes / factor)}{unit}"
+    for factor, unit in ((10**6, "MB"), (10**3, "KB")):
+        if nbytes >= factor and _exact(nbytes / factor):
+            return f"{_num(nbytes / factor)}{unit}"
+    return f"{nbytes}B"
+
+
+# ---------------------------------------------------------------------------------------------
+# Percents: the '%' is required so that 0.01 (a fraction) and 0.01% are never confused.
+
+
+def parse_percent(value: object) -> float:
+    """'1%', '0.5%' -> percent as a float in [0, 100]."""
+    text = _as_text(value, "1%")
+    if isinstance(text, float):
+        hint = f"write '{_num(text)}%'"
+        if 0 < text < 1:
+            hint += f" (or '{_num(_round(text * 100))}%' if {_num(text)} was a fraction)"
+        raise ValueError(f"'{_num(text)}' has no unit; {hint}")
+    parts = _split(text)
+    if parts is None:
+        raise ValueError(f"'{text}' is not a percent; write something like '1%'")
+    num, unit = parts
+    if unit != "%":
+        if not unit:
+            raise ValueError(f"'{text}' has no unit; write '{num}%'")
+        raise ValueError(f"'{text}' is not a percent; write '{num}%'")
+    pct = float(num)
+    _finite_nonnegative(pct, text, "percentage")
+    if pct > 100:
+        raise ValueError(f"'{text}' is impossible: a probability cannot exceed 100%")
+    return pct
+
+
+def format_percent(pct: float) -> str:
+    """1.0 -> '1%'; 0.5 -> '0.5%'."""
+    return f"{_num(_round(pct))}%"

@@ -1,0 +1,1 @@
+"""Node kinds: what each role runs once the network is up (containerlab-style small types)."""

@@ -1,0 +1,1 @@
+"""Turn a topology model into a live network: namespaces, veths, addresses, routes, qdiscs."""

@@ -1,0 +1,267 @@
+"""A live emulated network: one Mininet host (network namespace) per node, one veth pair per link.
+
+Mininet gives us the namespaces and veths; addresses, routes, sysctls and qdiscs are applied here
+as one batch script per node (one process per node instead of dozens), and every tc failure is an
+error: an impairment is never silently dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wearlab.errors import EnvironmentProblem
+from wearlab.model.topology import Role, Topology
+from wearlab.realize.addressing import TRANSIT_ROLES, AddressPlan, plan
+from wearlab.realize.shaping import qdisc_plan
+from wearlab.runtime import registry
+
+# Every node gets these: reproducible TCP (no metrics carried between runs) and no reverse-path
+# filtering (multi-homed wearables receive replies on the interface the path chose).
+BASE_SYSCTLS = {
+    "net.ipv4.tcp_no_metrics_save": "1",
+    "net.ipv4.conf.all.rp_filter": "0",
+    "net.ipv4.conf.default.rp_filter": "0",
+}
+# What metadata records from every node, whether or not we changed it.
+RECORDED_SYSCTLS = (
+    "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_sack", "net.ipv4.tcp_timestamps",
+    "net.ipv4.tcp_ecn", "net.ipv4.tcp_window_scaling", "net.ipv4.ip_forward",
+    "net.core.rmem_max", "net.core.wmem_max", "net.core.default_qdisc", "net.mptcp.enabled",
+)
+
+
+class RealizeError(EnvironmentProblem):
+    """The kernel refused part of the topology (a qdisc, an address, a sysctl)."""
+
+
+@dataclass
+class Network:
+    topo: Topology
+    addresses: AddressPlan
+    run_id: str
+    workdir: Path
+    shaper: str = "netem"
+    hosts: dict = field(default_factory=dict)      # node name -> mininet Host
+    procs: list = field(default_factory=list)      # Popen objects started in nodes
+    notes: list[str] = field(default_factory=list)  # conversions applied while shaping
+
+    # -- processes in nodes --------------------------------------------------------------
+    def popen(self, node: str, argv: list[str], **kw) -> subprocess.Popen:
+        """Start a long-running program in a node; it is stopped by teardown()."""
+        p = self.hosts[node].popen(argv, **kw)
+        self.procs.append(p)
+        return p
+
+    def run(self, node: str, argv: list[str], *, timeout: float | None = None,
+            check: bool = False) -> subprocess.CompletedProcess:
+        """Run a program in a node to completion."""
+        p = self.hosts[node].popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            raise
+        res = subprocess.CompletedProcess(argv, p.returncode, out, err)
+        if check and p.returncode != 0:
+            raise RealizeError(f"{node}: `{shlex.join(argv)}` failed: {err.strip() or out.strip()}")
+        return res
+
+    def sh(self, node: str, script: str, *, check: bool = True) -> str:
+        return self.run(node, ["sh", "-c", script], check=check).stdout
+
+    def pid(self, node: str) -> int:
+        return self.hosts[node].pid
+
+    # -- shaping ----------------------------------------------------------------------------
+    def shape_commands(self, verb: str = "add") -> dict[str, list[str]]:
+        """node -> tc batch lines for all its interfaces (each end shapes its own egress)."""
+        out: dict[str, list[str]] = {n: [] for n in self.topo.nodes}
+        for link in self.topo.links:
+            for node, shape in ((link.a, link.forward), (link.b, link.reverse)):
+                intf = self.addresses.interface_to(node, link.b if node == link.a else link.a)
+                qp = qdisc_plan(intf.name, shape, shaper=self.shaper, verb=verb)
+                out[node] += qp.lines
+                self.notes += [f"{node}:{intf.name} (link {link.a}-{link.b}): {n}" for n in qp.notes]
+        return out
+
+    def qdisc_dump(self) -> dict[str, str]:
+        return {n: self.sh(n, "tc -s qdisc show", check=False) for n in self.hosts}
+
+    def sysctl_dump(self) -> dict[str, dict[str, str]]:
+        keys = " ".join(RECORDED_SYSCTLS)
+        out = {}
+        for n in self.hosts:
+            text = self.sh(n, f"sysctl -e {keys}", check=False)
+            out[n] = dict(l.split(" = ", 1) for l in text.splitlines() if " = " in l)
+        return out
+
+    def offload_dump(self) -> dict[str, dict[str, str]]:
+        out = {}
+        for n, intfs in self.addresses.interfaces.items():
+            out[n] = {}
+            for i in intfs:
+                text = self.sh(n, f"ethtool -k {i.name}", check=False)
+                feats = dict(l.strip().split(": ", 1) for l in text.splitlines() if ": " in l)
+                out[n][i.name] = {k: feats.get(k, "?") for k in (
+                    "tcp-segmentation-offload", "generic-segmentation-offload",
+                    "generic-receive-offload")}
+        return out
+
+    # -- teardown ---------------------------------------------------------------------------
+    def teardown(self) -> None:
+        """Stop everything in the nodes; the namespaces and veths vanish with their last process."""
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        pids = [h.pid for h in self.hosts.values() if h.pid]
+        # Daemons (nginx) left their parent; find every process in our namespaces by its mark.
+        kill_marked(self.run_id)
+        for h in self.hosts.values():
+            try:
+                h.shell.kill()
+                h.shell.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - teardown must go on
+                pass
+            for f in (h.stdin, h.stdout):
+                try:
+                    f.close()
+                except Exception:  # noqa: BLE001
+                    pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except Exception:  # noqa: BLE001
+                pass
+        _wait_gone(pids, 10)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        registry.forget("net", self.run_id)
+
+
+def marked_pids(run_id: str | None = None) -> list[int]:
+    """PIDs whose environment carries our mark (for a given run, or any run)."""
+    me = os.getpid()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == me:
+            continue
+        try:
+            env = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(registry.MARK_ENV.encode() + b"="):
+                if run_id is None or kv.split(b"=", 1)[1].decode() == run_id:
+                    found.append(int(d.name))
+                break
+    return found
+
+
+def kill_marked(run_id: str | None = None) -> list[int]:
+    # Never kill ourselves or our ancestors (a test harness may carry a mark too).
+    spare = set()
+    pid = os.getpid()
+    while pid > 1:
+        spare.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    victims = [p for p in marked_pids(run_id) if p not in spare]
+    for p in victims:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _wait_gone(victims, 10)
+    return victims
+
+
+def _wait_gone(pids: list[int], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _is_zombie(p)]
+        if pids:
+            time.sleep(0.02)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def build(topo: Topology, *, run_id: str, shaper: str = "netem") -> Network:
+    """Create namespaces, veths, addresses, routes, sysctls and qdiscs. Undone by teardown()."""
+    from mininet.link import Link  # imported late: Mininet is only needed when a network is built
+    from mininet.node import Host
+
+    if os.geteuid() != 0:
+        raise EnvironmentProblem("building a network needs root (network namespaces, tc)")
+    os.environ[registry.MARK_ENV] = run_id  # inherited by every node shell and what it starts
+    workdir = Path(tempfile.mkdtemp(prefix=f"wearlab-{run_id}-", dir="/tmp"))
+    workdir.chmod(0o755)  # servers' unprivileged workers read their content from here
+    registry.record("net", run_id, paths=[str(workdir)])
+    net = Network(topo=topo, addresses=plan(topo), run_id=run_id, workdir=workdir, shaper=shaper)
+    try:
+        for name in topo.nodes:
+            net.hosts[name] = Host(name, inNamespace=True)
+        for link in topo.links:
+            ia = net.addresses.interface_to(link.a, link.b)
+            ib = net.addresses.interface_to(link.b, link.a)
+            Link(net.hosts[link.a], net.hosts[link.b], intfName1=ia.name, intfName2=ib.name,
+                 addr1=ia.mac, addr2=ib.mac)
+        tc_lines = net.shape_commands("add")
+        for name, node in topo.nodes.items():
+            _configure_node(net, name, node.role, node.sysctls, tc_lines[name])
+        return net
+    except BaseException:
+        net.teardown()
+        raise
+
+
+def _configure_node(net: Network, name: str, role: Role, sysctls: dict[str, str],
+                    tc_lines: list[str]) -> None:
+    d = net.workdir / name
+    d.mkdir(parents=True, exist_ok=True)
+    s = {**BASE_SYSCTLS, "net.ipv4.ip_forward": "1" if role in TRANSIT_ROLES else "0", **sysctls}
+    lines = ["set -e", "ip link set lo up"]
+    for k, v in s.items():
+        lines.append(f"sysctl -qw {shlex.quote(k)}={shlex.quote(v)}")
+    for i in net.addresses.interfaces[name]:
+        lines.append(f"ip addr add {i.ip}/24 dev {i.name}")
+        lines.append(f"ip link set {i.name} up")
+        lines.append(f"sysctl -qw net.ipv4.conf.{i.name}.rp_filter=0")
+        # Static neighbours: no ARP exchange inflates a run's first round trip.
+        lines.append(f"ip neigh replace {i.peer_ip} lladdr {i.peer_mac} dev {i.name} nud permanent")
+        # Offloads would hand tc 64 KB super-packets and blur the emulated timing.
+        lines.append(f"ethtool -K {i.name} gro off gso off tso off 2>/dev/null || true")
+    routes = [f"route replace {prefix} via {via}" for prefix, via in net.addresses.routes[name]]
+    if routes:
+        (d / "routes.batch").write_text("\n".join(routes) + "\n")
+        lines.append(f"ip -batch {d / 'routes.batch'}")
+    if tc_lines:
+        (d / "tc.batch").write_text("\n".join(tc_lines) + "\n")
+        lines.append(f"tc -batch {d / 'tc.batch'}")
+    (d / "setup.sh").write_text("\n".join(lines) + "\n")
+    res = net.run(name, ["sh", str(d / "setup.sh")])
+    if res.returncode != 0:
+        err = (res.stderr or res.stdout).strip()
+        hint = ""
+        if "qdisc kind is unknown" in err or "Unknown qdisc" in err:
+            hint = (" — this kernel lacks a qdisc the topology needs; "
+                    "use `--runtime uml` (a guest kernel with sch_netem) or `wearlab doctor`")
+        raise RealizeError(f"configuring node {name} failed: {err}{hint}")

@@ -1,0 +1,1 @@
+"""Results on disk (runs, metadata, summaries) and their presentation."""

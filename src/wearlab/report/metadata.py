@@ -1,0 +1,95 @@
+"""What makes a result reproducible: kernel, runtime, versions, qdiscs, sysctls, seed, inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+
+from wearlab import __version__
+
+TOOL_VERSION_COMMANDS = {
+    "curl": ["curl", "--version"],
+    "nginx": ["nginx", "-v"],
+    "openssl": ["openssl", "version"],
+    "iproute2": ["ip", "-V"],
+    "tcpdump": ["tcpdump", "--version"],
+    "ethtool": ["ethtool", "--version"],
+}
+PY_PACKAGES = ("pydantic", "ruamel.yaml", "rich", "dpkt")
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unavailable: {e}"
+    text = (res.stdout or res.stderr).strip()
+    return text.splitlines()[0] if text else "unknown"
+
+
+def git_commit(start: Path) -> str | None:
+    """The checkout's commit, read from .git directly (the UML guest has no git binary)."""
+    for d in [start, *start.parents]:
+        head = d / ".git" / "HEAD"
+        if head.is_file():
+            ref = head.read_text().strip()
+            if not ref.startswith("ref: "):
+                return ref
+            f = d / ".git" / ref[5:]
+            if f.is_file():
+                return f.read_text().strip()
+            packed = d / ".git" / "packed-refs"
+            if packed.is_file():
+                for line in packed.read_text().splitlines():
+                    if line.endswith(" " + ref[5:]):
+                        return line.split()[0]
+            return None
+    return None
+
+
+def sha256(path: str | None) -> str | None:
+    if not path or not Path(path).is_file():
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def versions() -> dict[str, str]:
+    out = {"wearlab": __version__, "python": sys.version.split()[0]}
+    for name, argv in TOOL_VERSION_COMMANDS.items():
+        out[name] = _first_line(argv)
+    for pkg in PY_PACKAGES:
+        try:
+            out[pkg] = importlib_metadata.version(pkg)
+        except importlib_metadata.PackageNotFoundError:
+            out[pkg] = "missing"
+    try:
+        from mininet.net import VERSION as mn_version
+        out["mininet"] = mn_version
+    except ImportError:
+        out["mininet"] = "missing"
+    return out
+
+
+def machine(runtime: str) -> dict[str, object]:
+    uname = platform.uname()
+    facts: dict[str, object] = {
+        "runtime": runtime,
+        "kernel": f"{uname.system} {uname.release} {uname.version} {uname.machine}",
+        "kernel_release": uname.release,
+        "hostname": uname.node,
+        "cpus": os.cpu_count(),
+    }
+    if os.environ.get("WEARLAB_IN_GUEST") == "1":
+        facts["uml_guest"] = True
+        facts["host_kernel_release"] = os.environ.get("WEARLAB_HOST_KERNEL")
+    try:
+        facts["mem_total_kb"] = int(next(l for l in Path("/proc/meminfo").read_text().splitlines()
+                                         if l.startswith("MemTotal")).split()[1])
+    except (OSError, StopIteration, ValueError):
+        pass
+    return facts

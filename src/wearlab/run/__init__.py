@@ -1,0 +1,1 @@
+"""Run experiments: matrix cells × repetitions of a workload on a live network."""

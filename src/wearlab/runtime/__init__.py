@@ -1,0 +1,1 @@
+"""Where an experiment's network lives: the host kernel, or a User-Mode Linux guest."""

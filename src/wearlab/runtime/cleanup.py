@@ -1,0 +1,63 @@
+"""`wearlab clean`: remove what wearlab made, and only that.
+
+Found three ways: the ledger (/run/wearlab/made), the WEARLAB_RUN mark in process environments
+(node shells, nginx, tcpdump, relays survive a `kill -9` of wearlab), and the `umid=wearlab-`
+UML guests' command lines. Namespaces and veths vanish with their last process; qdiscs live on
+those veths. Work directories are /tmp/wearlab-*.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+from wearlab.realize.network import kill_marked
+from wearlab.runtime import registry
+
+
+def _uml_guests() -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"umid=wearlab-" in cmd and b"linux.uml" in cmd.split(b"\0", 1)[0]:
+            found.append(int(d.name))
+    return found
+
+
+def clean() -> list[str]:
+    removed: list[str] = []
+    for entry in registry.entries():
+        if entry.get("kind") == "uml" and entry.get("watchdog_pid"):
+            try:  # the watchdog kills its guest's process group on SIGTERM
+                os.kill(int(entry["watchdog_pid"]), signal.SIGTERM)
+                removed.append(f"UML guest {entry['id']} (watchdog {entry['watchdog_pid']})")
+            except ProcessLookupError:
+                pass
+    for pid in _uml_guests():
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+            removed.append(f"UML guest process {pid}")
+        except ProcessLookupError:
+            pass
+    victims = kill_marked(None)
+    if victims:
+        removed.append(f"{len(victims)} processes in wearlab namespaces (pids {', '.join(map(str, victims[:10]))}"
+                       f"{', ...' if len(victims) > 10 else ''})")
+    for entry in registry.entries():
+        for p in entry.get("paths", []):
+            if Path(p).exists():
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+        Path(entry["_file"]).unlink(missing_ok=True)
+    for p in Path("/tmp").glob("wearlab-*"):
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(str(p))
+    return removed

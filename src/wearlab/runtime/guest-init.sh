@@ -1,0 +1,39 @@
+#!/bin/sh
+# PID 1 of a wearlab User-Mode Linux guest. The host passes WEARLAB_JOB (a host directory) on the
+# kernel command line; the job holds mounts.txt (host paths to mount at the same path), env.sh
+# and cmd.sh. The command's exit status goes to $WEARLAB_JOB/rc, then the guest powers off, so
+# the guest never outlives its job.
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts 2>/dev/null
+mount -t tmpfs tmpfs /dev/shm
+mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
+off() { sync; echo o > /proc/sysrq-trigger; sleep 10; }
+job="$WEARLAB_JOB"
+if [ -z "$job" ]; then echo "wearlab-guest: no WEARLAB_JOB on the kernel command line"; off; fi
+mkdir -p "$job" && mount -t hostfs none "$job" -o "$job" || { echo "wearlab-guest: cannot mount job $job"; off; }
+while IFS= read -r p; do
+  [ -n "$p" ] || continue
+  mkdir -p "$p" && mount -t hostfs none "$p" -o "$p" || echo "wearlab-guest: cannot mount $p"
+done < "$job/mounts.txt"
+hostname wearlab-guest
+ip link set lo up
+# Qdiscs and helpers experiments use; loaded up front so a missing one fails here, loudly.
+for m in sch_netem sch_htb sch_tbf sch_ingress ifb; do modprobe -q "$m" || echo "wearlab-guest: modprobe $m failed"; done
+. "$job/env.sh"
+echo "wearlab-guest: ready"
+sh "$job/cmd.sh" &
+child=$!
+# Host Ctrl-C arrives as a file (the host cannot signal guest processes): forward it as SIGINT.
+( while [ ! -e "$job/stop" ]; do sleep 0.3; done; kill -INT "$child" 2>/dev/null ) &
+watcher=$!
+wait "$child"
+rc=$?
+kill "$watcher" 2>/dev/null
+echo "$rc" > "$job/rc"
+off

@@ -1,0 +1,175 @@
+"""Run a command inside a User-Mode Linux guest whose kernel has sch_netem.
+
+The guest boots Debian's `linux.uml` with a hostfs root (a tree built by
+images/uml/build-rootfs.sh) and mounts the host paths the command needs at the same paths, so the
+same venv, code, experiment files and results directory are seen by both sides and results land
+on the host as they are written. The guest runs one command and powers itself off; the host kills
+its whole process group if it is still there, and the kernel kills it if the host process dies
+(PR_SET_PDEATHSIG), so a guest never outlives the run that started it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from wearlab.errors import EnvironmentProblem
+from wearlab.runtime import registry
+
+DEFAULT_ROOTFS = Path("/var/cache/wearlab/uml-rootfs")
+GUEST_INIT = Path(__file__).with_name("guest-init.sh")
+READY_MARK = b"wearlab-guest: ready"
+POWEROFF_NOISE = (b"sysrq: Power Off\r\n", b"sysrq: Power Off\n", b"reboot: Power down\r\n",
+                  b"reboot: Power down\n")
+# Environment that crosses into the guest: our own settings and the terminal's shape.
+PASS_ENV_PREFIXES = ("WEARLAB_",)
+PASS_ENV = ("TERM", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "PYTHONUNBUFFERED", "CI")
+
+
+def rootfs_path() -> Path:
+    return Path(os.environ.get("WEARLAB_ROOTFS", DEFAULT_ROOTFS))
+
+
+def uml_kernel() -> str | None:
+    return shutil.which("linux.uml")
+
+
+def check_ready() -> None:
+    """Raise EnvironmentProblem naming what is missing for the uml runtime."""
+    if uml_kernel() is None:
+        raise EnvironmentProblem("the uml runtime needs Debian's user-mode-linux package "
+                                 "(linux.uml); run `make setup` (or apt-get install user-mode-linux)")
+    stamp = rootfs_path() / ".wearlab-rootfs-stamp"
+    if not stamp.exists():
+        raise EnvironmentProblem(f"the uml runtime needs the guest root filesystem at {rootfs_path()}; "
+                                 "run `make setup` (images/uml/build-rootfs.sh builds it)")
+
+
+def _pdeathsig() -> None:
+    # PR_SET_PDEATHSIG = 1: the watchdog shell gets SIGTERM when wearlab dies, even by SIGKILL.
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+
+
+
+def _minimal_mounts(paths: Iterable[Path]) -> list[Path]:
+    """Absolute, existing, de-duplicated paths with none inside another."""
+    out: list[Path] = []
+    for p in sorted({Path(p).resolve() for p in paths if p and Path(p).exists()}):
+        if p == Path("/"):
+            raise EnvironmentProblem("refusing to mount the host's / into the guest")
+        if not any(p.is_relative_to(q) for q in out):
+            out.append(p)
+    return out
+
+
+def _install_init(rootfs: Path) -> None:
+    dest = rootfs / "sbin" / "wearlab-init"
+    data = GUEST_INIT.read_bytes()
+    if not dest.exists() or dest.read_bytes() != data:
+        dest.write_bytes(data)
+        dest.chmod(0o755)
+
+
+def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: int = 2048,
+                 env: dict[str, str] | None = None, out=None) -> int:
+    """Run argv in a fresh guest; stream its console to `out`; return its exit status."""
+    check_ready()
+    rootfs = rootfs_path()
+    _install_init(rootfs)
+    out = out or sys.stdout.buffer
+    umid = f"wearlab-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
+    job = Path(tempfile.mkdtemp(prefix=f"{umid}-", dir="/tmp"))
+    try:
+        guest_env = {k: v for k, v in os.environ.items()
+                     if k.startswith(PASS_ENV_PREFIXES) or k in PASS_ENV}
+        guest_env.update(env or {})
+        guest_env["WEARLAB_IN_GUEST"] = "1"
+        guest_env["WEARLAB_HOST_KERNEL"] = os.uname().release
+        guest_env.setdefault("PYTHONUNBUFFERED", "1")
+        if not sys.stdout.isatty():
+            guest_env["WEARLAB_PLAIN"] = "1"
+        (job / "mounts.txt").write_text("".join(f"{p}\n" for p in _minimal_mounts([*mounts, cwd])))
+        (job / "env.sh").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in guest_env.items()))
+        (job / "cmd.sh").write_text(f"cd {shlex.quote(str(cwd))} || exit 2\nexec {shlex.join(argv)}\n")
+        cmd = [uml_kernel(), f"mem={mem_mb}M", "root=/dev/root", "rootfstype=hostfs",
+               f"rootflags={rootfs}", "rw", "init=/sbin/wearlab-init", "con=null", "con0=null,fd:1",
+               "quiet", f"umid={umid}", f"WEARLAB_JOB={job}"]
+        proc = subprocess.Popen([sys.executable, "-m", "wearlab.runtime.watchdog", *cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_pdeathsig, cwd="/")
+        registry.record("uml", umid, watchdog_pid=proc.pid, paths=[str(job)])
+        try:
+            _relay_console(proc, out)
+            proc.wait()
+        except KeyboardInterrupt:
+            (job / "stop").touch()  # the guest's init turns this into SIGINT for the command
+            try:
+                _relay_console(proc, out, timeout=60)
+                proc.wait(timeout=60)
+            except (KeyboardInterrupt, subprocess.TimeoutExpired):
+                pass
+            _stop(proc)
+            raise
+        finally:
+            _stop(proc)
+            registry.forget("uml", umid)
+        rc_file = job / "rc"
+        if not rc_file.exists():
+            raise EnvironmentProblem("the UML guest stopped without reporting an exit status "
+                                     "(crashed or killed); see its console output above")
+        return int(rc_file.read_text().strip() or 1)
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
+def _relay_console(proc: subprocess.Popen, out, timeout: float | None = None) -> None:
+    """Copy guest console output after the init's ready mark (kernel boot noise stays hidden)."""
+    assert proc.stdout is not None
+    plain = not sys.stdout.isatty()
+    ready = False
+    pending = b""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    fd = proc.stdout.fileno()
+    while True:
+        if deadline is not None and time.monotonic() > deadline:
+            return
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            if not ready and pending:  # the guest died before it was ready: show why
+                out.write(pending)
+                out.flush()
+            return
+        if plain:
+            chunk = chunk.replace(b"\r\n", b"\n")
+        if not ready:
+            pending += chunk
+            i = pending.find(READY_MARK)
+            if i < 0:
+                continue
+            ready = True
+            chunk = pending[i + len(READY_MARK):].lstrip(b"\r\n")
+            pending = b""
+        for noise in POWEROFF_NOISE:
+            chunk = chunk.replace(noise, b"")
+        out.write(chunk)
+        out.flush()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Ask the watchdog to kill the guest's process group, and wait for it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,85 @@
+"""An HTTP(S) fetch over an emulated link obeys the link's physics and TLS's round trips."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from conftest import wearlab
+
+pytestmark = pytest.mark.netem
+
+ONE_WAY = 0.050       # s: long enough that round trips dominate crypto and process start-up
+RTT = 2 * ONE_WAY
+RATE = 10_000_000     # bit/s
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fetch")
+    (d / "topo.yaml").write_text(f"""
+nodes:
+  watch: {{role: wearable}}
+  server: {{role: server}}
+links:
+  - {{between: [watch, server], rate: 10Mbit, delay: {int(ONE_WAY * 1000)}ms}}
+""")
+    (d / "exp.yaml").write_text("""
+name: fetch-physics
+topology: topo.yaml
+repetitions: 2
+seed: 7
+workload: {kind: http-get, client: watch, server: server}
+matrix:
+  protocol: [http, https]
+  size: [1MB]
+  tls_version: ["1.2", "1.3"]
+""")
+    res = wearlab("run", str(d / "exp.yaml"), "--out", str(d / "results"), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with (d / "results" / "fetch-physics" / "latest" / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(r["status"] == "ok" for r in rows), rows
+    return rows
+
+
+def _f(r, k):
+    return float(r[k])
+
+
+def test_connect_takes_one_round_trip(runs):
+    for r in runs:
+        assert RTT <= _f(r, "time_connect") <= RTT + 0.015
+
+
+@pytest.mark.parametrize("version,round_trips", [("1.3", 1), ("1.2", 2)])
+def test_tls_handshake_round_trips(runs, version, round_trips):
+    hs = [_f(r, "tls_handshake_s") for r in runs if r["protocol"] == "https" and r["tls_version"] == version]
+    assert hs
+    for h in hs:
+        # Round trips plus certificate validation and key exchange (milliseconds here).
+        assert round_trips * RTT <= h <= round_trips * RTT + 0.060
+
+
+def test_transfer_no_faster_than_the_link(runs):
+    wire_bits = 1_000_000 * 8
+    for r in runs:
+        assert _f(r, "time_total") - _f(r, "time_starttransfer") >= 0.95 * wire_bits / RATE - RTT
+        assert _f(r, "time_total") >= wire_bits / RATE
+
+
+def test_phase_bytes_match_the_protocol(runs):
+    for r in runs:
+        data_down = int(r["bytes_down_data"])
+        # File + HTTP header + per-frame TCP/IP/Ethernet overhead (66 B per <= 1448 B payload).
+        assert 1_000_000 <= data_down <= 1_000_000 * (1514 / 1448) + 4000
+        assert int(r["packets_up_total"]) > 0
+        hs = int(r["bytes_up_tls_handshake"]) + int(r["bytes_down_tls_handshake"])
+        if r["protocol"] == "http":
+            assert hs == 0
+        else:
+            assert 1500 <= hs <= 10_000  # a few KB: hellos, certificate chain, key exchange
+        # SYN, SYN-ACK, ACK: three frames of 66-74 bytes.
+        tcp_hs = int(r["bytes_up_tcp_handshake"]) + int(r["bytes_down_tcp_handshake"])
+        assert 3 * 60 <= tcp_hs <= 3 * 80

@@ -1,0 +1,224 @@
+"""Real captures on loopback: nginx (self-signed certificate, 100 KB file) + tcpdump + curl.
+
+Only 127.0.0.1 is contacted. nginx and tcpdump are started once per module and always killed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from wearlab.measure.curl import curl_argv, parse_write_out
+from wearlab.measure.phases import (
+    FIN,
+    RST,
+    PcapReader,
+    classify_packets,
+    connection_packets,
+    detect_tls_version,
+    split_phases,
+)
+
+FILE_SIZE = 100 * 1024
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root to capture with tcpdump"),
+    pytest.mark.skipif(shutil.which("tcpdump") is None, reason="tcpdump not installed"),
+    pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx not installed"),
+    pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed"),
+    pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+NGINX_CONF = """
+daemon off;
+master_process off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    default_type application/octet-stream;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    root {d}/www;
+    server {{ listen 127.0.0.1:{http}; }}
+    server {{
+        listen 127.0.0.1:{https} ssl;
+        ssl_certificate {d}/cert.pem;
+        ssl_certificate_key {d}/key.pem;
+        ssl_protocols TLSv1 TLSv1.1 TLSv1.2 TLSv1.3;
+        ssl_ciphers DEFAULT:@SECLEVEL=0;
+    }}
+}}
+"""
+
+
+class Lab:
+    def __init__(self, d: Path):
+        self.dir = d
+        self.http_port = free_port()
+        self.https_port = free_port()
+        self.pcap = d / "cap.pcap"
+        self.reader = PcapReader(self.pcap)
+        self.packets: list = []
+
+    def collect(self) -> None:
+        self.packets += self.reader.read_new()
+
+    def curl(self, url: str, **kw) -> dict:
+        p = subprocess.run(curl_argv(url, timeout_s=20, **kw), capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        return parse_write_out(p.stdout)
+
+    def connection(self, client: tuple[str, int]) -> list:
+        """The connection's packets once both sides have closed (FIN/RST), read live."""
+        deadline = time.monotonic() + 10
+        while True:
+            self.collect()
+            conn = connection_packets(self.packets, client)
+            closed = {p.direction for p in conn if p.flags & (FIN | RST)}
+            if closed == {"up", "down"} or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)  # the last ACK
+        self.collect()
+        return connection_packets(self.packets, client)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    d = tmp_path_factory.mktemp("measure-lab")
+    (d / "www").mkdir()
+    (d / "www" / "f.bin").write_bytes(os.urandom(FILE_SIZE))
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
+                   check=True, capture_output=True, timeout=60)
+    lab = Lab(d)
+    conf = d / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(d=d, http=lab.http_port, https=lab.https_port))
+    procs: list[subprocess.Popen] = []
+    try:
+        nginx = subprocess.Popen(["nginx", "-p", str(d), "-e", str(d / "error.log"), "-c", str(conf)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        procs.append(nginx)
+        deadline = time.monotonic() + 10
+        for port in (lab.http_port, lab.https_port):
+            while True:
+                if nginx.poll() is not None:
+                    pytest.fail(f"nginx exited: {nginx.stderr.read().decode()}")
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        pytest.fail("nginx did not start listening")
+                    time.sleep(0.05)
+
+        flt = f"tcp and host 127.0.0.1 and (port {lab.http_port} or port {lab.https_port})"
+        tcpdump = subprocess.Popen(["tcpdump", "-i", "lo", "-n", "-U", "--immediate-mode",
+                                    "-w", str(lab.pcap), flt],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        procs.append(tcpdump)
+        ready = threading.Event()
+        stderr_lines: list[str] = []
+
+        def drain():
+            for line in tcpdump.stderr:
+                stderr_lines.append(line)
+                if "listening on" in line:
+                    ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        if not ready.wait(10):
+            pytest.fail(f"tcpdump not ready: {''.join(stderr_lines)}")
+        yield lab
+    finally:
+        for p in reversed(procs):
+            stop(p)
+        lab.reader.close()
+
+
+def check_common(conn, pb, curl_result):
+    assert conn, "no packets captured for the curl connection"
+    # TCP handshake: SYN, SYN-ACK, ACK
+    assert pb.up_packets["tcp_handshake"] == 2 and pb.down_packets["tcp_handshake"] == 1
+    assert pb.up["tcp_handshake"] > 0 and pb.down["tcp_handshake"] > 0
+    # every frame is counted once
+    assert pb.total_up() == sum(p.frame_len for p in conn if p.direction == "up")
+    assert pb.total_down() == sum(p.frame_len for p in conn if p.direction == "down")
+    # the response body (plus headers/TLS overhead) is in the data phase, not elsewhere
+    assert FILE_SIZE <= pb.down["data"] <= FILE_SIZE * 1.1 + 2000
+    assert pb.up["data"] > 0
+    assert pb.up_packets["teardown"] >= 1 and pb.down_packets["teardown"] >= 1
+    assert curl_result["http_code"] == 200 and curl_result["size_download"] == FILE_SIZE
+    assert curl_result["num_connects"] == 1 and curl_result["exitcode"] == 0
+    t = curl_result
+    assert 0 <= t["time_namelookup"] <= t["time_connect"] <= t["time_pretransfer"]
+    assert t["time_pretransfer"] <= t["time_starttransfer"] <= t["time_total"]
+
+
+@pytest.mark.parametrize("version", ["1.1", "1.2", "1.3", None])
+def test_https_capture(lab, version):
+    url = f"https://localhost:{lab.https_port}/f.bin"
+    r = lab.curl(url, resolve=f"localhost:{lab.https_port}:127.0.0.1", tls_version=version,
+                 cacert=str(lab.dir / "cert.pem"))
+    assert r["ssl_verify_result"] == 0  # the certificate was really verified
+    assert r["time_connect"] <= r["time_appconnect"] <= r["time_starttransfer"] <= r["time_total"]
+    assert r["time_appconnect"] > 0
+    conn = lab.connection((r["local_ip"], r["local_port"]))
+    negotiated = detect_tls_version(conn)
+    assert negotiated == (version or "1.3")
+    pb = split_phases(conn, tls_version=version or "auto")
+    check_common(conn, pb, r)
+    tls_bytes = pb.up["tls_handshake"] + pb.down["tls_handshake"]
+    assert 1000 <= tls_bytes <= 10000, pb
+    assert pb.down["tls_handshake"] > pb.up["tls_handshake"]  # the certificate flows down
+    phases = classify_packets(conn, tls_version=negotiated)
+    # phases are contiguous and in order (handshake packets first, teardown last)
+    order = ["tcp_handshake", "tls_handshake", "data", "teardown"]
+    ranks = [order.index(ph) for ph in phases]
+    assert ranks == sorted(ranks), phases
+
+
+def test_http_capture(lab):
+    url = f"http://127.0.0.1:{lab.http_port}/f.bin"
+    r = lab.curl(url)
+    assert r["time_appconnect"] == 0.0
+    conn = lab.connection((r["local_ip"], r["local_port"]))
+    assert detect_tls_version(conn) is None
+    pb = split_phases(conn, tls_version=None)
+    check_common(conn, pb, r)
+    assert pb.up["tls_handshake"] == pb.down["tls_handshake"] == 0
+    assert split_phases(conn, tls_version="auto") == pb
+    # the request is one small packet: data up is the GET plus the client's ACKs
+    assert pb.up_packets["data"] >= 1
