@@ -96,7 +96,8 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
         guest_env["WEARLAB_HOST_KERNEL"] = os.uname().release
         guest_env.setdefault("PYTHONUNBUFFERED", "1")
         if not sys.stdout.isatty():
-            guest_env["WEARLAB_PLAIN"] = "1"
+            # The guest's console is a tty even when ours is a pipe: tell its programs the truth.
+            guest_env.update(WEARLAB_PLAIN="1", TERM="dumb", NO_COLOR="1", PY_COLORS="0")
         (job / "mounts.txt").write_text("".join(f"{p}\n" for p in _minimal_mounts([*mounts, cwd])))
         (job / "env.sh").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in guest_env.items()))
         (job / "cmd.sh").write_text(f"cd {shlex.quote(str(cwd))} || exit 2\nexec {shlex.join(argv)}\n")
