@@ -102,13 +102,31 @@ def _project_paths() -> list[Path]:
 
 def cmd_run(args) -> int:
     from wearlab.model.experiment import load_experiment
-    from wearlab.report import results
-    from wearlab.run.runner import run_experiment
-    from wearlab.runtime import probe
+    from wearlab.runtime import cgroup, probe
 
     _positive(args.repetitions, "--repetitions")
     exp = load_experiment(args.experiment, repetitions=args.repetitions, runtime=args.runtime)
     runtime, reason = resolve_runtime(exp.runtime)
+    if runtime == "host" or probe.in_uml_guest():
+        # Refuse before anything is created: no results directory for a run that cannot start.
+        from wearlab.run.runner import check_kernel
+
+        if os.geteuid() != 0:
+            raise EnvironmentProblem("wearlab run needs root (network namespaces, tc)")
+        check_kernel(exp)
+    # Everything this run starts lives in its cgroup, so `wearlab clean` finds it after a kill -9.
+    group = cgroup.join(f"run-{os.getpid()}")
+    try:
+        return _run_in(args, exp, runtime, reason)
+    finally:
+        cgroup.leave(group)
+
+
+def _run_in(args, exp, runtime: str, reason: str) -> int:
+    from wearlab.report import results
+    from wearlab.run.runner import run_experiment
+    from wearlab.runtime import probe
+
     if args.into:
         out_dir = args.into
     else:

@@ -1,8 +1,9 @@
 """`wearlab clean`: remove what wearlab made, and only that.
 
-Found three ways: the ledger (/run/wearlab/made), the WEARLAB_RUN mark in process environments
-(node shells, nginx, tcpdump, relays survive a `kill -9` of wearlab), and the `umid=wearlab-`
-UML guests' command lines. Namespaces and veths vanish with their last process; qdiscs live on
+Found four ways: each run's cgroup (wearlab/<run>, which holds everything the run started, nginx
+and UML guests included), the ledger (/run/wearlab/made), the WEARLAB_RUN mark in process
+environments (for networks built by library callers, which join no cgroup), and the
+`umid=wearlab-` UML guests' command lines. Namespaces and veths vanish with their last process; qdiscs live on
 those veths. Work directories are /tmp/wearlab-*.
 """
 
@@ -14,7 +15,7 @@ import signal
 from pathlib import Path
 
 from wearlab.realize.network import kill_marked
-from wearlab.runtime import registry
+from wearlab.runtime import cgroup, registry
 
 
 def _uml_guests() -> list[int]:
@@ -33,6 +34,9 @@ def _uml_guests() -> list[int]:
 
 def clean() -> list[str]:
     removed: list[str] = []
+    for d in cgroup.stale():
+        n = cgroup.kill(d)
+        removed.append(f"cgroup {d.name} ({n} processes)")
     for entry in registry.entries():
         if entry.get("kind") == "uml" and entry.get("watchdog_pid"):
             try:  # the watchdog kills its guest's process group on SIGTERM

@@ -27,6 +27,7 @@ from wearlab.runtime import registry
 
 DEFAULT_ROOTFS = Path("/var/cache/wearlab/uml-rootfs")
 GUEST_INIT = Path(__file__).with_name("guest-init.sh")
+JOBS = Path("/run/wearlab/jobs")  # host dirs shared with guests: job, console status, exit code
 READY_MARK = b"wearlab-guest: ready"
 POWEROFF_NOISE = (b"sysrq: Power Off\r\n", b"sysrq: Power Off\n", b"reboot: Power down\r\n",
                   b"reboot: Power down\n")
@@ -87,7 +88,8 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
     _install_init(rootfs)
     out = out or sys.stdout.buffer
     umid = f"wearlab-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
-    job = Path(tempfile.mkdtemp(prefix=f"{umid}-", dir="/tmp"))
+    JOBS.mkdir(parents=True, exist_ok=True)
+    job = Path(tempfile.mkdtemp(prefix=f"{umid}-", dir=JOBS))
     try:
         guest_env = {k: v for k, v in os.environ.items()
                      if k.startswith(PASS_ENV_PREFIXES) or k in PASS_ENV}

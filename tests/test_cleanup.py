@@ -1,0 +1,98 @@
+"""`kill -9` of a running experiment, then `wearlab clean`: nothing is left behind, the rows
+already measured are kept, and the next run works."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, WEARLAB, wearlab
+from wearlab.realize.network import marked_pids
+from wearlab.runtime import registry
+
+EXPERIMENT = """
+name: killme
+topology:
+  nodes: {{watch: {{role: wearable}}, server: {{role: server}}}}
+  links: [{{between: [watch, server], rate: 2Mbit, delay: 10ms}}]
+repetitions: {reps}
+workload: {{kind: http-get, client: watch, server: server, protocol: http}}
+matrix: {{size: [200KB]}}
+"""
+
+
+def _leftovers() -> list[str]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                comm = (d / "comm").read_text().strip()
+            except OSError:
+                continue
+            if comm in ("linux.uml", "nginx", "tcpdump", "mnexec"):
+                state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(f"{comm}[{d.name}]")
+    found += [f"marked[{p}]" for p in marked_pids()]
+    found += [str(p) for p in Path("/tmp").glob("wearlab-*")]
+    found += [e["_file"] for e in registry.entries()]
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.strip()
+    if netns:
+        found.append(f"netns: {netns}")
+    veths = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True, text=True).stdout.strip()
+    if veths:
+        found.append(f"veths: {veths}")
+    return found
+
+
+def _kill9_then_clean(tmp_path: Path) -> None:
+    assert _leftovers() == [], "machine not clean before the test"
+    exp = tmp_path / "killme.yaml"
+    exp.write_text(EXPERIMENT.format(reps=100))
+    out = tmp_path / "results"
+    p = subprocess.Popen([*WEARLAB, "run", str(exp), "--out", str(out)], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    runs = None
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            found = list(out.glob("killme/*/runs.csv"))
+            if found and len(found[0].read_text().splitlines()) >= 3:
+                runs = found[0]
+                break
+            assert p.poll() is None, "the experiment ended before it could be killed"
+            time.sleep(0.2)
+        assert runs is not None, "no run finished in time"
+    finally:
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    kept = len(runs.read_text().splitlines()) - 1
+    assert kept >= 2
+    res = wearlab("clean")
+    assert res.returncode == 0, res.stderr
+    deadline = time.monotonic() + 10
+    while _leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _leftovers() == []
+    assert len(runs.read_text().splitlines()) - 1 >= kept  # measured rows are never lost
+    exp.write_text(EXPERIMENT.format(reps=1))
+    res = wearlab("run", str(exp), "--out", str(out), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _leftovers() == []
+
+
+@pytest.mark.root
+def test_kill9_then_clean(tmp_path):
+    """Wherever pytest runs: on a kernel without netem this kills the host side of a UML run."""
+    _kill9_then_clean(tmp_path)
+
+
+@pytest.mark.netem
+def test_kill9_then_clean_with_namespaces(tmp_path):
+    """On a netem kernel (the UML guest here): node shells, nginx, tcpdump must all go."""
+    _kill9_then_clean(tmp_path)
