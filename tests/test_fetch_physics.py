@@ -83,3 +83,32 @@ def test_phase_bytes_match_the_protocol(runs):
         # SYN, SYN-ACK, ACK: three frames of 66-74 bytes.
         tcp_hs = int(r["bytes_up_tcp_handshake"]) + int(r["bytes_down_tcp_handshake"])
         assert 3 * 60 <= tcp_hs <= 3 * 80
+
+
+@pytest.fixture(scope="module")
+def old_tls_runs(tmp_path_factory):
+    """TLS 1.0/1.1 (OpenSSL 3 needs @SECLEVEL=0 for them) with both certificate key types."""
+    d = tmp_path_factory.mktemp("oldtls")
+    (d / "exp.yaml").write_text(f"""
+name: old-tls
+topology:
+  nodes: {{watch: {{role: wearable}}, server: {{role: server}}}}
+  links: [{{between: [watch, server], rate: 10Mbit, delay: {int(ONE_WAY * 1000)}ms}}]
+repetitions: 1
+workload: {{kind: http-get, client: watch, server: server, protocol: https, size: 10KB}}
+matrix:
+  tls_version: ["1.0", "1.1"]
+  cert: [rsa2048, ecdsa-p256]
+""")
+    res = wearlab("run", str(d / "exp.yaml"), "--out", str(d / "results"), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with (d / "results" / "old-tls" / "latest" / "runs.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_tls10_and_11_handshake_in_two_round_trips(old_tls_runs):
+    assert {(r["tls_version"], r["cert"]) for r in old_tls_runs} == {
+        ("1.0", "rsa2048"), ("1.0", "ecdsa-p256"), ("1.1", "rsa2048"), ("1.1", "ecdsa-p256")}
+    for r in old_tls_runs:
+        assert r["status"] == "ok", r["error"]
+        assert 2 * RTT <= _f(r, "tls_handshake_s") <= 2 * RTT + 0.060

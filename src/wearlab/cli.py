@@ -131,6 +131,7 @@ def _run_in(args, exp, runtime: str, reason: str) -> int:
         out_dir = args.into
     else:
         out_dir = results.new_results_dir(args.out, exp.name)
+        results.point_latest(out_dir)  # at once: an interrupted run's rows are results too
     label = "uml" if probe.in_uml_guest() else runtime
     if runtime == "uml" and not probe.in_uml_guest():
         from wearlab.runtime.uml import run_in_guest
@@ -148,8 +149,6 @@ def _run_in(args, exp, runtime: str, reason: str) -> int:
         if not probe.in_uml_guest():
             console.print(f"runtime: host ({reason})")
         rc = run_experiment(exp, out_dir, runtime_label=label, shaper=args.shaper, console=console)
-    if not args.into:
-        results.point_latest(out_dir)
     return rc
 
 

@@ -6,12 +6,16 @@ import os
 from typing import Any
 
 from rich.console import Console
+
+from wearlab.model.units import format_size
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, \
     TimeElapsedColumn, TimeRemainingColumn
 
 
 def _describe(row: dict[str, Any]) -> str:
-    bits = [str(row.get(k)) for k in ("protocol", "size", "path", "tls_version") if row.get(k)]
+    bits = [format_size(int(row["size"])) if k == "size" else str(row[k])
+            for k in ("protocol", "size", "path", "tls_version", "cipher", "cert")
+            if row.get(k) not in (None, "", "default")]
     res = f"{row['status']}" + (f" {float(row['time_total']):.3f} s" if row.get("time_total") else "")
     if row.get("error"):
         res += f" ({row['error']})"

@@ -139,7 +139,7 @@ def _relay_console(proc: subprocess.Popen, out, timeout: float | None = None) ->
     assert proc.stdout is not None
     plain = not sys.stdout.isatty()
     ready = False
-    pending = b""
+    pending = held = b""
     deadline = None if timeout is None else time.monotonic() + timeout
     fd = proc.stdout.fileno()
     while True:
@@ -161,8 +161,13 @@ def _relay_console(proc: subprocess.Popen, out, timeout: float | None = None) ->
             ready = True
             chunk = pending[i + len(READY_MARK):].lstrip(b"\r\n")
             pending = b""
+        chunk = held + chunk
         for noise in POWEROFF_NOISE:
             chunk = chunk.replace(noise, b"")
+        # A chunk may end in the middle of a noise line: hold that tail back until it completes.
+        tail = chunk[chunk.rfind(b"\n") + 1:]
+        held = tail if tail and any(n.startswith(tail) for n in POWEROFF_NOISE) else b""
+        chunk = chunk[:len(chunk) - len(held)]
         out.write(chunk)
         out.flush()
 
