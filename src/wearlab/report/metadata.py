@@ -87,6 +87,7 @@ def machine(runtime: str) -> dict[str, object]:
     if os.environ.get("WEARLAB_IN_GUEST") == "1":
         facts["uml_guest"] = True
         facts["host_kernel_release"] = os.environ.get("WEARLAB_HOST_KERNEL")
+        facts["uml_rootfs"] = os.environ.get("WEARLAB_GUEST_ROOTFS")
     try:
         facts["mem_total_kb"] = int(next(l for l in Path("/proc/meminfo").read_text().splitlines()
                                          if l.startswith("MemTotal")).split()[1])

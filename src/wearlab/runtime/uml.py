@@ -96,6 +96,7 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
         guest_env.update(env or {})
         guest_env["WEARLAB_IN_GUEST"] = "1"
         guest_env["WEARLAB_HOST_KERNEL"] = os.uname().release
+        guest_env["WEARLAB_GUEST_ROOTFS"] = f"{rootfs} (stamp {(rootfs / '.wearlab-rootfs-stamp').read_text().strip()})"
         guest_env.setdefault("PYTHONUNBUFFERED", "1")
         if not sys.stdout.isatty():
             # The guest's console is a tty even when ours is a pipe: tell its programs the truth.
