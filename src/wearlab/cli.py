@@ -68,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return 130
+    except Exception as e:  # noqa: BLE001 - a bug: one line, the traceback only on request
+        if os.environ.get("WEARLAB_DEBUG"):
+            raise
+        err_console.print(f"[red]internal error:[/red] {type(e).__name__}: {e} "
+                          "(set WEARLAB_DEBUG=1 for the traceback)")
+        return 1
 
 
 def _positive(value: int | None, field: str) -> None:

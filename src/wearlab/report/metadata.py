@@ -20,7 +20,7 @@ TOOL_VERSION_COMMANDS = {
     "tcpdump": ["tcpdump", "--version"],
     "ethtool": ["ethtool", "--version"],
 }
-PY_PACKAGES = ("pydantic", "ruamel.yaml", "rich", "dpkt")
+PY_PACKAGES = ("pydantic", "ruamel.yaml", "rich", "dpkt", "pycurl", "cryptography")
 
 
 def _first_line(argv: list[str]) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from wearlab.errors import EnvironmentProblem
+from wearlab.measure.capture import ClientCapture
 from wearlab.measure.curl import CURL_TIMES
 from wearlab.measure.phases import PHASES
 from wearlab.model.experiment import Experiment
@@ -96,18 +97,24 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
     try:
         t0 = time.monotonic()
         net = network.build(exp.topology, run_id=run_id, shaper=shaper)
-        meta["setup"] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
+        setup = meta["setup"] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
+        t = time.monotonic()
         services = _start_services(net, exp)
+        setup["services_s"] = round(time.monotonic() - t, 3)
         w = exp.workload
         capture_intfs = [i.name for i in net.addresses.interfaces[w.client]]
-        from wearlab.measure.capture import ClientCapture
+        t = time.monotonic()
         capture = ClientCapture(net, w.client, capture_intfs, out_dir / "captures")
-        meta["qdiscs_before"] = net.qdisc_dump()
-        meta["sysctls"] = net.sysctl_dump()
-        meta["offloads"] = net.offload_dump()
+        setup["captures_s"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
+        snap = net.snapshot()
+        meta["qdiscs_before"] = {n: v["qdiscs"] for n, v in snap.items()}
+        meta["sysctls"] = {n: v["sysctls"] for n, v in snap.items()}
+        meta["offloads"] = {n: v["offloads"] for n, v in snap.items()}
         meta["addresses"] = {n: [vars(i) for i in intfs] for n, intfs in net.addresses.interfaces.items()}
         meta["routes"] = net.addresses.routes
-        meta["setup"]["total_s"] = round(time.monotonic() - t0, 3)
+        setup["dumps_s"] = round(time.monotonic() - t, 3)
+        setup["total_s"] = round(time.monotonic() - t0, 3)
         results.write_json(out_dir / "metadata.json", meta)
         cacert = str(services_ca(services))
         agent = http_get.FetchAgent(net, w.client)
