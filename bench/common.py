@@ -27,6 +27,14 @@ from wearlab.report.metadata import git_commit  # noqa: E402
 from wearlab.runtime import probe  # noqa: E402
 
 
+HOST_LOADAVG_ENV = "WEARLAB_BENCH_HOST_LOADAVG"  # WEARLAB_* variables cross into the UML guest
+
+
+def env_with_host_load() -> dict[str, str]:
+    """os.environ plus this machine's load average, for a `wearlab exec` child to record."""
+    return {**os.environ, HOST_LOADAVG_ENV: " ".join(Path("/proc/loadavg").read_text().split()[:3])}
+
+
 def _first_line(argv: list[str]) -> str | None:
     if shutil.which(argv[0]) is None:
         return None
@@ -58,6 +66,9 @@ def environment(**extra) -> dict:
         "host_kernel": os.environ.get("WEARLAB_HOST_KERNEL") if in_guest else platform.release(),
         "cpus": os.cpu_count(),
         "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
+        # Inside a guest the line above is the guest's; run_all/bench_overhead pass the host's in.
+        "host_loadavg_at_start": (os.environ.get(HOST_LOADAVG_ENV, "").split() or None) if in_guest
+        else Path("/proc/loadavg").read_text().split()[:3],
         "wearlab_version": __version__,
         "wearlab_git_commit": git_commit(ROOT),
         "wearlab_git_dirty": git_dirty(),
@@ -101,7 +112,7 @@ def _fmt(v) -> str:
     if isinstance(v, bool):
         return "yes" if v else "NO"
     if isinstance(v, float):
-        return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
+        return f"{v:.3f}" if abs(v) < 1000 else f"{v:.1f}"
     return str(v)
 
 

@@ -231,21 +231,22 @@ def build(topo: Topology, *, run_id: str, shaper: str = "netem") -> Network:
 
 
 def _create_links(net: Network) -> None:
-    """All veth pairs, created from their first node's namespace straight into the peer's, one
-    `ip -batch` per node (Mininet's Link would run a dozen commands per link)."""
-    batches: dict[str, list[str]] = {}
+    """All veth pairs in one `ip -batch` run from the root namespace, each end created straight
+    into its node's namespace (`netns PID` on both ends), so no veth ever sits in the root
+    namespace. Mininet's Link would run a dozen commands per link."""
+    lines = []
     for link in net.topo.links:
         ia = net.addresses.interface_to(link.a, link.b)
         ib = net.addresses.interface_to(link.b, link.a)
-        batches.setdefault(link.a, []).append(
-            f"link add name {ia.name} address {ia.mac} type veth peer name {ib.name} "
-            f"address {ib.mac} netns {net.pid(link.b)}")
-    for node, lines in batches.items():
-        f = net.workdir / f"{node}.links.batch"
-        f.write_text("\n".join(lines) + "\n")
-        res = net.run(node, ["ip", "-batch", str(f)])
-        if res.returncode != 0:
-            raise RealizeError(f"creating the links of {node} failed: {res.stderr.strip()}")
+        lines.append(f"link add name {ia.name} address {ia.mac} netns {net.pid(link.a)} type veth "
+                     f"peer name {ib.name} address {ib.mac} netns {net.pid(link.b)}")
+    if not lines:
+        return
+    f = net.workdir / "links.batch"
+    f.write_text("\n".join(lines) + "\n")
+    res = subprocess.run(["ip", "-batch", str(f)], capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise RealizeError(f"creating the links failed: {res.stderr.strip()}")
 
 
 def _configure_node(net: Network, name: str, role: Role, sysctls: dict[str, str],

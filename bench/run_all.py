@@ -1,0 +1,71 @@
+"""Run every benchmark; each prints its table and writes bench/results/<name>.json.
+
+On the host (normal use; `make bench`):   .venv/bin/python bench/run_all.py
+    link and scale run where netem lives (`wearlab exec`: a UML guest when the host lacks netem);
+    overhead runs its in-guest part through `wearlab exec` and its host part (`wearlab run`,
+    which boots its own guest) here.
+Inside a guest (`wearlab exec -- .venv/bin/python bench/run_all.py`): everything runs directly,
+    except the host-launched part of overhead, which needs the host and is skipped (said so).
+
+Options: --only link,scale,overhead   --quick (a smoke run: fewer points, 1 quickstart repetition;
+         writes link-quick.json, scale-10w2p1s.json and overhead-reps1.json, not the full results)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from wearlab.runtime import probe  # noqa: E402
+
+BENCHES = ("link", "scale", "overhead")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of " + ",".join(BENCHES))
+    ap.add_argument("--quick", action="store_true", help="smoke run: fewer points, shorter runs")
+    a = ap.parse_args()
+    chosen = [b.strip() for b in a.only.split(",") if b.strip()]
+    unknown = set(chosen) - set(BENCHES)
+    if unknown:
+        sys.exit(f"unknown benchmark(s): {', '.join(sorted(unknown))}; known: {', '.join(BENCHES)}")
+    in_guest = probe.in_uml_guest()
+    wearlab_exec = [str(ROOT / ".venv" / "bin" / "wearlab"), "exec", "--"]
+    where = [] if in_guest else wearlab_exec  # exec runs on this kernel when it has netem
+    venv_py = str(ROOT / ".venv" / "bin" / "python")
+    commands = {
+        "link": [*where, venv_py, str(BENCH / "bench_link.py"), *(["--quick"] if a.quick else [])],
+        "scale": [*where, venv_py, str(BENCH / "bench_scale.py"),
+                  *(["--wearables", "10", "--phones", "2", "--servers", "1", "--rounds", "1"] if a.quick else [])],
+        # Decides by itself what runs where (in-guest part via wearlab exec, host part here).
+        "overhead": [venv_py, str(BENCH / "bench_overhead.py"), *(["--repetitions", "1"] if a.quick else [])],
+    }
+    status = {}
+    for name in chosen:
+        print(f"\n=== {name}: {' '.join(commands[name])}", flush=True)
+        t0 = time.monotonic()
+        host_load = {"WEARLAB_BENCH_HOST_LOADAVG": " ".join(Path("/proc/loadavg").read_text().split()[:3])}
+        env = {**os.environ, **({} if in_guest else host_load)}
+        rc = subprocess.run(commands[name], cwd=ROOT, env=env, check=False).returncode
+        status[name] = (rc, time.monotonic() - t0)
+    print("\n=== summary")
+    for name, (rc, s) in status.items():
+        print(f"{name:9s} exit {rc}  {s:6.0f} s")
+    print(f"results: {BENCH / 'results'}/")
+    if in_guest and "overhead" in chosen:
+        print("note: inside the guest, overhead measured only its in-guest part; run bench/run_all.py "
+              "on the host for the host-launched wall time")
+    return 0 if all(rc == 0 for rc, _ in status.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
