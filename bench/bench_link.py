@@ -25,21 +25,18 @@ wire rate 95-100 % of configured.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import re
-import secrets
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from common import (BENCH, Stopwatch, environment, median, percentile, require_root_and_netem, table,
                     write_result)
 
-from wearlab.model.topology import load_topology
-from wearlab.realize import network
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from netutil import two_nodes  # noqa: E402  (the tests' two-node network, shared)
 
 DELAYS_MS = [2.5, 5, 10, 25, 50, 100]
 RATES_MBIT = [0.5, 1, 2, 5, 10, 20, 50]
@@ -50,18 +47,9 @@ HEADERS_B = 66  # Ethernet 14 + IPv4 20 + TCP 20 + TCP timestamps 12
 WIRE_TOLERANCE_PCT = 0.5
 
 
-@contextlib.contextmanager
 def pair(link_body: str, shaper: str = "netem"):
     """client (wearable) -- server over one link given as a YAML flow-mapping body."""
-    with tempfile.TemporaryDirectory(prefix="wearlab-bench-") as d:
-        f = Path(d) / "pair.yaml"
-        f.write_text("nodes:\n  client: {role: wearable}\n  server: {role: server}\n"
-                     f"links:\n  - {{between: [client, server], {link_body}}}\n")
-        net = network.build(load_topology(f), run_id=f"bench-{secrets.token_hex(3)}", shaper=shaper)
-        try:
-            yield net
-        finally:
-            net.teardown()
+    return two_nodes(None, link_body, shaper=shaper)
 
 
 # -- RTT -------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import statistics
+import tempfile
 from pathlib import Path
 
 from wearlab.model.topology import load_topology
@@ -12,16 +13,18 @@ from wearlab.realize import network
 
 
 @contextlib.contextmanager
-def two_nodes(tmp_path: Path, link: str, *, shaper: str = "netem"):
-    """client (wearable) -- server, one link given as a YAML flow mapping body."""
-    f = tmp_path / "pair.yaml"
-    f.write_text("nodes:\n  client: {role: wearable}\n  server: {role: server}\n"
-                 f"links:\n  - {{between: [client, server], {link}}}\n")
-    net = network.build(load_topology(f), run_id=f"test-{secrets.token_hex(3)}", shaper=shaper)
-    try:
-        yield net
-    finally:
-        net.teardown()
+def two_nodes(tmp_path: Path | None, link: str, *, shaper: str = "netem"):
+    """client (wearable) -- server, one link given as a YAML flow mapping body (also used by
+    bench/bench_link.py). The topology file goes to tmp_path, or a temporary directory."""
+    with tempfile.TemporaryDirectory(prefix="wearlab-pair-") as d:
+        f = Path(tmp_path or d) / "pair.yaml"
+        f.write_text("nodes:\n  client: {role: wearable}\n  server: {role: server}\n"
+                     f"links:\n  - {{between: [client, server], {link}}}\n")
+        net = network.build(load_topology(f), run_id=f"pair-{secrets.token_hex(3)}", shaper=shaper)
+        try:
+            yield net
+        finally:
+            net.teardown()
 
 
 def ping_rtts(net, src: str, dst_ip: str, count: int, interval: float = 0.05) -> list[float]:

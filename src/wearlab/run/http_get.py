@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from wearlab.measure.curl import CURL_TIMES
+from wearlab.measure.curl import CURL_TIMES, curl_argv
 from wearlab.model.topology import Role
 from wearlab.nodes.phone import relay_port
 from wearlab.nodes.server import HTTP_PORT, HTTPS_PORTS, content_path
@@ -93,6 +93,16 @@ class FetchAgent:
 def _cipher(params: dict[str, Any]) -> str | None:
     c = params.get("cipher") or ""
     return None if params["protocol"] != "https" or c in ("", "default") else c
+
+
+def equivalent_curl(net, workload, params: dict[str, Any], *, cacert: str, timeout_s: float) -> list[str]:
+    """The curl command line that makes the same request as the fetch agent (to redo one run by
+    hand in the client's namespace)."""
+    t = target_for(net, workload, params)
+    https = params["protocol"] == "https"
+    return curl_argv(t.url, resolve=t.resolve, connect_to=t.connect_to,
+                     tls_version=params["tls_version"] if https else None, cipher=_cipher(params),
+                     cacert=cacert if https else None, timeout_s=timeout_s)
 
 
 def fetch(net, agent: FetchAgent, workload, params: dict[str, Any], *, cacert: str,

@@ -125,6 +125,10 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
         results.write_json(out_dir / "metadata.json", meta)
         cells = exp.cells()
         meta["warmup"] = _warm_up(net, agent, exp, cells, cacert)
+        meta["equivalent_curl"] = [
+            {"cell": c, "client": w.client,
+             "argv": http_get.equivalent_curl(net, w, c, cacert=cacert, timeout_s=exp.timeout_s)}
+            for c in cells]
         results.write_json(out_dir / "metadata.json", meta)
         total = len(cells) * exp.repetitions
         n = 0
