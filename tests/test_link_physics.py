@@ -78,3 +78,22 @@ def test_queue_limit_drops_and_bounds_queueing_delay(tmp_path):
         # A full queue of `queue` frames ahead of a ping: at most (queue + 1) frame times of waiting.
         frame_s = 1514 * 8 / rate
         assert rtts and max(rtts) <= ((queue + 1) * frame_s) * 1000 + 5, (rtts, stats)
+
+
+def _arrival_order(net, n: int) -> list[int]:
+    out = net.run("client", ["ping", "-n", "-c", str(n), "-i", "0.002", net.addresses.address_of("server")],
+                  timeout=60).stdout
+    return [int(l.split("icmp_seq=")[1].split()[0]) for l in out.splitlines() if "icmp_seq=" in l]
+
+
+@pytest.mark.parametrize("reorder", [False, True])
+def test_jitter_reorders_only_when_asked(tmp_path, reorder):
+    # 2 ms between probes, +-10 ms of jitter: without order keeping, overtaking is near certain.
+    with two_nodes(tmp_path, f"forward: {{delay: 20ms, jitter: 10ms, reorder: {str(reorder).lower()}}}") as net:
+        seqs = _arrival_order(net, 200)
+        assert len(seqs) >= 190
+        overtaken = sum(1 for a, b in zip(seqs, seqs[1:]) if b < a)
+        if reorder:
+            assert overtaken > 0
+        else:
+            assert overtaken == 0
