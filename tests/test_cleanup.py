@@ -3,6 +3,7 @@ already measured are kept, and the next run works."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -96,3 +97,39 @@ def test_kill9_then_clean(tmp_path):
 def test_kill9_then_clean_with_namespaces(tmp_path):
     """On a netem kernel (the UML guest here): node shells, nginx, tcpdump must all go."""
     _kill9_then_clean(tmp_path)
+
+
+def _interrupt(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) mid-experiment: exit 130, the rows so far kept, status recorded, nothing left."""
+    assert _leftovers() == [], "machine not clean before the test"
+    exp = tmp_path / "killme.yaml"
+    exp.write_text(EXPERIMENT.format(reps=100))
+    out = tmp_path / "results"
+    p = subprocess.Popen([*WEARLAB, "run", str(exp), "--out", str(out)], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    runs = out / "killme" / "latest" / "runs.csv"
+    try:
+        while not (runs.exists() and len(runs.read_text().splitlines()) >= 3):
+            assert time.monotonic() < deadline, "no run finished in time"
+            assert p.poll() is None
+            time.sleep(0.2)
+    finally:
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=120)
+    assert rc == 130
+    meta = json.loads((out / "killme" / "latest" / "metadata.json").read_text())
+    assert meta["status"].startswith("interrupted")
+    assert len(runs.read_text().splitlines()) - 1 >= 2
+    assert (out / "killme" / "latest" / "summary.json").exists()
+    assert _leftovers() == []
+
+
+@pytest.mark.root
+def test_ctrl_c_keeps_results_and_cleans_up(tmp_path):
+    _interrupt(tmp_path)
+
+
+@pytest.mark.netem
+def test_ctrl_c_keeps_results_and_cleans_up_with_namespaces(tmp_path):
+    _interrupt(tmp_path)
