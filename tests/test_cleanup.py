@@ -4,7 +4,6 @@ already measured are kept, and the next run works."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -51,27 +50,31 @@ def _leftovers() -> list[str]:
     return found
 
 
-def _kill9_then_clean(tmp_path: Path) -> None:
+def _start_and_signal(tmp_path: Path, sig: int) -> tuple[Path, Path, int]:
+    """Start a long experiment, wait until two runs are written, send `sig`.
+    Returns (experiment file, runs.csv, exit status)."""
     assert _leftovers() == [], "machine not clean before the test"
     exp = tmp_path / "killme.yaml"
     exp.write_text(EXPERIMENT.format(reps=100))
     out = tmp_path / "results"
     p = subprocess.Popen([*WEARLAB, "run", str(exp), "--out", str(out)], cwd=ROOT,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    runs = None
+    runs = out / "killme" / "latest" / "runs.csv"
     deadline = time.monotonic() + 120
     try:
-        while time.monotonic() < deadline:
-            found = list(out.glob("killme/*/runs.csv"))
-            if found and len(found[0].read_text().splitlines()) >= 3:
-                runs = found[0]
-                break
-            assert p.poll() is None, "the experiment ended before it could be killed"
+        while not (runs.exists() and len(runs.read_text().splitlines()) >= 3):
+            assert time.monotonic() < deadline, "no run finished in time"
+            assert p.poll() is None, "the experiment ended before it could be signalled"
             time.sleep(0.2)
-        assert runs is not None, "no run finished in time"
     finally:
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait()
+        p.send_signal(sig)
+        rc = p.wait(timeout=120)
+    return exp, runs, rc
+
+
+def _kill9_then_clean(tmp_path: Path) -> None:
+    exp, runs, _ = _start_and_signal(tmp_path, signal.SIGKILL)
+    out = tmp_path / "results"
     kept = len(runs.read_text().splitlines()) - 1
     assert kept >= 2
     res = wearlab("clean")
@@ -101,22 +104,8 @@ def test_kill9_then_clean_with_namespaces(tmp_path):
 
 def _interrupt(tmp_path: Path) -> None:
     """Ctrl-C (SIGINT) mid-experiment: exit 130, the rows so far kept, status recorded, nothing left."""
-    assert _leftovers() == [], "machine not clean before the test"
-    exp = tmp_path / "killme.yaml"
-    exp.write_text(EXPERIMENT.format(reps=100))
+    _, runs, rc = _start_and_signal(tmp_path, signal.SIGINT)
     out = tmp_path / "results"
-    p = subprocess.Popen([*WEARLAB, "run", str(exp), "--out", str(out)], cwd=ROOT,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 120
-    runs = out / "killme" / "latest" / "runs.csv"
-    try:
-        while not (runs.exists() and len(runs.read_text().splitlines()) >= 3):
-            assert time.monotonic() < deadline, "no run finished in time"
-            assert p.poll() is None
-            time.sleep(0.2)
-    finally:
-        p.send_signal(signal.SIGINT)
-        rc = p.wait(timeout=120)
     assert rc == 130
     meta = json.loads((out / "killme" / "latest" / "metadata.json").read_text())
     assert meta["status"].startswith("interrupted")
