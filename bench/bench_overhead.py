@@ -67,7 +67,6 @@ def analyse(results_dir: Path, t_start: float, t_end: float) -> dict:
     wall = t_end - t_start
     started, finished = ts(meta["started_utc"]), ts(meta["finished_utc"])
     setup_s = meta.get("setup", {}).get("total_s")
-    network_s = meta.get("setup", {}).get("network_s")
     first, last_end = starts[0], starts[-1] + walls[-1]
     gaps = [starts[i + 1] - (starts[i] + walls[i]) for i in range(len(rows) - 1)]
     split = {

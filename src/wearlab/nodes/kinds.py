@@ -42,4 +42,4 @@ def kind_for(role: Role) -> type[NodeKind]:
 
 
 # Importing the modules registers their kinds.
-from wearlab.nodes import phone as _phone, server as _server  # noqa: E402,F401
+from wearlab.nodes import phone as _phone, server as _server  # noqa: E402,F401  (registers the kinds)
