@@ -1,30 +1,55 @@
 # wearlab: `make experiment` runs the default experiment, `make test` runs the tests.
-# Both install what they need first (Debian packages, a venv, the UML guest root filesystem);
-# every step is stamped, so the second time costs a few dpkg queries.
+# Both install what they need first (Debian packages, a venv, and - where the host kernel lacks
+# netem - the UML guest: wearlab's own kernel and its root filesystem); every step is stamped
+# or cached, so the second time costs a few dpkg queries.
 SHELL := /bin/bash
 PY_SYSTEM := /usr/bin/python3        # Debian's python: the one Debian's Mininet is built for
 VENV := .venv
 PY := $(VENV)/bin/python
 WEARLAB := $(VENV)/bin/wearlab
 ROOTFS ?= /var/cache/wearlab/uml-rootfs
+KERNEL_CACHE ?= /var/cache/wearlab/kernel
 EXPERIMENT ?= experiments/quickstart.yaml
 APT_PACKAGES := python3 python3-venv mininet iproute2 iputils-ping ethtool kmod procps psmisc curl \
-	openssl ca-certificates nginx-light tcpdump iperf3 socat haproxy debootstrap user-mode-linux
+	openssl ca-certificates nginx-light tcpdump iperf3 socat haproxy
+# The guest: its root filesystem (debootstrap) and its kernel (built from Debian's source).
+GUEST_PACKAGES := debootstrap linux-source-6.12 build-essential bc flex bison libelf-dev libssl-dev
 STAMPS := build/stamps
+# Does the host kernel have netem? If not, the network lives in the UML guest (WEARLAB_UML=1
+# builds the guest anyway).
+NETEM_PROBE := unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root netem delay 1ms' >/dev/null 2>&1
 
-.PHONY: setup experiment test test-host test-netem bench clean distclean
+.PHONY: setup guest kernel rootfs experiment test bench clean distclean
 
-setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/rootfs
+setup: $(STAMPS)/apt $(STAMPS)/venv
+	@if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then $(MAKE) --no-print-directory -j2 guest; fi
 
-$(STAMPS)/apt: Makefile
+define apt_install
 	@mkdir -p $(STAMPS)
-	@missing=$$(dpkg-query -W -f='$${Package} $${Status}\n' $(APT_PACKAGES) 2>/dev/null | \
-		awk '$$NF=="installed"{print $$1}' | sort | comm -13 - <(tr ' ' '\n' <<<"$(APT_PACKAGES)" | sort)); \
+	@missing=$$(dpkg-query -W -f='$${Package} $${Status}\n' $(1) 2>/dev/null | \
+		awk '$$NF=="installed"{print $$1}' | sort | comm -13 - <(tr ' ' '\n' <<<"$(1)" | sort)); \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages: $$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	@touch $@
+endef
+
+$(STAMPS)/apt: Makefile
+	$(call apt_install,$(APT_PACKAGES))
+
+$(STAMPS)/apt-guest: Makefile
+	$(call apt_install,$(GUEST_PACKAGES))
+
+# Kernel and root filesystem build side by side (-j2 above). Both scripts return at once when
+# their cached result matches their inputs, so they run every time: a deleted cache is rebuilt.
+guest: kernel rootfs
+
+kernel: $(STAMPS)/apt-guest
+	@images/uml/build-kernel.sh $(KERNEL_CACHE) >/dev/null
+
+rootfs: $(STAMPS)/apt-guest
+	@images/uml/build-rootfs.sh $(ROOTFS)
 
 $(STAMPS)/venv: pyproject.toml $(STAMPS)/apt
 	@mkdir -p $(STAMPS)
@@ -33,11 +58,6 @@ $(STAMPS)/venv: pyproject.toml $(STAMPS)/apt
 	@# setuptools' distutils shim makes Mininet's `import distutils` load all of setuptools:
 	@# seconds per process in a UML guest. Mininet only needs the stdlib's distutils.
 	rm -f $(VENV)/lib/python3*/site-packages/distutils-precedence.pth
-	@touch $@
-
-$(STAMPS)/rootfs: images/uml/build-rootfs.sh $(STAMPS)/apt
-	@mkdir -p $(STAMPS)
-	images/uml/build-rootfs.sh $(ROOTFS)
 	@touch $@
 
 experiment: setup

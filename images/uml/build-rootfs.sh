@@ -14,14 +14,27 @@ suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 mirror=${WEARLAB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # The guest runs the same Python code and venv as the host (mounted over hostfs at the same path),
 # so it needs the same python3 and Mininet as the host, plus the programs experiments start.
-pkgs=python3,python3-venv,mininet,iproute2,iputils-ping,ethtool,kmod,procps,psmisc,curl,openssl,ca-certificates,nginx-light,tcpdump,iperf3,socat,haproxy
+# iptables (legacy and nft front ends), nftables and bpftool are what the proxy, tcpcrypt and the
+# guest's feature tests use.
+pkgs=python3,python3-venv,mininet,iproute2,iputils-ping,ethtool,procps,psmisc,curl,openssl,ca-certificates,nginx-light,tcpdump,iperf3,socat,haproxy,iptables,nftables,bpftool
 tmp="$dest.tmp"
 rm -rf "$tmp"
 mkdir -p "$(dirname "$dest")"
 debootstrap --variant=minbase --include="$pkgs" "$suite" "$tmp" "$mirror"
-# Modules of the UML kernel (sch_netem lives there).
-mkdir -p "$tmp/lib/modules"
-cp -a /usr/lib/uml/modules/. "$tmp/lib/modules/"
+# bookworm's tc (iproute2 6.1) does not know netem's `seed` (Linux >= 6.6): take iproute2 from
+# bookworm-backports, whose tc knows every netem option wearlab uses.
+if [ "$suite" = bookworm ]; then
+  echo "deb $mirror bookworm-backports main" > "$tmp/etc/apt/sources.list.d/backports.list"
+  chroot "$tmp" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive chroot "$tmp" apt-get install -y -qq --no-install-recommends \
+    -t bookworm-backports iproute2 >/dev/null
+  chroot "$tmp" apt-get clean
+  rm -rf "$tmp/var/lib/apt/lists/"*
+fi
+chroot "$tmp" tc -V
+# The kernel has everything built in; iptables must use the legacy back end (x_tables), which
+# the guest kernel has for the phone's REDIRECT/TPROXY rules, like the nf_tables one.
+chroot "$tmp" update-alternatives --set iptables /usr/sbin/iptables-legacy >/dev/null
 # Do not let nginx/haproxy start as services inside the guest's boot: wearlab starts them itself.
 rm -rf "$tmp/var/cache/apt/archives/"*.deb
 echo "$want" > "$tmp/.wearlab-rootfs-stamp"

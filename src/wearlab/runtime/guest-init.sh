@@ -13,6 +13,9 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts 2>/dev/null
 mount -t tmpfs tmpfs /dev/shm
 mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
+# Delegate the controllers wearlab uses (CPU limits for wearable profiles) to child cgroups.
+echo "+cpu +pids +memory" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 off() { sync; echo o > /proc/sysrq-trigger; sleep 10; }
 job="$WEARLAB_JOB"
 if [ -z "$job" ]; then echo "wearlab-guest: no WEARLAB_JOB on the kernel command line"; off; fi
@@ -23,8 +26,6 @@ while IFS= read -r p; do
 done < "$job/mounts.txt"
 hostname wearlab-guest
 ip link set lo up
-# Qdiscs and helpers experiments use; loaded up front so a missing one fails here, loudly.
-for m in sch_netem sch_htb sch_tbf sch_ingress ifb; do modprobe -q "$m" || echo "wearlab-guest: modprobe $m failed"; done
 . "$job/env.sh"
 echo "wearlab-guest: ready"
 sh "$job/cmd.sh" &

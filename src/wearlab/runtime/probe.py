@@ -1,51 +1,107 @@
-"""What this kernel and machine can do: the facts `doctor` prints and `auto` decides on.
+"""What the kernel we run on can do, found by trying it (not by reading a config file): a
+module may be missing, blacklisted or auto-loadable, and a config option may be set while the
+tool that drives it (tc's `seed`, iptables' TPROXY) is too old.
 
-Each qdisc is probed for real (added to the loopback of a throwaway network namespace made with
-`unshare -n`, which vanishes with the probe) rather than guessed from config files, because a
-module may be missing, blacklisted or auto-loadable.
+Every probe runs in a throwaway network namespace (`unshare -n`), so nothing on the machine
+changes. `FEATURES` is the one list of what wearlab may need; `wearlab doctor` shows it for the
+host and for the UML guest kernel, and the guest's feature tests assert it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# qdisc -> the smallest `tc qdisc add ... root <args>` that exercises it.
-QDISC_PROBES: dict[str, list[str]] = {
-    "netem": ["netem", "delay", "1ms"],
-    "htb": ["htb", "default", "1"],
-    "tbf": ["tbf", "rate", "1mbit", "burst", "10kb", "latency", "10ms"],
-    "pfifo": ["pfifo", "limit", "10"],
-    "bfifo": ["bfifo", "limit", "10000"],
-    "fq_codel": ["fq_codel"],
-    "fq": ["fq"],
+# qdisc -> (the smallest `tc qdisc add ... root <args>` that exercises it, why wearlab needs it).
+QDISCS: dict[str, tuple[list[str], str]] = {
+    "netem": (["netem", "delay", "1ms"], "delay, jitter, loss and rate of every emulated link"),
+    "htb": (["htb", "default", "1"], "--shaper htb, and the proxy throttle"),
+    "tbf": (["tbf", "rate", "1mbit", "burst", "10kb", "latency", "10ms"], "byte-exact bottleneck queues"),
+    "pfifo": (["pfifo", "limit", "10"], "packet-limited queues"),
+    "bfifo": (["bfifo", "limit", "10000"], "byte-limited queues"),
+    "fq_codel": (["fq_codel"], "AQM on the phone (comparison)"),
+    "fq": (["fq"], "pacing (comparison)"),
+    "cake": (["cake"], "AQM on the phone (comparison)"),
+    "plug": (["plug"], "BT sniff blackouts that hold packets"),
 }
+QDISC_PROBES: dict[str, list[str]] = {q: args for q, (args, _) in QDISCS.items()}
 
-TOOLS = ("tc", "ip", "ethtool", "curl", "nginx", "tcpdump", "mnexec", "openssl", "linux.uml")
+# feature -> (why wearlab needs it, shell script that succeeds only if it works). The scripts
+# run as root in a fresh network namespace whose loopback is up.
+FEATURE_PROBES: dict[str, tuple[str, str]] = {
+    **{f"qdisc {q}": (why, "tc qdisc add dev lo root " + " ".join(args)) for q, (args, why) in QDISCS.items()},
+    "netem seed": ("reproducible loss and jitter (netem's own PRNG, Linux >= 6.6 and tc >= 6.6)",
+                   "tc qdisc add dev lo root netem delay 1ms loss 1% seed 7 && "
+                   "tc qdisc show dev lo | grep -q 'seed 7'"),
+    "clsact/ingress": ("shaping traffic that enters a node", "tc qdisc add dev lo clsact"),
+    "ifb": ("ingress shaping through an ifb device",
+            "ip link add wlprobe0 type ifb && ip link del wlprobe0"),
+    "mptcp": ("proactive BT->WiFi handover over MPTCP subflows",
+              f"{sys.executable} -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)'"
+              " && sysctl -n net.mptcp.enabled | grep -qx 1"),
+    "iptables REDIRECT": ("transparent phone proxy",
+                          "iptables-legacy -t nat -A OUTPUT -p tcp --dport 9 -j REDIRECT --to-ports 10"),
+    "iptables TPROXY": ("transparent interception (tcpcrypt, proxy)",
+                        "iptables-legacy -t mangle -A PREROUTING -p tcp --dport 9 -j TPROXY --on-port 10 "
+                        "--tproxy-mark 1"),
+    "iptables NFQUEUE": ("packet rewriting in user space",
+                         "iptables-legacy -A OUTPUT -p tcp --dport 9 -j NFQUEUE --queue-num 1"),
+    "nftables ip family": ("nft rules in the ip/inet families",
+                           "nft add table ip wlprobe && nft add table inet wlprobe"),
+    "bpf sock_ops": ("TCP header options written from BPF (tcpcrypt's TCP-ENO)",
+                     "bpftool feature probe kernel 2>/dev/null | grep -q 'program_type sock_ops is available'"),
+    "cgroup cpu": ("CPU bandwidth limits (cpu.max) for wearable CPU profiles",
+                   "grep -qw cpu /sys/fs/cgroup/cgroup.controllers"),
+}
 
 
 @dataclass(frozen=True)
-class QdiscProbe:
+class Probe:
     name: str
     works: bool
     detail: str
 
 
-def probe_qdisc(name: str) -> QdiscProbe:
+# Kept for callers that only ask about qdiscs.
+QdiscProbe = Probe
+
+
+def _run_probe(name: str, script: str) -> Probe:
     if os.geteuid() != 0:
-        return QdiscProbe(name, False, "not root: cannot probe")
-    if shutil.which("unshare") is None or shutil.which("tc") is None:
-        return QdiscProbe(name, False, "unshare or tc missing")
-    subprocess.run(["modprobe", "-q", f"sch_{name}"], capture_output=True, check=False)
-    script = "ip link set lo up && tc qdisc add dev lo root " + " ".join(QDISC_PROBES[name])
-    res = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True,
-                         check=False, timeout=20)
+        return Probe(name, False, "not root: cannot probe")
+    if shutil.which("unshare") is None:
+        return Probe(name, False, "unshare missing")
+    res = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up && " + script],
+                         capture_output=True, text=True, check=False, timeout=30)
     detail = (res.stderr or res.stdout).strip().splitlines()
-    return QdiscProbe(name, res.returncode == 0, detail[0] if detail else "ok")
+    return Probe(name, res.returncode == 0, detail[0] if detail else ("ok" if res.returncode == 0 else
+                                                                      f"exit status {res.returncode}"))
+
+
+def probe_qdisc(name: str) -> Probe:
+    if shutil.which("tc") is None:
+        return Probe(name, False, "tc missing")
+    # A module kernel may have it unloaded; a built-in kernel ignores this.
+    if shutil.which("modprobe"):
+        subprocess.run(["modprobe", "-q", f"sch_{name}"], capture_output=True, check=False)
+    return _run_probe(name, "tc qdisc add dev lo root " + " ".join(QDISC_PROBES[name]))
+
+
+def probe_feature(name: str) -> Probe:
+    why, script = FEATURE_PROBES[name]
+    if name.startswith("qdisc "):
+        return probe_qdisc(name.removeprefix("qdisc "))
+    return _run_probe(name, script)
+
+
+def features() -> dict[str, Probe]:
+    return {name: probe_feature(name) for name in FEATURE_PROBES}
 
 
 def netem_works() -> bool:
@@ -65,5 +121,32 @@ def in_uml_guest() -> bool:
         return False
 
 
+TOOLS = ("tc", "ip", "ethtool", "curl", "nginx", "tcpdump", "mnexec", "openssl")
+
+
 def tool_paths() -> dict[str, str | None]:
     return {t: shutil.which(t) for t in TOOLS}
+
+
+def report() -> dict[str, object]:
+    """Everything doctor shows about this kernel, as JSON-able data."""
+    return {
+        "kernel": kernel_release(),
+        "uml_guest": in_uml_guest(),
+        "features": {n: {"works": p.works, "detail": p.detail, "why": FEATURE_PROBES[n][0]}
+                     for n, p in features().items()},
+        "tc": _first_line(["tc", "-V"]),
+    }
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=10)
+    except OSError as e:
+        return f"unavailable: {e}"
+    return ((res.stdout or res.stderr).strip().splitlines() or ["?"])[0]
+
+
+if __name__ == "__main__":
+    # `python -m wearlab.runtime.probe`: the report as one JSON line (doctor runs it in the guest).
+    print(json.dumps(report()))

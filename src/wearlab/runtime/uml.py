@@ -1,6 +1,7 @@
-"""Run a command inside a User-Mode Linux guest whose kernel has sch_netem.
+"""Run a command inside a User-Mode Linux guest running wearlab's own kernel.
 
-The guest boots Debian's `linux.uml` with a hostfs root (a tree built by
+The guest boots the kernel built by images/uml/build-kernel.sh (netem with seeds, MPTCP, every
+qdisc and netfilter target wearlab uses, all built in) with a hostfs root (a tree built by
 images/uml/build-rootfs.sh) and mounts the host paths the command needs at the same paths, so the
 same venv, code, experiment files and results directory are seen by both sides and results land
 on the host as they are written. The guest runs one command and powers itself off; the host kills
@@ -26,6 +27,7 @@ from wearlab.errors import EnvironmentProblem
 from wearlab.runtime import registry
 
 DEFAULT_ROOTFS = Path("/var/cache/wearlab/uml-rootfs")
+DEFAULT_KERNEL = Path("/var/cache/wearlab/kernel/linux.uml")  # a link to the newest build
 GUEST_INIT = Path(__file__).with_name("guest-init.sh")
 JOBS = Path("/run/wearlab/jobs")  # host dirs shared with guests: job, console status, exit code
 READY_MARK = b"wearlab-guest: ready"
@@ -41,14 +43,27 @@ def rootfs_path() -> Path:
 
 
 def uml_kernel() -> str | None:
-    return shutil.which("linux.uml")
+    k = Path(os.environ.get("WEARLAB_UML_KERNEL", DEFAULT_KERNEL))
+    return str(k.resolve()) if k.is_file() and os.access(k, os.X_OK) else None
+
+
+def kernel_version(kernel: str | None = None) -> str | None:
+    """The guest kernel's `uname -r`, read from its binary (no boot needed)."""
+    kernel = kernel or uml_kernel()
+    if kernel is None:
+        return None
+    with open(kernel, "rb") as f:
+        data = f.read()
+    i = data.find(b"Linux version ")
+    return data[i + 14:data.index(b" ", i + 14)].decode() if i >= 0 else None
 
 
 def check_ready() -> None:
     """Raise EnvironmentProblem naming what is missing for the uml runtime."""
     if uml_kernel() is None:
-        raise EnvironmentProblem("the uml runtime needs Debian's user-mode-linux package "
-                                 "(linux.uml); run `make setup` (or apt-get install user-mode-linux)")
+        raise EnvironmentProblem(f"the uml runtime needs wearlab's guest kernel at "
+                                 f"{os.environ.get('WEARLAB_UML_KERNEL', DEFAULT_KERNEL)}; run `make setup` "
+                                 "(images/uml/build-kernel.sh builds it)")
     stamp = rootfs_path() / ".wearlab-rootfs-stamp"
     if not stamp.exists():
         raise EnvironmentProblem(f"the uml runtime needs the guest root filesystem at {rootfs_path()}; "
