@@ -13,18 +13,26 @@ from wearlab.realize import network
 
 
 @contextlib.contextmanager
-def two_nodes(tmp_path: Path | None, link: str, *, shaper: str = "netem"):
-    """client (wearable) -- server, one link given as a YAML flow mapping body (also used by
-    bench/bench_link.py). The topology file goes to tmp_path, or a temporary directory."""
+def live_network(tmp_path: Path | None, topology_yaml: str, *, shaper: str = "netem", seed: int | None = None):
+    """A network built from topology YAML text; torn down on exit. The file goes to tmp_path, or
+    a temporary directory."""
     with tempfile.TemporaryDirectory(prefix="wearlab-pair-") as d:
-        f = Path(tmp_path or d) / "pair.yaml"
-        f.write_text("nodes:\n  client: {role: wearable}\n  server: {role: server}\n"
-                     f"links:\n  - {{between: [client, server], {link}}}\n")
-        net = network.build(load_topology(f), run_id=f"pair-{secrets.token_hex(3)}", shaper=shaper)
+        f = Path(tmp_path or d) / "topology.yaml"
+        f.write_text(topology_yaml)
+        net = network.build(load_topology(f), run_id=f"pair-{secrets.token_hex(3)}", shaper=shaper, seed=seed)
         try:
             yield net
         finally:
             net.teardown()
+
+
+@contextlib.contextmanager
+def two_nodes(tmp_path: Path | None, link: str, *, shaper: str = "netem", seed: int | None = None):
+    """client (wearable) -- server, one link given as a YAML flow mapping body (also used by
+    bench/bench_link.py)."""
+    with live_network(tmp_path, "nodes:\n  client: {role: wearable}\n  server: {role: server}\n"
+                      f"links:\n  - {{between: [client, server], {link}}}\n", shaper=shaper, seed=seed) as net:
+        yield net
 
 
 def ping_rtts(net, src: str, dst_ip: str, count: int, interval: float = 0.05) -> list[float]:

@@ -188,31 +188,56 @@ def cmd_doctor(args) -> int:
     t = Table(title="wearlab doctor", show_header=True)
     t.add_column("check")
     t.add_column("result")
-    t.add_row("kernel", probe.kernel_release() + (" (UML guest)" if probe.in_uml_guest() else ""))
-    t.add_row("root", "yes" if os.geteuid() == 0 else "[red]no: namespaces and tc need root[/red]")
-    for name in probe.QDISC_PROBES:
-        q = probe.probe_qdisc(name)
-        t.add_row(f"qdisc {name}", "[green]works[/green]" if q.works else f"[red]missing[/red]: {q.detail}")
+    t.add_column("why wearlab needs it")
+    t.add_row("kernel", probe.kernel_release() + (" (UML guest)" if probe.in_uml_guest() else ""), "")
+    t.add_row("root", "yes" if os.geteuid() == 0 else "[red]no: namespaces and tc need root[/red]", "")
+    _feature_rows(t, probe.report()["features"], "")
     for tool, path in probe.tool_paths().items():
-        t.add_row(f"tool {tool}", path or "[red]missing[/red]")
+        t.add_row(f"tool {tool}", path or "[red]missing[/red]", "")
     try:
         import mininet.net
 
-        t.add_row("mininet", f"{mininet.net.VERSION} ({Path(mininet.__file__).parent})")
+        t.add_row("mininet", f"{mininet.net.VERSION} ({Path(mininet.__file__).parent})", "")
     except ImportError:
-        t.add_row("mininet", "[red]not importable by this python[/red]")
+        t.add_row("mininet", "[red]not importable by this python[/red]", "")
+    guest = None
     try:
         uml.check_ready()
-        t.add_row("uml runtime", f"ready: {uml.uml_kernel()}, root fs {uml.rootfs_path()}")
+        t.add_row("uml runtime", f"ready: kernel {uml.kernel_version()} ({uml.uml_kernel()}), "
+                                 f"root fs {uml.rootfs_path()}", "")
+        guest = _guest_report() if not probe.in_uml_guest() else None
     except EnvironmentProblem as e:
-        t.add_row("uml runtime", f"[red]not ready[/red]: {e}")
+        t.add_row("uml runtime", f"[red]not ready[/red]: {e}", "")
+    if guest is not None:
+        t.add_row("guest kernel", f"{guest['kernel']} (booted to probe), {guest['tc']}", "")
+        _feature_rows(t, guest["features"], "guest ")
     try:
         rt, why = resolve_runtime("auto")
-        t.add_row("auto picks", f"[bold]{rt}[/bold]: {why}")
+        t.add_row("auto picks", f"[bold]{rt}[/bold]: {why}", "")
     except EnvironmentProblem as e:
-        t.add_row("auto picks", f"[red]nothing[/red]: {e}")
+        t.add_row("auto picks", f"[red]nothing[/red]: {e}", "")
     console.print(t)
     return 0
+
+
+def _feature_rows(t, features: dict, prefix: str) -> None:
+    for name, f in features.items():
+        t.add_row(prefix + name, "[green]works[/green]" if f["works"] else f"[red]missing[/red]: {f['detail']}",
+                  f["why"])
+
+
+def _guest_report() -> dict | None:
+    """Boot the guest once and probe its kernel (about two seconds)."""
+    import io
+    import json
+
+    from wearlab.runtime.uml import run_in_guest
+
+    buf = io.BytesIO()
+    rc = run_in_guest([sys.executable, "-m", "wearlab.runtime.probe"], mounts=_project_paths(), cwd=_project_paths()[0],
+                      out=buf)
+    lines = [l for l in buf.getvalue().decode(errors="replace").splitlines() if l.startswith("{")]
+    return json.loads(lines[-1]) if rc == 0 and lines else None
 
 
 def cmd_clean(args) -> int:

@@ -20,12 +20,16 @@ from pathlib import Path
 from wearlab.errors import EnvironmentProblem
 from wearlab.model.topology import Role, Topology
 from wearlab.realize.addressing import TRANSIT_ROLES, AddressPlan, plan
-from wearlab.realize.shaping import qdisc_plan
+from wearlab.realize.shaping import netem_seed, qdisc_plan
 from wearlab.runtime import registry
 
-# Every node gets these: reproducible TCP (no metrics carried between runs) and no reverse-path
-# filtering (multi-homed wearables receive replies on the interface the path chose).
+# Every node gets these: reproducible TCP (no metrics carried between runs), no reverse-path
+# filtering (multi-homed wearables receive replies on the interface the path chose), and no IPv6:
+# wearlab's links are IPv4, and IPv6's own chatter (router solicitations, MLD reports) would sit
+# in captures and consume netem's seeded random draws at timing-dependent moments.
 BASE_SYSCTLS = {
+    "net.ipv6.conf.all.disable_ipv6": "1",
+    "net.ipv6.conf.default.disable_ipv6": "1",
     "net.ipv4.tcp_no_metrics_save": "1",
     "net.ipv4.conf.all.rp_filter": "0",
     "net.ipv4.conf.default.rp_filter": "0",
@@ -55,6 +59,8 @@ class Network:
     run_id: str
     workdir: Path
     shaper: str = "netem"
+    seed: int | None = None                         # experiment seed; None: netem seeds itself
+    netem_seeds: dict[str, int] = field(default_factory=dict)  # "a->b" -> netem PRNG seed
     hosts: dict = field(default_factory=dict)      # node name -> mininet Host
     procs: list = field(default_factory=list)      # Popen objects started in nodes
     notes: list[str] = field(default_factory=list)  # conversions applied while shaping
@@ -93,8 +99,12 @@ class Network:
         out: dict[str, list[str]] = {n: [] for n in self.topo.nodes}
         for link in self.topo.links:
             for node, shape in ((link.a, link.forward), (link.b, link.reverse)):
-                intf = self.addresses.interface_to(node, link.b if node == link.a else link.a)
-                qp = qdisc_plan(intf.name, shape, shaper=self.shaper, verb=verb)
+                peer = link.b if node == link.a else link.a
+                intf = self.addresses.interface_to(node, peer)
+                seed = None
+                if self.seed is not None and verb == "add":
+                    seed = self.netem_seeds[f"{node}->{peer}"] = netem_seed(self.seed, node, peer)
+                qp = qdisc_plan(intf.name, shape, shaper=self.shaper, verb=verb, seed=seed)
                 out[node] += qp.lines
                 self.notes += [f"{node}:{intf.name} (link {link.a}-{link.b}): {n}" for n in qp.notes]
         return out
@@ -206,8 +216,9 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-def build(topo: Topology, *, run_id: str, shaper: str = "netem") -> Network:
-    """Create namespaces, veths, addresses, routes, sysctls and qdiscs. Undone by teardown()."""
+def build(topo: Topology, *, run_id: str, shaper: str = "netem", seed: int | None = None) -> Network:
+    """Create namespaces, veths, addresses, routes, sysctls and qdiscs. Undone by teardown().
+    With `seed`, every netem draws loss and jitter from its own seeded PRNG (reproducible)."""
     from mininet.node import Host  # imported late: Mininet is only needed when a network is built
 
     if os.geteuid() != 0:
@@ -216,7 +227,7 @@ def build(topo: Topology, *, run_id: str, shaper: str = "netem") -> Network:
     workdir = Path(tempfile.mkdtemp(prefix=f"wearlab-{run_id}-", dir="/tmp"))
     workdir.chmod(0o755)  # servers' unprivileged workers read their content from here
     registry.record("net", run_id, paths=[str(workdir)])
-    net = Network(topo=topo, addresses=plan(topo), run_id=run_id, workdir=workdir, shaper=shaper)
+    net = Network(topo=topo, addresses=plan(topo), run_id=run_id, workdir=workdir, shaper=shaper, seed=seed)
     try:
         for name in topo.nodes:
             net.hosts[name] = Host(name, inNamespace=True)
@@ -265,10 +276,12 @@ def _configure_node(net: Network, name: str, role: Role, sysctls: dict[str, str]
     (d / "ip.batch").write_text("\n".join(ip_lines) + "\n")
     # Sourced by the node's own shell: sysctls are shell builtins writing /proc/sys (no process
     # per setting), so only ip, ethtool and tc are exec'ed — cheap on a host, ~30 ms each in UML.
-    lines = [f"ip -batch {d / 'ip.batch'} || echo {FAIL} ip"]
+    # Sysctls first: the interfaces exist but are down, so nothing leaves before IPv6 is off.
+    lines = []
     for k, v in s.items():
         path = "/proc/sys/" + k.replace(".", "/")
         lines.append(f"echo {shlex.quote(v)} > {path} || echo {FAIL} sysctl {k}")
+    lines.append(f"ip -batch {d / 'ip.batch'} || echo {FAIL} ip")
     for i in intfs:
         # Offloads would hand tc 64 KB super-packets and blur the emulated timing.
         lines.append(f"ethtool -K {i.name} gro off gso off tso off 2>/dev/null")

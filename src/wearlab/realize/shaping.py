@@ -11,6 +11,11 @@ queue + the delay line's capacity at the link rate (delay × rate / MTU frame), 
 long, fast link would drop packets that are merely propagating. `queue_bytes` is turned into
 packets of a full MTU frame (netem has no byte limit); the conversion is recorded, not hidden.
 
+Seeds: netem (Linux >= 6.6) draws loss and jitter from its own PRNG, seeded per qdisc with
+`seed`. Every direction of every link gets its own seed derived from the experiment's seed and
+the link's end names (adding a link elsewhere does not change it), so the same experiment gives
+the same loss and jitter sequences twice, and no two directions share a sequence.
+
 Jitter without reordering: netem reorders jittered packets unless it also shapes a rate (with a
 rate it never schedules a packet before its predecessor). When `reorder` is false and no rate is
 set, we give netem a rate far above the veth's (100 Gbit/s), which keeps order and adds < 0.2 µs
@@ -19,6 +24,7 @@ per packet.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -46,6 +52,12 @@ def _pct(p: float) -> str:
     return f"{p:.6g}%"
 
 
+def netem_seed(experiment_seed: int, src: str, dst: str) -> int:
+    """The netem PRNG seed for traffic sent from `src` to `dst` (a u64)."""
+    digest = hashlib.sha256(f"wearlab-netem:{experiment_seed}:{src}->{dst}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 def netem_limit(shape: Shape) -> tuple[int, list[str]]:
     notes: list[str] = []
     queue = shape.queue_packets
@@ -62,7 +74,7 @@ def netem_limit(shape: Shape) -> tuple[int, list[str]]:
     return queue + in_flight, notes
 
 
-def netem_args(shape: Shape, *, with_rate: bool) -> tuple[list[str], list[str]]:
+def netem_args(shape: Shape, *, with_rate: bool, seed: int | None = None) -> tuple[list[str], list[str]]:
     limit, notes = netem_limit(shape)
     args = ["limit", str(limit)]
     if shape.delay_s or shape.jitter_s:
@@ -84,17 +96,21 @@ def netem_args(shape: Shape, *, with_rate: bool) -> tuple[list[str], list[str]]:
         notes.append("jitter without reordering: netem rate 100Gbit keeps packet order")
     if rate:
         args += ["rate", f"{rate}bit"]
+    if seed is not None:
+        args += ["seed", str(seed)]
     return args, notes
 
 
-def qdisc_plan(dev: str, shape: Shape, *, shaper: str = "netem", verb: str = "add") -> QdiscPlan:
-    """Lines for `tc -batch`. verb is `add` for a fresh interface or `change` to retune in place."""
+def qdisc_plan(dev: str, shape: Shape, *, shaper: str = "netem", verb: str = "add",
+               seed: int | None = None) -> QdiscPlan:
+    """Lines for `tc -batch`. verb is `add` for a fresh interface or `change` to retune in place.
+    `seed` seeds netem's PRNG (give it on `add`; on `change` omit it to continue the sequence)."""
     if shaper not in SHAPERS:
         raise ValueError(f"unknown shaper {shaper!r}; known: {', '.join(SHAPERS)}")
     if shaper == "netem" or not shape.rate_bps:
-        args, notes = netem_args(shape, with_rate=True)
+        args, notes = netem_args(shape, with_rate=True, seed=seed)
         return QdiscPlan([f"qdisc {verb} dev {dev} root handle 1: netem " + " ".join(args)], notes)
-    args, notes = netem_args(shape, with_rate=False)
+    args, notes = netem_args(shape, with_rate=False, seed=seed)
     rate = shape.rate_bps
     # Burst of one MTU frame at the rate keeps htb from sending line-rate bursts (truer timing).
     burst = max(MTU_FRAME, math.ceil(rate / 8 / 1000))  # >= 1 ms worth of bytes, htb's own minimum

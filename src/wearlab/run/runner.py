@@ -80,8 +80,7 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
         "started_utc": started.isoformat(), "run_id": run_id, "command": os.environ.get("WEARLAB_ARGV"),
         "git_commit": metadata.git_commit(Path(__file__).resolve().parent),
         "machine": metadata.machine(runtime_label), "versions": metadata.versions(),
-        "notes": ["netem on this kernel has no seed option: its loss and jitter draws are not "
-                  "reproducible run to run; wearlab's own randomness (file contents) uses `seed`."],
+        "notes": [],
         "status": "running",
     }
     results.write_yaml(out_dir / "experiment.yaml", exp.to_document())
@@ -96,7 +95,14 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
     status = 0
     try:
         t0 = time.monotonic()
-        net = network.build(exp.topology, run_id=run_id, shaper=shaper)
+        seeded = probe.probe_feature("netem seed")
+        if not seeded.works:
+            meta["notes"].append(f"netem on this kernel cannot be seeded ({seeded.detail}): its loss and "
+                                 "jitter draws differ run to run; wearlab's own randomness (file contents) "
+                                 "uses `seed`.")
+        net = network.build(exp.topology, run_id=run_id, shaper=shaper,
+                            seed=exp.seed if seeded.works else None)
+        meta["netem_seeds"] = net.netem_seeds
         setup = meta["setup"] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
         t = time.monotonic()
         services = _start_services(net, exp)

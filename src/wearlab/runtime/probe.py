@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -101,7 +102,28 @@ def probe_feature(name: str) -> Probe:
 
 
 def features() -> dict[str, Probe]:
-    return {name: probe_feature(name) for name in FEATURE_PROBES}
+    """Every probe of FEATURE_PROBES in one throwaway namespace: one process start instead of
+    one per feature (each costs ~0.2 s in a UML guest). Qdisc probes use `replace`, so each
+    finds lo as the previous one left it."""
+    if os.geteuid() != 0:
+        return {n: Probe(n, False, "not root: cannot probe") for n in FEATURE_PROBES}
+    if shutil.which("modprobe"):
+        for q in QDISCS:
+            subprocess.run(["modprobe", "-q", f"sch_{q}"], capture_output=True, check=False)
+    parts = ["ip link set lo up"]
+    for name, (_, script) in FEATURE_PROBES.items():
+        script = script.replace("tc qdisc add dev lo root", "tc qdisc replace dev lo root")
+        parts.append(f"out=$( ({script}) 2>&1 ); rc=$?; "
+                     f"printf '%s\\037%s\\037%s\\036' {shlex.quote(name)} $rc \"$(echo \"$out\" | head -n1)\"")
+    res = subprocess.run(["unshare", "-n", "sh", "-c", "\n".join(parts)], capture_output=True, text=True,
+                         check=False, timeout=120)
+    found: dict[str, Probe] = {}
+    for record in res.stdout.split("\x1e"):
+        fields = record.split("\x1f")
+        if len(fields) == 3:
+            name, rc, detail = fields
+            found[name] = Probe(name, rc == "0", detail or ("ok" if rc == "0" else f"exit status {rc}"))
+    return {n: found.get(n, Probe(n, False, res.stderr.strip()[:200] or "not probed")) for n in FEATURE_PROBES}
 
 
 def netem_works() -> bool:
