@@ -11,8 +11,21 @@ from conftest import wearlab
 pytestmark = pytest.mark.netem
 
 ONE_WAY = 0.050       # s: long enough that round trips dominate crypto and process start-up
-RTT = 2 * ONE_WAY
 RATE = 10_000_000     # bit/s
+SYN_FRAME = 74        # bytes: Ethernet 14 + IPv4 20 + TCP 20 + options 20 (MSS, SACK, TS, wscale)
+# Physics of the TCP handshake: two propagation delays and two frames serialised at the rate.
+RTT = 2 * ONE_WAY + 2 * SYN_FRAME * 8 / RATE
+
+
+def goal(seconds: float) -> float:
+    """wearlab's accuracy goal for any timing it reports: max(0.3 ms, 2 %)."""
+    return max(0.0003, 0.02 * seconds)
+
+
+# curl's own timers run on the client's clock around its system calls; in a UML guest each
+# system call costs ~15-20 us and libcurl makes ~30 between its name lookup and its connect
+# timestamps. That is the client's CPU, not the network: bounded here, measured in bench/.
+CURL_CPU = 0.002
 
 
 @pytest.fixture(scope="module")
@@ -50,23 +63,29 @@ def _f(r, k):
 
 def test_connect_takes_one_round_trip(runs):
     for r in runs:
-        assert RTT <= _f(r, "time_connect") <= RTT + 0.015
+        # The network's handshake, read from the client's capture: exact to the goal.
+        assert RTT <= _f(r, "wire_connect_s") <= RTT + goal(RTT)
+        # curl's view adds the client's own time around the handshake.
+        assert _f(r, "wire_connect_s") <= _f(r, "time_connect") - _f(r, "time_namelookup") <= RTT + CURL_CPU
 
 
 @pytest.mark.parametrize("version,round_trips", [("1.3", 1), ("1.2", 2)])
 def test_tls_handshake_round_trips(runs, version, round_trips):
-    hs = [_f(r, "tls_handshake_s") for r in runs if r["protocol"] == "https" and r["tls_version"] == version]
+    hs = [_f(r, "wire_tls_handshake_s") for r in runs if r["protocol"] == "https" and r["tls_version"] == version]
     assert hs
     for h in hs:
         # Round trips plus certificate validation and key exchange (milliseconds here).
-        assert round_trips * RTT <= h <= round_trips * RTT + 0.060
+        assert round_trips * 2 * ONE_WAY <= h <= round_trips * 2 * ONE_WAY + 0.060
 
 
 def test_transfer_no_faster_than_the_link(runs):
     wire_bits = 1_000_000 * 8
     for r in runs:
-        assert _f(r, "time_total") - _f(r, "time_starttransfer") >= 0.95 * wire_bits / RATE - RTT
-        assert _f(r, "time_total") >= wire_bits / RATE
+        assert _f(r, "wire_total_s") - _f(r, "wire_starttransfer_s") >= 0.95 * wire_bits / RATE - RTT
+        assert _f(r, "wire_total_s") >= wire_bits / RATE
+        # and no slower than the wire rate allows for the frames sent, plus the TCP ramp-up
+        frames = 1_000_000 * (1514 / 1448) * 8 / RATE
+        assert _f(r, "wire_total_s") <= frames + 12 * RTT
 
 
 def test_phase_bytes_match_the_protocol(runs):
@@ -111,4 +130,24 @@ def test_tls10_and_11_handshake_in_two_round_trips(old_tls_runs):
         ("1.0", "rsa2048"), ("1.0", "ecdsa-p256"), ("1.1", "rsa2048"), ("1.1", "ecdsa-p256")}
     for r in old_tls_runs:
         assert r["status"] == "ok", r["error"]
-        assert 2 * RTT <= _f(r, "tls_handshake_s") <= 2 * RTT + 0.060
+        assert 2 * 2 * ONE_WAY <= _f(r, "wire_tls_handshake_s") <= 2 * 2 * ONE_WAY + 0.060
+
+
+@pytest.mark.parametrize("one_way_ms", [3.7, 23.3])
+def test_connect_at_odd_delays(tmp_path, one_way_ms):
+    """Delays that are no multiple of any timer tick: the handshake is still exact to the goal."""
+    (tmp_path / "exp.yaml").write_text(f"""
+name: odd-delay
+topology:
+  nodes: {{watch: {{role: wearable}}, server: {{role: server}}}}
+  links: [{{between: [watch, server], delay: {one_way_ms}ms}}]
+repetitions: 8
+workload: {{kind: http-get, client: watch, server: server, protocol: http, size: 1KB}}
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "results"), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with (tmp_path / "results" / "odd-delay" / "latest" / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    rtt = 2 * one_way_ms / 1000  # no rate limit: no serialisation time
+    for r in rows:
+        assert rtt <= _f(r, "wire_connect_s") <= rtt + goal(rtt)

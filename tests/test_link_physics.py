@@ -19,15 +19,16 @@ def test_ping_rtt_is_twice_the_one_way_delay(tmp_path, one_way_ms):
         rtts = ping_rtts(net, "client", server_ip, 20, 0.02)
         assert len(rtts) >= 19
         expected = 2 * one_way_ms
-        # Physics: RTT = 2 x one-way delay, plus microseconds of stack time; never less.
+        # Physics: RTT = 2 x one-way delay, plus microseconds of stack time; never less. The goal
+        # for every timing wearlab reports: within max(0.3 ms, 2 %). (ping prints 3 digits.)
         assert min(rtts) >= expected - 0.05
-        assert abs(median(rtts) - expected) <= max(1.0, 0.03 * expected)
+        assert median(rtts) - expected <= max(0.3, 0.02 * expected)
 
 
 def test_per_direction_delays_add_up(tmp_path):
     with two_nodes(tmp_path, "forward: {delay: 30ms}, reverse: {delay: 10ms}") as net:
         rtts = ping_rtts(net, "client", net.addresses.address_of("server"), 10, 0.02)
-        assert abs(median(rtts) - 40) <= 1.2
+        assert 40 - 0.05 <= median(rtts) <= 40 + 0.8
 
 
 @pytest.mark.parametrize("shaper", ["netem", "htb"])

@@ -1,6 +1,15 @@
 """Packet capture at the client: one tcpdump per client interface for the whole experiment,
 read incrementally so each run's connection is cut out of the capture as soon as it closes
-(no per-run tcpdump start-up cost, and the capture file is kept with the results)."""
+(no per-run tcpdump start-up cost, and the capture file is kept with the results).
+
+Where the capture taps: a link's delay is netem on the *sender's* egress, so tcpdump on the
+interface itself would see outgoing packets only after they have waited out their propagation
+delay. Each captured interface therefore gets a tap: tc mirrors every packet into a dummy
+device at the clsact hooks, egress *before* the root qdisc (the moment the node sends it) and
+ingress as it arrives. Timestamps in the capture are departures and arrivals on the wire, both
+read from the one kernel clock, so phase durations from it are the network's own timing,
+without the application's time around it.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from wearlab.measure.phases import PcapReader, connection_packets, split_phases
+from wearlab.measure.phases import PcapReader, connection_packets, connection_phases
 
 
 class ClientCapture:
@@ -22,7 +31,8 @@ class ClientCapture:
         directory.mkdir(parents=True, exist_ok=True)
         for intf in interfaces:
             f = directory / f"{node}-{intf}.pcap"
-            p = net.popen(node, ["tcpdump", "-i", intf, "-n", "-s", "0", "-U", "--immediate-mode", "-Z", "root",
+            tap = add_tap(net, node, intf)
+            p = net.popen(node, ["tcpdump", "-i", tap, "-n", "-s", "0", "-U", "--immediate-mode", "-Z", "root",
                                  "-w", str(f), "tcp"], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
             self._wait_listening(p, intf)
@@ -64,7 +74,7 @@ class ClientCapture:
         if conn:
             # Runs are sequential: packets from before this connection began are not needed again.
             self.packets[intf] = [p for p in self.packets[intf] if p[0] >= conn[0].ts]
-        return split_phases(conn, tls_version=tls_version) if conn else None
+        return connection_phases(conn, tls_version=tls_version) if conn else None
 
     def stop(self) -> None:
         for p in self.procs:
@@ -75,6 +85,21 @@ class ClientCapture:
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def tap_name(intf: str) -> str:
+    return f"tap-{intf}"
+
+
+def add_tap(net, node: str, intf: str) -> str:
+    """Mirror everything `intf` sends (before its qdiscs) and receives into a dummy device;
+    returns the device's name. u32 match-all works on kernels without the matchall classifier."""
+    tap = tap_name(intf)
+    match = "protocol all u32 match u32 0 0 action mirred egress mirror dev " + tap
+    net.sh(node, f"ip link add {tap} type dummy && ip link set {tap} up && "
+                 f"tc qdisc add dev {intf} clsact && "
+                 f"tc filter add dev {intf} egress {match} && tc filter add dev {intf} ingress {match}")
+    return tap
 
 
 FIN, RST, ACK = 0x01, 0x04, 0x10

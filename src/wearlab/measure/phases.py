@@ -708,14 +708,70 @@ def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) 
 def split_phases(packets: Sequence[ConnPacket], *, tls_version: str | None) -> PhaseBytes:
     """Frame bytes and packets per phase and direction for one connection (see module doc)."""
     pkts = list(packets)
-    result = PhaseBytes()
-    for p, ph in zip(pkts, classify_packets(pkts, tls_version=tls_version), strict=True):
+    return _count(pkts, classify_packets(pkts, tls_version=tls_version), PhaseBytes())
+
+
+def _count(pkts: Sequence[ConnPacket], phases: Sequence[str], result: PhaseBytes) -> PhaseBytes:
+    for p, ph in zip(pkts, phases, strict=True):
         if p.direction == "up":
             result.up[ph] += p.frame_len
             result.up_packets[ph] += 1
         else:
             result.down[ph] += p.frame_len
             result.down_packets[ph] += 1
+    return result
+
+
+WIRE_TIMES = ("wire_connect_s", "wire_tls_handshake_s", "wire_pretransfer_s", "wire_starttransfer_s",
+              "wire_total_s")
+
+
+@dataclass
+class ConnectionPhases(PhaseBytes):
+    """Bytes per phase plus the phase boundaries in time, as curl names them but read from the
+    capture (departures and arrivals at the client's interface), relative to the first SYN:
+
+    ``wire_connect_s``        SYN-ACK arrival (curl: time_connect)
+    ``wire_pretransfer_s``    departure of the first request packet (time_pretransfer)
+    ``wire_tls_handshake_s``  pretransfer - connect for TLS, 0 for plain HTTP
+    ``wire_starttransfer_s``  arrival of the first response byte (time_starttransfer)
+    ``wire_total_s``          arrival of the last response byte before the teardown (time_total)
+
+    A boundary the connection never reached is None.
+    """
+
+    times: dict[str, float | None] = field(default_factory=dict)
+
+    def as_row(self) -> dict[str, Any]:
+        return {**super().as_row(), **self.times}
+
+
+def wire_times(packets: Sequence[ConnPacket], phases: Sequence[str], *, tls: bool) -> dict[str, float | None]:
+    out: dict[str, float | None] = dict.fromkeys(WIRE_TIMES)
+    syn = next((p for p in packets if p.flags & SYN and not p.flags & ACK and p.direction == "up"), None)
+    if syn is None:
+        return out
+    t0 = syn.ts
+
+    def first(pred) -> float | None:
+        return next((p.ts - t0 for p, ph in zip(packets, phases) if pred(p, ph)), None)
+
+    out["wire_connect_s"] = first(lambda p, ph: p.direction == "down" and p.flags & SYN and p.flags & ACK)
+    out["wire_pretransfer_s"] = first(lambda p, ph: ph == "data" and p.direction == "up")
+    out["wire_starttransfer_s"] = first(lambda p, ph: ph == "data" and p.direction == "down" and p.payload_len)
+    last = [p.ts - t0 for p, ph in zip(packets, phases) if ph == "data" and p.direction == "down" and p.payload_len]
+    out["wire_total_s"] = last[-1] if last else None
+    if out["wire_connect_s"] is not None and out["wire_pretransfer_s"] is not None:
+        out["wire_tls_handshake_s"] = out["wire_pretransfer_s"] - out["wire_connect_s"] if tls else 0.0
+    return out
+
+
+def connection_phases(packets: Sequence[ConnPacket], *, tls_version: str | None) -> ConnectionPhases:
+    """Bytes per phase and the phase boundaries in time of one connection."""
+    pkts = list(packets)
+    phases = classify_packets(pkts, tls_version=tls_version)
+    result = _count(pkts, phases, ConnectionPhases())
+    result.times = wire_times(pkts, phases, tls=tls_version not in (None, "auto") or "tls_handshake" in phases)
     return result
 
 

@@ -88,6 +88,9 @@ def machine(runtime: str) -> dict[str, object]:
         facts["uml_guest"] = True
         facts["host_kernel_release"] = os.environ.get("WEARLAB_HOST_KERNEL")
         facts["uml_rootfs"] = os.environ.get("WEARLAB_GUEST_ROOTFS")
+        facts["uml_kernel_build"] = os.environ.get("WEARLAB_GUEST_KERNEL")
+        facts["uml_host_cpu"] = os.environ.get("WEARLAB_GUEST_CPU_PIN")
+        facts["uml_host_idle"] = os.environ.get("WEARLAB_HOST_IDLE")
     try:
         facts["mem_total_kb"] = int(next(l for l in Path("/proc/meminfo").read_text().splitlines()
                                          if l.startswith("MemTotal")).split()[1])

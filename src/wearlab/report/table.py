@@ -32,8 +32,8 @@ def print_summary(console: Console, title: str, cells: list[Cell], ratios: list[
     for p in varied:
         t.add_column(p)
     t.add_column("ok/n", justify="right")
-    cols = [("time_connect", "connect", _fmt_s), ("tls_handshake_s", "TLS hs", _fmt_s),
-            ("time_total", "total", _fmt_s), ("bytes_down_total", "bytes down", _fmt_b),
+    cols = [("wire_connect_s", "connect", _fmt_s), ("wire_tls_handshake_s", "TLS hs", _fmt_s),
+            ("wire_total_s", "total", _fmt_s), ("bytes_down_total", "bytes down", _fmt_b),
             ("bytes_up_total", "bytes up", _fmt_b)]
     for _, label, _f in cols:
         t.add_column(label, justify="right")
@@ -47,10 +47,10 @@ def print_summary(console: Console, title: str, cells: list[Cell], ratios: list[
         keys = [p for p in varied if p != "protocol"]
         for p in keys:
             r.add_column(p)
-        r.add_column("time_total", justify="right")
+        r.add_column("total time", justify="right")
         r.add_column("bytes (up+down)", justify="right")
         for x in ratios:
             r.add_row(*[_param(p, x["params"].get(p, "")) for p in keys],
-                      f"{x['time_total']:.3f}" if "time_total" in x else "–",
+                      f"{x['wire_total_s']:.3f}" if "wire_total_s" in x else "–",
                       f"{x['bytes_total']:.4f}" if "bytes_total" in x else "–")
         console.print(r)

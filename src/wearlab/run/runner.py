@@ -22,7 +22,7 @@ from rich.console import Console
 from wearlab.errors import EnvironmentProblem
 from wearlab.measure.capture import ClientCapture
 from wearlab.measure.curl import CURL_TIMES
-from wearlab.measure.phases import PHASES
+from wearlab.measure.phases import PHASES, WIRE_TIMES
 from wearlab.model.experiment import Experiment
 from wearlab.model.topology import Role
 from wearlab.nodes.kinds import kind_for
@@ -36,7 +36,7 @@ from wearlab.run.progress import Progress
 from wearlab.runtime import probe
 
 PARAM_COLUMNS = ("protocol", "size", "path", "tls_version", "cipher", "cert")
-METRIC_COLUMNS = (*CURL_TIMES, "tls_handshake_s", "http_code", "size_download", "speed_download_bps",
+METRIC_COLUMNS = (*WIRE_TIMES, *CURL_TIMES, "tls_handshake_s", "http_code", "size_download", "speed_download_bps",
                   *[f"bytes_{d}_{p}" for p in PHASES for d in ("up", "down")],
                   "bytes_up_total", "bytes_down_total", "packets_up_total", "packets_down_total",
                   "local_port")

@@ -15,7 +15,7 @@ import signal
 from pathlib import Path
 
 from wearlab.realize.network import kill_marked
-from wearlab.runtime import cgroup, registry
+from wearlab.runtime import cgroup, hostcpu, registry
 
 
 def _uml_guests() -> list[int]:
@@ -54,7 +54,10 @@ def clean() -> list[str]:
     if victims:
         removed.append(f"{len(victims)} processes in wearlab namespaces (pids {', '.join(map(str, victims[:10]))}"
                        f"{', ...' if len(victims) > 10 else ''})")
+    removed += hostcpu.clean()
     for entry in registry.entries():
+        if entry.get("kind") == hostcpu.KIND:
+            continue  # live holders' entries stay (their runs restore the setting)
         for p in entry.get("paths", []):
             if Path(p).exists():
                 shutil.rmtree(p, ignore_errors=True)

@@ -11,6 +11,7 @@ its whole process group if it is still there, and the kernel kills it if the hos
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shlex
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from wearlab.errors import EnvironmentProblem
-from wearlab.runtime import registry
+from wearlab.runtime import hostcpu, registry
 
 DEFAULT_ROOTFS = Path("/var/cache/wearlab/uml-rootfs")
 DEFAULT_KERNEL = Path("/var/cache/wearlab/kernel/linux.uml")  # a link to the newest build
@@ -70,9 +71,14 @@ def check_ready() -> None:
                                  "run `make setup` (images/uml/build-rootfs.sh builds it)")
 
 
-def _pdeathsig() -> None:
-    # PR_SET_PDEATHSIG = 1: the watchdog shell gets SIGTERM when wearlab dies, even by SIGKILL.
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+def _start_watchdog(cpu: int | None):
+    """preexec_fn of the watchdog (and so of the guest it starts)."""
+    def setup() -> None:
+        # PR_SET_PDEATHSIG = 1: the watchdog gets SIGTERM when wearlab dies, even by SIGKILL.
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})  # inherited by linux.uml and every guest process
+    return setup
 
 
 
@@ -105,26 +111,33 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
     umid = f"wearlab-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
     JOBS.mkdir(parents=True, exist_ok=True)
     job = Path(tempfile.mkdtemp(prefix=f"{umid}-", dir=JOBS))
+    stack = contextlib.ExitStack()
     try:
         guest_env = {k: v for k, v in os.environ.items()
                      if k.startswith(PASS_ENV_PREFIXES) or k in PASS_ENV}
         guest_env.update(env or {})
         guest_env["WEARLAB_IN_GUEST"] = "1"
         guest_env["WEARLAB_HOST_KERNEL"] = os.uname().release
+        guest_env["WEARLAB_GUEST_KERNEL"] = Path(uml_kernel()).name  # source version + config hash
         guest_env["WEARLAB_GUEST_ROOTFS"] = f"{rootfs} (stamp {(rootfs / '.wearlab-rootfs-stamp').read_text().strip()})"
         guest_env.setdefault("PYTHONUNBUFFERED", "1")
+        cpu = hostcpu.guest_cpu()
+        guest_env["WEARLAB_GUEST_CPU_PIN"] = "none" if cpu is None else f"cpu{cpu}"
         if not sys.stdout.isatty():
             # The guest's console is a tty even when ours is a pipe: tell its programs the truth.
             guest_env.update(WEARLAB_PLAIN="1", TERM="dumb", NO_COLOR="1", PY_COLORS="0")
+        idle = stack.enter_context(hostcpu.low_latency_idle(cpu))
+        guest_env["WEARLAB_HOST_IDLE"] = idle
         (job / "mounts.txt").write_text("".join(f"{p}\n" for p in _minimal_mounts([*mounts, cwd])))
         (job / "env.sh").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in guest_env.items()))
         (job / "cmd.sh").write_text(f"cd {shlex.quote(str(cwd))} || exit 2\nexec {shlex.join(argv)}\n")
         cmd = [uml_kernel(), f"mem={mem_mb}M", "root=/dev/root", "rootfstype=hostfs",
                f"rootflags={rootfs}", "rw", "init=/sbin/wearlab-init", "con=null", "con0=null,fd:1",
-               "quiet", f"umid={umid}", f"WEARLAB_JOB={job}"]
-        proc = subprocess.Popen([sys.executable, "-m", "wearlab.runtime.watchdog", *cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=_pdeathsig, cwd="/")
+               "quiet", f"umid={umid}", f"WEARLAB_JOB={job}",
+               *os.environ.get("WEARLAB_UML_ARGS", "").split()]  # extra kernel arguments (debugging)
+        proc = subprocess.Popen([sys.executable, "-m", "wearlab.runtime.watchdog", *cmd], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_start_watchdog(cpu), cwd="/")
         registry.record("uml", umid, watchdog_pid=proc.pid, paths=[str(job)])
         try:
             _relay_console(proc, out)
@@ -147,6 +160,7 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
                                      "(crashed or killed); see its console output above")
         return int(rc_file.read_text().strip() or 1)
     finally:
+        stack.close()
         shutil.rmtree(job, ignore_errors=True)
 
 
