@@ -41,6 +41,7 @@ def _leftovers() -> list[str]:
     found += [f"marked[{p}]" for p in marked_pids()]
     found += [str(p) for p in Path("/tmp").glob("wearlab-*")]
     found += [e["_file"] for e in registry.entries()]
+    found += [f"cpu{e['cpu']} still polls (pm_qos)" for e in registry.entries() if e.get("kind") == "pmqos"]
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.strip()
     if netns:
         found.append(f"netns: {netns}")

@@ -20,6 +20,7 @@ only when the last one ends.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from pathlib import Path
 from wearlab.runtime import registry
 
 KIND = "pmqos"
+_holder_ids = itertools.count()
 POLL = "n/a"  # "no resume latency is acceptable": the cpuidle governor only polls
 
 
@@ -92,7 +94,7 @@ def low_latency_idle(cpu: int | None) -> Iterator[str]:
     if cpu is None or idle_mode() != "poll" or f is None or not f.exists() or os.geteuid() != 0:
         yield "unchanged"
         return
-    ident = f"cpu{cpu}-{os.getpid()}"
+    ident = f"cpu{cpu}-{os.getpid()}-{next(_holder_ids)}"
     try:
         earlier = _holders(cpu)
         previous = earlier[0]["previous"] if earlier else f.read_text().strip()
