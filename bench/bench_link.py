@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from common import (BENCH, Stopwatch, environment, median, percentile, require_root_and_netem, table,
-                    write_result)
+                    verdict, write_result)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from netutil import two_nodes  # noqa: E402  (the tests' two-node network, shared)
@@ -233,7 +233,12 @@ def main() -> int:
     doc["duration_s"] = total.s
     path = write_result(name, doc)
     print(f"\nwrote {path} ({total.s:.0f} s)")
-    return 0
+    rtt_cases = [c for c in doc.get("rtt", {}).get("cases", [])]
+    return verdict({
+        "RTT within max(0.3 ms, 2 %) at every delay": all(c["pass"] for c in rtt_cases) if rtt_cases else None,
+        "wire rate 95-100 % at every rate, both shapers":
+            all(v["all_pass"] for v in doc["goodput"]["summary"].values()) if "goodput" in doc else None,
+    })
 
 
 def rtt_section(delays, count, interval) -> dict:

