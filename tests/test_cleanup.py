@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, WEARLAB, wearlab
-from wearlab.realize.network import marked_pids
+from wearlab.realize.addressing import MAC_PREFIX
+from wearlab.realize.network import marked_pids, namespace_pids
 from wearlab.runtime import registry
 
 EXPERIMENT = """
@@ -27,25 +28,28 @@ matrix: {{size: [200KB]}}
 
 
 def _leftovers() -> list[str]:
+    """What wearlab (or these tests) made and left: never a user's nginx or another program's VM."""
     found = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                comm = (d / "comm").read_text().strip()
+                guest = any(a.startswith(b"umid=wearlab-") for a in (d / "cmdline").read_bytes().split(b"\0"))
+                state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
             except OSError:
                 continue
-            if comm in ("linux.uml", "nginx", "tcpdump", "mnexec"):
-                state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                if state != "Z":
-                    found.append(f"{comm}[{d.name}]")
+            if guest and state != "Z":
+                found.append(f"guest[{d.name}]")
+    found += [f"in a wearlab namespace[{p}]" for p in namespace_pids()]
     found += [f"marked[{p}]" for p in marked_pids()]
     found += [str(p) for p in Path("/tmp").glob("wearlab-*")]
     found += [e["_file"] for e in registry.entries()]
     found += [f"cpu{e['cpu']} still polls (pm_qos)" for e in registry.entries() if e.get("kind") == "pmqos"]
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.strip()
+    netns = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+             if n.startswith(("wearlab", "wl"))]
     if netns:
         found.append(f"netns: {netns}")
-    veths = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True, text=True).stdout.strip()
+    veths = [l for l in subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
+                                       text=True).stdout.splitlines() if MAC_PREFIX in l]
     if veths:
         found.append(f"veths: {veths}")
     return found

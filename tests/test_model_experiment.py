@@ -7,7 +7,10 @@ import pytest
 from ruamel.yaml import YAML
 
 from wearlab.errors import InputError
-from wearlab.model import PARAMS, load_experiment
+from wearlab.model import load_experiment
+from wearlab.workloads.base import workload_kinds
+
+PARAMS = workload_kinds()["http-get"].params.names()
 
 ROOT = Path(__file__).resolve().parents[1]
 BASIC = (ROOT / "topologies" / "wearable-basic.yaml").as_posix()

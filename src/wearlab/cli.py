@@ -37,12 +37,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, default=Path("results"), help="results base directory (default: results)")
     r.add_argument("--shaper", choices=("netem", "htb"), default="netem",
                    help="rate shaping by netem's own rate (default) or an htb class above netem")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a workload parameter or a node setting (node.option), e.g. "
+                        "--set size=1KB --set phone.kind=haproxy; repeatable")
     r.add_argument("--into", type=Path, help=argparse.SUPPRESS)  # exact results dir (host -> guest)
 
     v = sub.add_parser("validate", help="check topology and experiment files")
     v.add_argument("files", type=Path, nargs="+")
 
     sub.add_parser("doctor", help="what this machine supports and which runtime `auto` picks")
+    sub.add_parser("profiles", help="the built-in link profiles, their numbers and sources")
+    sub.add_parser("kinds", help="node kinds and workload kinds, with their options and parameters")
     sub.add_parser("clean", help="remove everything wearlab made (namespaces, processes, guests)")
 
     e = sub.add_parser("exec", help="run a command where the emulated network would live")
@@ -56,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("WEARLAB_ARGV", shlex.join(["wearlab", *argv]))
     try:
-        return {"run": cmd_run, "validate": cmd_validate, "doctor": cmd_doctor,
-                "clean": cmd_clean, "exec": cmd_exec}[args.command](args)
+        return {"run": cmd_run, "validate": cmd_validate, "doctor": cmd_doctor, "profiles": cmd_profiles,
+                "kinds": cmd_kinds, "clean": cmd_clean, "exec": cmd_exec}[args.command](args)
     except InputError as e:
         for p in e.problems:
             err_console.print(f"[red]error:[/red] {p}")
@@ -79,6 +84,19 @@ def main(argv: list[str] | None = None) -> int:
 def _positive(value: int | None, field: str) -> None:
     if value is not None and value < 1:
         raise InputError([Problem("<command line>", None, field, f"must be at least 1, got {value}")])
+
+
+def _overrides(pairs: list[str]) -> dict[str, str]:
+    out, problems = {}, []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            problems.append(Problem("<command line>", None, "--set", f"'{pair}' is not KEY=VALUE"))
+            continue
+        out[key.strip()] = value.strip()
+    if problems:
+        raise InputError(problems)
+    return out
 
 
 def resolve_runtime(requested: str) -> tuple[str, str]:
@@ -111,7 +129,8 @@ def cmd_run(args) -> int:
     from wearlab.runtime import cgroup, probe
 
     _positive(args.repetitions, "--repetitions")
-    exp = load_experiment(args.experiment, repetitions=args.repetitions, runtime=args.runtime)
+    exp = load_experiment(args.experiment, repetitions=args.repetitions, runtime=args.runtime,
+                          overrides=_overrides(args.overrides))
     runtime, reason = resolve_runtime(exp.runtime)
     if runtime == "host" or probe.in_uml_guest():
         # Refuse before anything is created: no results directory for a run that cannot start.
@@ -144,7 +163,8 @@ def _run_in(args, exp, runtime: str, reason: str) -> int:
 
         console.print(f"runtime: uml ({reason}); booting a User-Mode Linux guest")
         inner = [sys.executable, "-m", "wearlab", "run", str(args.experiment.resolve()), "--runtime", "host",
-                 "--into", str(out_dir.resolve()), "--shaper", args.shaper]
+                 "--into", str(out_dir.resolve()), "--shaper", args.shaper,
+                 *[f"--set={o}" for o in args.overrides]]
         if args.repetitions:
             inner += ["--repetitions", str(args.repetitions)]
         mounts = [*_project_paths(), out_dir.resolve(), args.experiment.resolve().parent]
@@ -238,6 +258,50 @@ def _guest_report() -> dict | None:
                       out=buf)
     lines = [l for l in buf.getvalue().decode(errors="replace").splitlines() if l.startswith("{")]
     return json.loads(lines[-1]) if rc == 0 and lines else None
+
+
+def cmd_profiles(args) -> int:
+    from rich.table import Table
+
+    from wearlab.model.profiles import PROFILES
+    from wearlab.model.units import format_duration, format_rate
+
+    t = Table(title="link profiles (forward = between[0] -> between[1])", show_lines=True)
+    for col in ("profile", "forward", "reverse", "what and where from"):
+        t.add_column(col)
+    for p in PROFILES.values():
+        def shape(s) -> str:
+            return (f"{format_rate(s.rate_bps) if s.rate_bps else 'no rate limit'}, "
+                    f"{format_duration(s.delay_s)} one-way")
+        t.add_row(p.name, shape(p.forward), shape(p.reverse), f"{p.description}\n{p.citation}")
+    console.print(t)
+    return 0
+
+
+def cmd_kinds(args) -> int:
+    from rich.table import Table
+
+    from wearlab.nodes.kinds import DEFAULT_KIND, node_kinds
+    from wearlab.workloads.base import workload_kinds
+
+    t = Table(title="node kinds (`kind:` on a node; default per role)", show_lines=True)
+    for col in ("kind", "roles", "options", "what it is"):
+        t.add_column(col)
+    defaults = {v: [r.value for r, k in DEFAULT_KIND.items() if k == v] for v in DEFAULT_KIND.values()}
+    for k in node_kinds().values():
+        roles = ", ".join(sorted(r.value for r in k.roles))
+        if k.name in defaults:
+            roles += f" (default for {', '.join(defaults[k.name])})"
+        t.add_row(k.name, roles, "\n".join(f"{p.name}: {p.doc}" for p in k.options) or "–", k.doc)
+    console.print(t)
+    w = Table(title="workload kinds (`workload: {kind: ...}`)", show_lines=True)
+    for col in ("kind", "fields", "parameters", "what it measures"):
+        w.add_column(col)
+    for k in workload_kinds().values():
+        fields = ", ".join(f for f in k.Fields.model_fields if f != "kind")
+        w.add_row(k.kind, fields, "\n".join(f"{p.name}: {p.doc}" for p in k.params), k.doc)
+    console.print(w)
+    return 0
 
 
 def cmd_clean(args) -> int:

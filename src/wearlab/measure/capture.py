@@ -13,16 +13,17 @@ without the application's time around it.
 
 from __future__ import annotations
 
+import ipaddress
 import select
 import subprocess
 import time
 from pathlib import Path
 
-from wearlab.measure.phases import PcapReader, connection_packets, connection_phases
+from wearlab.measure.phases import SYN, PcapReader, decode_tcp, connection_packets, connection_phases
 
 
 class ClientCapture:
-    def __init__(self, net, node: str, interfaces: list[str], directory: Path):
+    def __init__(self, net, node: str, interfaces: list[str], directory: Path, snaplen: int = 0):
         self.net, self.node = net, node
         self.files: dict[str, Path] = {}
         self.procs: list[subprocess.Popen] = []
@@ -32,7 +33,7 @@ class ClientCapture:
         for intf in interfaces:
             f = directory / f"{node}-{intf}.pcap"
             tap = add_tap(net, node, intf)
-            p = net.popen(node, ["tcpdump", "-i", tap, "-n", "-s", "0", "-U", "--immediate-mode", "-Z", "root",
+            p = net.popen(node, ["tcpdump", "-i", tap, "-n", "-s", str(snaplen), "-U", "--immediate-mode", "-Z", "root",
                                  "-w", str(f), "tcp"], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
             self._wait_listening(p, intf)
@@ -76,6 +77,34 @@ class ClientCapture:
             self.packets[intf] = [p for p in self.packets[intf] if p[0] >= conn[0].ts]
         return connection_phases(conn, tls_version=tls_version) if conn else None
 
+    def stream_offsets(self, intf: str, server_ip: str, server_port: int, since: float) -> list[tuple[int, float]]:
+        """For the busiest connection from server_ip:server_port seen on `intf` after `since`:
+        (cumulative payload offset reached, time) for each packet that moved it forward, i.e.
+        when each byte of the server's stream first crossed this interface (retransmissions of
+        bytes already seen are skipped)."""
+        self._poll(intf)
+        src = ipaddress.ip_address(server_ip).packed
+        flows: dict[tuple, dict] = {}
+        for p in self.packets[intf]:
+            if p[0] < since:
+                continue
+            seg = decode_tcp(p[1], p[2])
+            if seg is None or seg.src != src or seg.sport != server_port:
+                continue
+            f = flows.setdefault((seg.dst, seg.dport), {"isn": None, "points": [], "top": 0})
+            if seg.flags & SYN:
+                f["isn"] = seg.seq
+                continue
+            if f["isn"] is None or not seg.payload_len:
+                continue
+            end = (seg.seq - f["isn"] - 1 + seg.payload_len) & 0xFFFFFFFF
+            if end > f["top"]:
+                f["top"] = end
+                f["points"].append((end, float(p[0])))
+        if not flows:
+            return []
+        return max(flows.values(), key=lambda f: f["top"])["points"]
+
     def stop(self) -> None:
         for p in self.procs:
             if p.poll() is None:
@@ -95,9 +124,10 @@ def add_tap(net, node: str, intf: str) -> str:
     """Mirror everything `intf` sends (before its qdiscs) and receives into a dummy device;
     returns the device's name. u32 match-all works on kernels without the matchall classifier."""
     tap = tap_name(intf)
-    match = "protocol all u32 match u32 0 0 action mirred egress mirror dev " + tap
+    # Priority 1: before any other clsact filter (e.g. a redirect into an ifb throttle).
+    match = "prio 1 protocol all u32 match u32 0 0 action mirred egress mirror dev " + tap
     net.sh(node, f"ip link add {tap} type dummy && ip link set {tap} up && "
-                 f"tc qdisc add dev {intf} clsact && "
+                 f"(tc qdisc show dev {intf} | grep -q clsact || tc qdisc add dev {intf} clsact) && "
                  f"tc filter add dev {intf} egress {match} && tc filter add dev {intf} ingress {match}")
     return tap
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+from wearlab.model.tls import TLS_VERSIONS
 
 CURL_TIMES = ("time_namelookup", "time_connect", "time_appconnect", "time_pretransfer",
               "time_starttransfer", "time_total")
@@ -27,7 +30,43 @@ CURL_FIELDS = CURL_TIMES + CURL_INTS + CURL_STRS
 
 CURL_WRITE_OUT = "\n%{json}\n"
 
-TLS_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
+# OpenSSL 3.0's default TLS 1.3 groups. The pycurl wheel bundles a newer OpenSSL whose default
+# adds a post-quantum hybrid key share (+1.2 KB in every ClientHello); pinning the classic list
+# keeps the handshake the one the system's curl and nginx (OpenSSL 3.0) negotiate.
+CLASSIC_GROUPS = "X25519:P-256:X448:P-521:P-384"
+
+
+@dataclass(frozen=True)
+class TlsOptions:
+    """What a client is told about TLS for one request, the one mapping from wearlab's
+    parameters (version, cipher) to what OpenSSL understands. Both the fetch agent (libcurl
+    options) and the curl command line (flags) are built from it."""
+
+    version: str | None          # pin min = max = this version
+    cipher_list: str | None      # TLS 1.2-and-older cipher list (OpenSSL syntax)
+    tls13_ciphers: str | None    # TLS 1.3 suites
+    groups: str = CLASSIC_GROUPS
+    cacert: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def tls_options(tls_version: str | None, cipher: str | None, cacert: str | None) -> TlsOptions:
+    """TLS 1.0/1.1 need OpenSSL 3's security level 0; a TLS 1.3 suite name goes to the 1.3 list."""
+    version = _tls_version(tls_version)
+    if cipher is not None and not str(cipher).strip():
+        raise ValueError("cipher must be a non-empty cipher (suite) name or list")
+    cipher_list = tls13 = None
+    if version in ("1.0", "1.1"):
+        base = cipher or "DEFAULT"
+        cipher_list = base if "@SECLEVEL=" in base else f"{base}:@SECLEVEL=0"
+    elif cipher is not None:
+        if version == "1.3" or (version is None and cipher.startswith("TLS_")):
+            tls13 = cipher
+        else:
+            cipher_list = cipher
+    return TlsOptions(version, cipher_list, tls13, CLASSIC_GROUPS, cacert)
 
 
 def parse_write_out(text: str | bytes) -> dict[str, Any]:
@@ -103,11 +142,11 @@ def curl_argv(url: str, *, resolve: str | None = None, connect_to: str | None = 
 
     * always ``--http1.1 --silent --show-error -o OUTPUT -w CURL_WRITE_OUT --max-time T``;
     * ``resolve`` -> ``--resolve HOST:PORT:ADDR``, ``connect_to`` -> ``--connect-to H1:P1:H2:P2``;
-    * https only: ``tls_version`` "1.X" pins the version with ``--tlsv1.X --tls-max 1.X``;
-      TLS 1.0/1.1 need OpenSSL 3 security level 0, so ``--ciphers '<cipher or DEFAULT>:@SECLEVEL=0'``
-      is added; a cipher goes to ``--tls13-ciphers`` for "1.3" (or, with no version, when it is
-      a TLS 1.3 suite name "TLS_*") and to ``--ciphers`` otherwise;
-      ``cacert`` -> ``--cacert`` (the certificate is really verified; ``-k`` is never used).
+    * https only, from :func:`tls_options`: ``tls_version`` "1.X" pins the version with
+      ``--tlsv1.X --tls-max 1.X``; TLS 1.0/1.1 get ``--ciphers '<cipher or DEFAULT>:@SECLEVEL=0'``;
+      a cipher goes to ``--tls13-ciphers`` for "1.3" (or, with no version, when it is a TLS 1.3
+      suite name "TLS_*") and to ``--ciphers`` otherwise; ``--curves`` pins the key-share groups
+      the fetch agent uses; ``cacert`` -> ``--cacert`` (really verified; ``-k`` is never used).
 
     TLS options (tls_version, cipher) with an http:// URL raise ValueError; ``cacert`` is ignored
     for http://.
@@ -122,10 +161,8 @@ def curl_argv(url: str, *, resolve: str | None = None, connect_to: str | None = 
         raise ValueError(f"timeout_s must be a number of seconds, got {timeout_s!r}") from None
     if not (math.isfinite(t) and t > 0):
         raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
-    version = _tls_version(tls_version)
-    if cipher is not None and not str(cipher).strip():
-        raise ValueError("cipher must be a non-empty cipher (suite) name or list")
-    if scheme == "http" and (version is not None or cipher is not None):
+    tls = tls_options(tls_version, cipher, cacert)
+    if scheme == "http" and (tls.version is not None or cipher is not None):
         raise ValueError(f"tls_version/cipher given for a plain http:// URL: {url!r}")
     if not output:
         raise ValueError("output must be a path ('/dev/null' to discard the body)")
@@ -137,15 +174,14 @@ def curl_argv(url: str, *, resolve: str | None = None, connect_to: str | None = 
     if connect_to:
         argv += ["--connect-to", connect_to]
     if scheme == "https":
-        if version is not None:
-            argv += [f"--tlsv{version}", "--tls-max", version]
-        if version in ("1.0", "1.1"):
-            base = cipher or "DEFAULT"
-            argv += ["--ciphers", base if "@SECLEVEL=" in base else f"{base}:@SECLEVEL=0"]
-        elif cipher is not None:
-            tls13 = version == "1.3" or (version is None and cipher.startswith("TLS_"))
-            argv += ["--tls13-ciphers" if tls13 else "--ciphers", cipher]
-        if cacert:
-            argv += ["--cacert", cacert]
+        if tls.version is not None:
+            argv += [f"--tlsv{tls.version}", "--tls-max", tls.version]
+        if tls.cipher_list is not None:
+            argv += ["--ciphers", tls.cipher_list]
+        if tls.tls13_ciphers is not None:
+            argv += ["--tls13-ciphers", tls.tls13_ciphers]
+        argv += ["--curves", tls.groups]
+        if tls.cacert:
+            argv += ["--cacert", tls.cacert]
     argv.append(url)
     return argv

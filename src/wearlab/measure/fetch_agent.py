@@ -7,8 +7,10 @@ runs' wall time. A persistent client is also what a wearable app is. Each reques
 new easy handle: a fresh DNS cache, TCP connection and TLS session (no reuse, no resumption),
 so every HTTPS run pays a full handshake, as in seed 000.
 
-Protocol: one JSON object per line on stdin (see `request`), one JSON object per line on
-stdout with the keys of wearlab.measure.curl.CURL_FIELDS (what curl's -w '%{json}' names).
+Protocol: one JSON object per line on stdin (see `request`; `tls` is a
+wearlab.measure.curl.TlsOptions as a dict, the same options the equivalent curl command line is
+built from), one JSON object per line on stdout with the keys of
+wearlab.measure.curl.CURL_FIELDS (what curl's -w '%{json}' names).
 """
 
 from __future__ import annotations
@@ -19,11 +21,6 @@ from typing import Any
 
 import pycurl
 
-# OpenSSL 3.0's default TLS 1.3 groups. The pycurl wheel bundles a newer OpenSSL whose default
-# adds a post-quantum hybrid key share (+1.2 KB in every ClientHello); pinning the classic list
-# keeps the handshake the one the system's curl and nginx (OpenSSL 3.0) would negotiate.
-CLASSIC_GROUPS = "X25519:P-256:X448:P-521:P-384"
-
 _VERSIONS = {
     "1.0": (pycurl.SSLVERSION_TLSv1_0, pycurl.SSLVERSION_MAX_TLSv1_0),
     "1.1": (pycurl.SSLVERSION_TLSv1_1, pycurl.SSLVERSION_MAX_TLSv1_1),
@@ -33,8 +30,7 @@ _VERSIONS = {
 
 
 def request(url: str, *, resolve: str | None = None, connect_to: str | None = None,
-            tls_version: str | None = None, cipher: str | None = None, cacert: str | None = None,
-            timeout_s: float = 60.0) -> dict[str, Any]:
+            tls: dict[str, Any] | None = None, timeout_s: float = 60.0) -> dict[str, Any]:
     """Perform one GET; return curl's metrics (exitcode != 0 and errormsg on failure)."""
     c = pycurl.Curl()
     received = 0
@@ -54,21 +50,19 @@ def request(url: str, *, resolve: str | None = None, connect_to: str | None = No
         c.setopt(pycurl.RESOLVE, [resolve])
     if connect_to:
         c.setopt(pycurl.CONNECT_TO, [connect_to])
-    if url.startswith("https:"):
+    if url.startswith("https:") and tls is not None:
         c.setopt(pycurl.SSL_SESSIONID_CACHE, 0)
-        c.setopt(pycurl.SSL_EC_CURVES, CLASSIC_GROUPS)
-        if cacert:
-            c.setopt(pycurl.CAINFO, cacert)
+        c.setopt(pycurl.SSL_EC_CURVES, tls["groups"])
+        if tls["cacert"]:
+            c.setopt(pycurl.CAINFO, tls["cacert"])
             c.setopt(pycurl.CAPATH, "")
-        if tls_version:
-            lo, hi = _VERSIONS[tls_version]
+        if tls["version"]:
+            lo, hi = _VERSIONS[tls["version"]]
             c.setopt(pycurl.SSLVERSION, lo | hi)
-        if tls_version in ("1.0", "1.1"):
-            base = cipher or "DEFAULT"
-            c.setopt(pycurl.SSL_CIPHER_LIST, base if "@SECLEVEL=" in base else f"{base}:@SECLEVEL=0")
-        elif cipher:
-            tls13 = tls_version == "1.3" or (tls_version is None and cipher.startswith("TLS_"))
-            c.setopt(pycurl.TLS13_CIPHERS if tls13 else pycurl.SSL_CIPHER_LIST, cipher)
+        if tls["cipher_list"]:
+            c.setopt(pycurl.SSL_CIPHER_LIST, tls["cipher_list"])
+        if tls["tls13_ciphers"]:
+            c.setopt(pycurl.TLS13_CIPHERS, tls["tls13_ciphers"])
     exitcode, errormsg = 0, ""
     try:
         c.perform()

@@ -91,8 +91,9 @@ from typing import Any, NamedTuple
 
 from dpkt import pcap as _dpcap
 
+from wearlab.model.tls import TLS_VERSIONS
+
 PHASES = ("tcp_handshake", "tls_handshake", "data", "teardown")
-TLS_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
 
 # TCP flags
 FIN = 0x01
@@ -343,7 +344,7 @@ def _network_start(frame: bytes, linktype: int) -> tuple[int, int] | None:
                      f"{', '.join(map(str, SUPPORTED_LINKTYPES))})")
 
 
-def _decode_tcp(frame: bytes, linktype: int) -> _Tcp | None:
+def decode_tcp(frame: bytes, linktype: int) -> _Tcp | None:
     ns = _network_start(frame, linktype)
     if ns is None:
         return None
@@ -460,7 +461,7 @@ def connection_packets(packets: Iterable[Any], client: tuple[str, int]) -> list[
     out: list[ConnPacket] = []
     for p in packets:
         ts, frame, linktype, wire_len = _as_packet(p)
-        seg = _decode_tcp(frame, linktype)
+        seg = decode_tcp(frame, linktype)
         if seg is None:
             continue
         if seg.src == cip and seg.sport == cport:

@@ -1,23 +1,29 @@
-"""Experiments: a topology, a workload, and the parameter matrix to sweep, loaded from YAML.
+"""Experiments: a topology, a workload kind, node settings and the matrix to sweep, from YAML.
 
-A workload parameter is either fixed (written under `workload:`, or left to its default) or varied
-(a list under `matrix:`), never both. Parameter values are normalised once here (sizes to bytes,
-TLS versions to "1.2"-style text) so that `cells()` hands the runner ready-to-use values.
+What a workload can be told is declared by its kind (`wearlab.workloads`); what a node can be
+told, by its node kind (`wearlab.nodes`). This module only reads those declarations:
+
+- `workload:` holds the kind, its fixed fields (client, server, ...) and fixed parameters;
+- `nodes:` overrides a node's kind and options for the whole experiment (`phone: {kind: haproxy}`);
+- `matrix:` varies workload parameters (`size: [1KB, 1MB]`) and node settings, written
+  `node.option` (`phone.rmem_max: [8MB, 2MB]`, `phone.kind: [relay, haproxy]`).
+
+A parameter is either fixed (or left to its default) or varied, never both. Values are
+normalised once, here, so `cells()` hands the runner ready-to-use values.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from wearlab.errors import InputError, Problem
 from wearlab.model import units
-from wearlab.model.topology import DOC_NAME, DOC_NAME_RULE, Topology, load_topology, topology_from_mapping
+from wearlab.model.topology import DOC_NAME, DOC_NAME_RULE, Topology, load_topology, resolve_kind, topology_from_mapping
 from wearlab.model.yamlsrc import (
     YamlPath,
     YamlSource,
@@ -26,108 +32,12 @@ from wearlab.model.yamlsrc import (
     load_yaml,
     problems_from_validation,
     sort_problems,
+    suggest,
 )
 
 RUNTIMES = ("auto", "host", "uml")
 COMMAND_LINE = "command line"
-
-# ---------------------------------------------------------------------------------------------
-# http-get parameters: one normaliser each, shared by `workload:` (fixed) and `matrix:` (varied).
-
-TLS_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
-TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
-                "TLS_AES_128_CCM_SHA256", "TLS_AES_128_CCM_8_SHA256")
-CERTS = ("rsa2048", "ecdsa-p256")
-
-
-def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if isinstance(value, str) and value in choices:
-            return value
-        shown = f"'{value}'" if isinstance(value, str) else repr(value)
-        raise ValueError(f"{name} {shown} is not one of: {', '.join(choices)}{did_you_mean(value, choices)}")
-    return check
-
-
-def _tls_version(value: Any) -> str:
-    # YAML reads `1.2` as a float and `1.0` as 1.0; both mean the obvious version.
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        text = f"{float(value):.1f}"
-        if text in TLS_VERSIONS and float(text) == float(value):
-            return text
-    elif isinstance(value, str):
-        text = value.strip()
-        if text in TLS_VERSIONS:
-            return text
-        bare = text.lower().removeprefix("tlsv").removeprefix("tls").strip(" v_-")
-        if bare in TLS_VERSIONS:
-            raise ValueError(f"write tls_version: '{bare}' (just the number)")
-    raise ValueError(f"tls_version {value!r} is not one of: {', '.join(TLS_VERSIONS)}")
-
-
-def _cipher(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"cipher must be an OpenSSL cipher name or 'default', got {value!r}")
-    value = value.strip()
-    if value.upper().startswith("TLS_") and value not in TLS13_SUITES:
-        raise ValueError(f"unknown TLS 1.3 suite '{value}'{did_you_mean(value, TLS13_SUITES)} "
-                         f"(suites: {', '.join(TLS13_SUITES)})")
-    if not all(c.isalnum() or c in "_-:+!@=." for c in value):
-        raise ValueError(f"'{value}' does not look like an OpenSSL cipher name (e.g. ECDHE-RSA-AES128-SHA)")
-    return value
-
-
-def _path(value: Any) -> str:
-    if isinstance(value, str) and value:
-        return value
-    raise ValueError(f"path is the name of the client's first-hop node (e.g. ap or phone), got {value!r}")
-
-
-def _protocol(value: Any) -> str:
-    if isinstance(value, str) and value.lower() in ("http", "https"):
-        return value.lower()
-    return _choice("protocol", ("http", "https"))(value)
-
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    default: Any  # None: computed from the topology (path)
-    normalize: Callable[[Any], Any]
-    tls_only: bool = False
-
-
-PARAMS: dict[str, Param] = {p.name: p for p in (
-    Param("protocol", "https", _protocol),
-    Param("size", 100_000, units.parse_size),
-    Param("path", None, _path),
-    Param("tls_version", "1.3", _tls_version, tls_only=True),
-    Param("cipher", "default", _cipher, tls_only=True),
-    Param("cert", "rsa2048", _choice("cert", CERTS), tls_only=True),
-)}
-TLS_ONLY = tuple(p.name for p in PARAMS.values() if p.tls_only)
-
-
-def _param(name: str) -> Any:
-    return Annotated[Any, BeforeValidator(PARAMS[name].normalize)]
-
-
-# ---------------------------------------------------------------------------------------------
-# YAML-facing models
-
-
-class WorkloadSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["http-get"]
-    client: str
-    server: str
-    protocol: _param("protocol") = None
-    size: _param("size") = None
-    path: _param("path") = None
-    tls_version: _param("tls_version") = None
-    cipher: _param("cipher") = None
-    cert: _param("cert") = None
+KIND_SHORTHAND = "command:"  # `phone.kind: "command: ./my-proxy {listen} {upstream}"`
 
 
 class ExperimentSpec(BaseModel):
@@ -141,30 +51,23 @@ class ExperimentSpec(BaseModel):
     seed: Annotated[int, Field(ge=0, strict=True)] = 1
     timeout: Annotated[float, BeforeValidator(lambda v: units.parse_duration(v, bare_unit="s")),
                        Field(gt=0)] = 120.0
-    workload: WorkloadSpec
+    workload: dict[str, Any]
+    nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
-    @field_validator("matrix", mode="before")
+    @field_validator("matrix", "nodes", mode="before")
     @classmethod
-    def _empty_matrix(cls, v: Any) -> Any:
+    def _empty_mapping(cls, v: Any) -> Any:
         # `matrix:` with every line commented out is an empty matrix, not an error.
         return {} if v is None else v
 
 
-# ---------------------------------------------------------------------------------------------
-# Resolved models
-
-
-class HttpGet(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["http-get"] = "http-get"
-    client: str
-    server: str
-
-
 class Experiment(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """A resolved experiment. `workload` is the kind's Fields (kind, client, server, ...);
+    `fixed`/`matrix` hold workload parameters and node settings (`node.option` keys);
+    `nodes` the experiment's fixed node overrides."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     name: str
     description: str = ""
@@ -174,31 +77,79 @@ class Experiment(BaseModel):
     repetitions: int
     seed: int
     timeout_s: float
-    workload: HttpGet
+    workload: Any
     fixed: dict[str, Any]
     matrix: dict[str, list[Any]]
+    nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @property
+    def workload_class(self):
+        from wearlab.workloads.base import workload_kinds
+        return workload_kinds()[self.workload.kind]
 
     def cells(self) -> list[dict[str, Any]]:
-        """Every parameter combination to run: matrix keys first (first key varies slowest),
-        then the fixed parameters. Plain HTTP has no TLS, so its TLS parameters are "" and the
-        combinations that differ only in them collapse into one cell (first occurrence kept)."""
+        """Every combination to run: matrix keys first (first key varies slowest), then the fixed
+        workload parameters. A parameter that does not apply in a cell (TLS settings of plain
+        HTTP) is "" there, and combinations that then coincide collapse into one (first kept)."""
+        params = self.workload_class.params
         keys = list(self.matrix)
         out: list[dict[str, Any]] = []
         seen: set[tuple] = set()
         for combo in itertools.product(*(self.matrix[k] for k in keys)):
             cell = dict(zip(keys, combo, strict=True))
             cell.update({k: v for k, v in self.fixed.items() if k not in cell})
-            if cell.get("protocol") == "http":
-                for k in TLS_ONLY:
-                    cell[k] = ""
-            key = tuple(sorted(cell.items()))
+            for p in params:
+                if p.applies is not None and p.name in cell and not p.applies(cell):
+                    cell[p.name] = ""
+            key = tuple(sorted((k, str(v)) for k, v in cell.items()))
             if key not in seen:
                 seen.add(key)
                 out.append(cell)
         return out
 
+    def param_columns(self) -> list[str]:
+        """Columns of runs.csv that identify a cell: the workload's parameters, then the node
+        settings the matrix varies. Node settings fixed for the whole experiment are in
+        experiment.yaml, not in every row (so two experiments that differ only in the proxy under
+        test have the same cells: `wearlab compare`)."""
+        return [*self.workload_class.params.names(), *[k for k in self.matrix if "." in k]]
+
+    def node_settings(self, node: str, cell: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """(kind, options) of `node` in `cell`: the topology's, overridden by the experiment's
+        `nodes:`, overridden by the cell's `node.*` values. Options the final kind does not take
+        are dropped; defaults are filled in."""
+        from wearlab.nodes.kinds import node_kinds
+
+        n = self.topology.nodes[node]
+        kind, options = n.kind, dict(n.options)
+        layers = [self.nodes.get(node, {})]
+        if cell:
+            layers.append({k.split(".", 1)[1]: v for k, v in cell.items() if k.startswith(node + ".")})
+        for layer in layers:
+            for key, value in layer.items():
+                if key == "kind":
+                    kind, extra = split_kind(value)
+                    options.update(extra)
+                else:
+                    options[key] = value
+        declared = node_kinds()[kind].options
+        resolved = {p.name: p.default for p in declared}
+        resolved.update({k: v for k, v in options.items() if k in declared})
+        return kind, resolved
+
     def to_document(self) -> dict[str, Any]:
         """Resolved experiment in the YAML schema (loadable again), topology inline."""
+        from wearlab.nodes.kinds import node_kinds
+
+        def doc(key: str, value: Any) -> Any:
+            if "." in key:
+                node, opt = key.split(".", 1)
+                if opt == "kind":
+                    return value
+                kind, _ = self.node_settings(node, {key: value})
+                return node_kinds()[kind].options[opt].to_doc(value)
+            return self.workload_class.params[key].to_doc(value)
+
         return {
             "name": self.name,
             "description": self.description,
@@ -207,24 +158,29 @@ class Experiment(BaseModel):
             "repetitions": self.repetitions,
             "seed": self.seed,
             "timeout": units.format_duration(self.timeout_s),
-            "workload": {"kind": self.workload.kind, "client": self.workload.client,
-                         "server": self.workload.server,
-                         **{k: _param_doc(k, v) for k, v in self.fixed.items()}},
-            "matrix": {k: [_param_doc(k, v) for v in vs] for k, vs in self.matrix.items()},
+            "workload": {**self.workload.model_dump(), **{k: doc(k, v) for k, v in self.fixed.items()}},
+            "nodes": {n: {k: v if k == "kind" else doc(f"{n}.{k}", v) for k, v in s.items()}
+                      for n, s in self.nodes.items()},
+            "matrix": {k: [doc(k, v) for v in vs] for k, vs in self.matrix.items()},
         }
 
 
-def _param_doc(name: str, value: Any) -> Any:
-    return units.format_size(value) if name == "size" else value
+def split_kind(value: str) -> tuple[str, dict[str, Any]]:
+    """"command: ./p {listen} {upstream}" -> ("command", {"command": "./p ..."}); "relay" -> ("relay", {})."""
+    if value.startswith(KIND_SHORTHAND):
+        return "command", {"command": value[len(KIND_SHORTHAND):].strip()}
+    return value, {}
 
 
 # ---------------------------------------------------------------------------------------------
 # Loading
 
 
-def load_experiment(path: str | Path, *, repetitions: int | None = None, runtime: str | None = None) -> Experiment:
-    """Load an experiment and its topology. `repetitions`/`runtime` override the file (CLI flags).
-    Raises InputError listing every problem found, in the experiment and its topology file."""
+def load_experiment(path: str | Path, *, repetitions: int | None = None, runtime: str | None = None,
+                    overrides: dict[str, str] | None = None) -> Experiment:
+    """Load an experiment and its topology. `repetitions`/`runtime` override the file (CLI flags);
+    `overrides` are `--set key=value` (a workload parameter or `node.option`), which replace what
+    the file fixes or varies. Raises InputError listing every problem found."""
     src = load_yaml(path)
     file = src.file
     if not isinstance(src.data, dict):
@@ -232,12 +188,12 @@ def load_experiment(path: str | Path, *, repetitions: int | None = None, runtime
         raise InputError([Problem(file, src.line(), None,
                                   f"{what}; an experiment has topology:, workload: and optionally matrix:")])
     problems: list[Problem] = []
-
     spec: ExperimentSpec | None = None
     try:
         spec = ExperimentSpec.model_validate(src.data)
     except ValidationError as e:
-        problems += problems_from_validation(e, src.lines, file, ExperimentSpec)
+        problems += [p for p in problems_from_validation(e, src.lines, file, ExperimentSpec)
+                     if not (p.field or "").startswith("workload.")]
     problems += _check_overrides(repetitions, runtime)
 
     raw_name = src.data.get("name")
@@ -251,26 +207,23 @@ def load_experiment(path: str | Path, *, repetitions: int | None = None, runtime
         topology, topo_problems = _load_topology(src, name)
         problems += topo_problems
 
-    # Parameter checks read the raw workload/matrix, so they run even when other keys are wrong
-    # (and, minus the node checks, even when the topology is).
-    fixed, matrix, found = _resolve_parameters(src, topology)
+    fields, wclass, found = _workload_fields(src)
     problems += found
+    fixed: dict[str, Any] = {}
+    matrix: dict[str, list[Any]] = {}
+    nodes: dict[str, dict[str, Any]] = {}
+    if wclass is not None:
+        data = _apply_overrides(src, overrides or {}, wclass, problems)
+        fixed, matrix, nodes, found = _resolve_parameters(src, data, wclass, fields, topology)
+        problems += found
 
-    if problems or spec is None or topology is None:
+    if problems or spec is None or topology is None or fields is None:
         raise InputError(sort_problems(problems))
     return Experiment(
-        name=name,
-        description=spec.description,
-        file=file,
-        topology=topology,
+        name=name, description=spec.description, file=file, topology=topology,
         runtime=runtime if runtime is not None else spec.runtime,
         repetitions=repetitions if repetitions is not None else spec.repetitions,
-        seed=spec.seed,
-        timeout_s=spec.timeout,
-        workload=HttpGet(kind=spec.workload.kind, client=spec.workload.client, server=spec.workload.server),
-        fixed=fixed,
-        matrix=matrix,
-    )
+        seed=spec.seed, timeout_s=spec.timeout, workload=fields, fixed=fixed, matrix=matrix, nodes=nodes)
 
 
 def _check_overrides(repetitions: Any, runtime: Any) -> list[Problem]:
@@ -316,163 +269,234 @@ def _load_topology(src: YamlSource, experiment_name: str) -> tuple[Topology | No
                           "and links:")]
 
 
-def _resolve_parameters(src: YamlSource, topo: Topology | None
-                        ) -> tuple[dict[str, Any], dict[str, list[Any]], list[Problem]]:
-    """Split parameters into fixed and matrix, and check them against each other and the
-    topology. Works on the raw YAML; malformed parts are skipped (pydantic reports them)."""
+def _workload_fields(src: YamlSource):
+    """Validate `workload:` against its kind's Fields plus parameters. Returns (fields or None,
+    workload class or None, problems). An unknown kind with a close match is validated as that
+    kind, so the rest of the file still gets checked."""
+    from wearlab.workloads.base import workload_kinds
+
+    kinds = workload_kinds()
+    wl = src.data.get("workload")
+    at = ("workload",)
+    if not isinstance(wl, dict):
+        return None, None, []  # missing or not a mapping: ExperimentSpec reported it
+    kind = wl.get("kind")
     problems: list[Problem] = []
+    wclass = kinds.get(kind) if isinstance(kind, str) else None
+    if wclass is None:
+        if "kind" not in wl:
+            message = f"missing required key 'kind' (workload kinds: {', '.join(kinds)})"
+        else:
+            message = (f"{kind!r} is not one of: {', '.join(kinds)}{did_you_mean(kind, kinds)}"
+                       if isinstance(kind, str) else f"kind must be one of: {', '.join(kinds)}")
+        problems.append(Problem(src.file, src.line(at + ("kind",)), "workload.kind", message))
+        close = suggest(kind, kinds)
+        if close is None:
+            return None, None, problems
+        wclass = kinds[close]
+        wl = {**wl, "kind": close}
+    model = _spec_model(wclass)
+    try:
+        spec = model.model_validate(wl)
+    except ValidationError as e:
+        return None, wclass, problems + problems_from_validation(e, src.lines, src.file, model, at)
+    fields = wclass.Fields.model_validate({k: getattr(spec, k) for k in wclass.Fields.model_fields})
+    return (fields if not problems else None), wclass, problems
+
+
+def _spec_model(wclass) -> type[BaseModel]:
+    """The workload's Fields plus each parameter as an optional key with its normaliser, so unknown
+    keys get "did you mean" against both and every value error comes out located."""
+    extra = {p.name: (Annotated[Any, BeforeValidator(p.normalize)], None) for p in wclass.params}
+    return create_model(f"{wclass.__name__}Spec", __base__=wclass.Fields, **extra)
+
+
+def _apply_overrides(src: YamlSource, overrides: dict[str, str], wclass, problems: list[Problem]) -> dict:
+    """The experiment's workload/nodes/matrix with `--set key=value` applied (a set key leaves
+    the matrix and becomes fixed)."""
+    wl = dict(src.data.get("workload") or {}) if isinstance(src.data.get("workload"), dict) else {}
+    nodes = {k: dict(v) for k, v in (src.data.get("nodes") or {}).items() if isinstance(v, dict)} \
+        if isinstance(src.data.get("nodes"), dict) else {}
+    matrix = dict(src.data.get("matrix") or {}) if isinstance(src.data.get("matrix"), dict) else {}
+    for key, value in overrides.items():
+        matrix.pop(key, None)
+        if "." in key:
+            node, opt = key.split(".", 1)
+            nodes.setdefault(node, {})[opt] = value
+        elif key in wclass.params:
+            wl[key] = value
+        else:
+            problems.append(Problem(COMMAND_LINE, None, f"--set {key}",
+                                    f"unknown parameter '{key}'{did_you_mean(key, wclass.params.names())} "
+                                    f"({wclass.kind} parameters: {', '.join(wclass.params.names())}; node settings "
+                                    "are written node.option)"))
+    return {"workload": wl, "nodes": nodes, "matrix": matrix, "overridden": set(overrides)}
+
+
+def _resolve_parameters(src: YamlSource, data: dict, wclass, fields, topo: Topology | None):
+    """Split workload parameters and node settings into fixed and matrix, and check them against
+    each other, the node kinds and the topology. Works on the raw YAML; malformed parts are
+    skipped (pydantic reported them)."""
+    problems: list[Problem] = []
+    overridden = data["overridden"]
 
     def problem(path: YamlPath, message: str) -> None:
-        problems.append(Problem(src.file, src.line(path), dotted(path), message))
+        key = path[1] if len(path) > 1 else None
+        if key in overridden:
+            problems.append(Problem(COMMAND_LINE, None, f"--set {key}", message))
+        else:
+            problems.append(Problem(src.file, src.line(path), dotted(path), message))
 
-    wl = src.data.get("workload")
-    wl = wl if isinstance(wl, dict) else {}
-    raw_matrix = src.data.get("matrix")
-    raw_matrix = raw_matrix if isinstance(raw_matrix, dict) else {}
-
+    params = wclass.params
+    wl, raw_matrix = data["workload"], data["matrix"]
     written: dict[str, Any] = {}  # valid parameters fixed under workload:
-    for key in PARAMS:
-        if key in wl:
+    for p in params:
+        if p.name in wl:
             try:
-                written[key] = PARAMS[key].normalize(wl[key])
-            except ValueError:
-                pass  # reported by pydantic
+                written[p.name] = p.normalize(wl[p.name])
+            except ValueError as e:
+                if p.name in overridden:
+                    problem(("workload", p.name), str(e))
+                # else: reported by pydantic
 
-    # Matrix: known parameter names, not also fixed, non-empty lists of valid, distinct values.
+    # Node settings: `nodes:` (fixed for the experiment) and `node.option` matrix keys.
+    nodes, node_problems = _node_overrides(data["nodes"], topo, overridden, src)
+    problems += node_problems
+
     matrix: dict[str, list[Any]] = {}
     where: dict[tuple[str, Any], YamlPath] = {}  # (param, value) -> where it was written
     for key, values in raw_matrix.items():
         at = ("matrix", key)
-        if key not in PARAMS:
-            if key in ("kind", "client", "server"):
+        if isinstance(key, str) and "." in key:
+            clean = _node_matrix(key, values, at, topo, nodes, problem)
+            if clean is not None:
+                matrix[key] = clean
+            continue
+        if key not in params:
+            fixed_fields = [k for k in wclass.Fields.model_fields]
+            if key in fixed_fields:
                 problem(at, f"{key} cannot be varied; write one experiment per {key}")
             else:
-                problem(at, f"unknown parameter '{key}'{did_you_mean(key, PARAMS)} "
-                            f"(http-get parameters: {', '.join(PARAMS)})")
+                problem(at, f"unknown parameter '{key}'{did_you_mean(key, params.names())} "
+                            f"({wclass.kind} parameters: {', '.join(params.names())}; node settings are "
+                            "written node.option, e.g. phone.kind)")
             continue
         if key in wl:
             problem(at, f"'{key}' is both fixed under workload: (line {src.line(('workload', key))}) and "
                         "varied here; remove one of them")
             continue
-        if not isinstance(values, list):
-            continue  # reported by pydantic
-        if not values:
-            problem(at, f"empty list; give at least one value for {key} or remove it")
-            continue
-        clean: list[Any] = []
-        for i, raw in enumerate(values):
-            try:
-                value = PARAMS[key].normalize(raw)
-            except ValueError as e:
-                problem(at + (i,), str(e))
-                continue
-            if value in clean:
-                problem(at + (i,), f"{raw!r} is listed twice")
-                continue
-            clean.append(value)
-            where[(key, value)] = at + (i,)
-        matrix[key] = clean
+        clean = _values(values, at, params[key].normalize, problem)
+        if clean is not None:
+            matrix[key] = clean
+            where.update({(key, v): at + (i,) for i, v in enumerate(clean)})
 
-    # Fixed: written under workload:, else the default (path's default needs the topology).
+    # Fixed: written under workload:, else the default (a computed default needs the topology).
     fixed: dict[str, Any] = {}
-    for key, param in PARAMS.items():
-        if key in raw_matrix:
+    for p in params:
+        if p.name in raw_matrix:
             continue
-        if key in written:
-            fixed[key] = written[key]
-            where[(key, fixed[key])] = ("workload", key)
-        elif param.default is not None:
-            fixed[key] = param.default
+        if p.name in written:
+            fixed[p.name] = written[p.name]
+            where[(p.name, fixed[p.name])] = ("workload", p.name)
+        elif p.default is not None:
+            fixed[p.name] = p.default
 
-    if fixed.get("protocol") == "http":
-        for key in TLS_ONLY:
-            if key in matrix:
-                problem(("matrix", key), f"varying {key} has no effect: protocol is http (fixed), which has no TLS")
-    problems += _check_tls(fixed, matrix, where, src)
-    if topo is not None:
-        problems += _check_nodes(wl, topo, fixed, matrix, where, src)
-    return fixed, matrix, problems
+    # A varied parameter that applies in no cell at all makes every cell the same.
+    for p in params:
+        if p.applies is None or p.name not in matrix:
+            continue
+        others = [k for k in matrix if k != p.name]
+        combos = ({**fixed, **dict(zip(others, c, strict=True))} for c in itertools.product(*(matrix[k] for k in others)))
+        if not any(p.applies(c) for c in combos):
+            problem(("matrix", p.name), f"varying {p.name} has no effect: it only applies when {p.applies_doc}, "
+                                        "and no cell has that")
+    if topo is not None and fields is not None:
+        problems += wclass.check(fields, fixed, matrix, where, topo, src)
+    # Keep the declared parameter order in `fixed`.
+    fixed = {p.name: fixed[p.name] for p in params if p.name in fixed}
+    return fixed, matrix, nodes, problems
 
 
-def _check_nodes(wl: dict, topo: Topology, fixed: dict[str, Any], matrix: dict[str, list[Any]],
-                 where: dict[tuple[str, Any], YamlPath], src: YamlSource) -> list[Problem]:
-    """Client and server exist; every path is a first hop that leads to the server. Fills in
-    the default path: the client's first neighbour in link order."""
+def _values(values: Any, at: YamlPath, normalize, problem) -> list[Any] | None:
+    """A matrix entry: a non-empty list of valid, distinct values."""
+    if not isinstance(values, list):
+        return None  # reported by pydantic
+    if not values:
+        problem(at, f"empty list; give at least one value for {at[-1]} or remove it")
+        return None
+    clean: list[Any] = []
+    for i, raw in enumerate(values):
+        try:
+            value = normalize(raw)
+        except ValueError as e:
+            problem(at + (i,), str(e))
+            continue
+        if value in clean:
+            problem(at + (i,), f"{raw!r} is listed twice")
+            continue
+        clean.append(value)
+    return clean
+
+
+def _node_overrides(raw: dict, topo: Topology | None, overridden: set[str], src: YamlSource
+                    ) -> tuple[dict[str, dict[str, Any]], list[Problem]]:
+    """`nodes:` of the experiment: existing nodes, known kinds for their roles, known options."""
     problems: list[Problem] = []
-
-    def problem(path: YamlPath, message: str) -> None:
-        problems.append(Problem(src.file, src.line(path), dotted(path), message))
-
-    client, server = wl.get("client"), wl.get("server")
-    if not (isinstance(client, str) and isinstance(server, str)):
-        return problems  # reported by pydantic
-    nodes = ", ".join(topo.nodes)
-    for role_name, node in (("client", client), ("server", server)):
+    out: dict[str, dict[str, Any]] = {}
+    if topo is None:
+        return out, problems
+    for node, settings in raw.items():
         if node not in topo.nodes:
-            problem(("workload", role_name), f"unknown node '{node}'{did_you_mean(node, topo.nodes)} (nodes: {nodes})")
-    if client == server:
-        problem(("workload", "server"), f"client and server are both '{client}'; they must differ")
-    if problems:
-        return problems
-
-    neighbors = topo.neighbors(client)
-    if "path" not in fixed and "path" not in matrix:
-        if not neighbors:
-            problem(("workload", "client"), f"client '{client}' has no links, so no path to the server")
-            return problems
-        fixed["path"] = neighbors[0]
-        where[("path", fixed["path"])] = ("workload", "client")
-        # Keep the canonical parameter order in `fixed`.
-        fixed_order = {k: fixed[k] for k in PARAMS if k in fixed}
-        fixed.clear()
-        fixed.update(fixed_order)
-
-    # A phone first hop means the phone's TCP proxy relays; either way the server must be
-    # reachable from the first hop without coming back through the client.
-    for hop in matrix.get("path", []) + ([fixed["path"]] if "path" in fixed else []):
-        at = where[("path", hop)]
-        if hop not in neighbors:
-            problem(at, f"'{hop}' is not next to the client '{client}' (its neighbours: "
-                        f"{', '.join(neighbors) or 'none'}){did_you_mean(hop, neighbors)}")
-        elif not topo.reachable(hop, server, avoiding=(client,)):
-            problem(at, f"the server '{server}' cannot be reached through '{hop}' without passing "
-                        f"back through the client '{client}'")
-    return problems
-
-
-def _check_tls(fixed: dict[str, Any], matrix: dict[str, list[Any]],
-               where: dict[tuple[str, Any], YamlPath], src: YamlSource) -> list[Problem]:
-    """Cipher/version and cipher/certificate pairs that could never complete a handshake. The
-    matrix is a full cross product, so one bad pair spoils every cell that contains it."""
-    choices = {k: matrix.get(k, [fixed.get(k)]) for k in ("protocol", "tls_version", "cipher", "cert")}
-    if "https" not in choices["protocol"]:
-        return []
-    problems: list[Problem] = []
-
-    def problem(cipher: str, message: str) -> None:
-        path = where.get(("cipher", cipher), ("workload", "cipher"))
-        problems.append(Problem(src.file, src.line(path), dotted(path), message))
-
-    for cipher in choices["cipher"]:
-        if cipher in (None, "default"):
+            where = (Problem(COMMAND_LINE, None, f"--set {node}", "") if any(k.startswith(node + ".") for k in overridden)
+                     else Problem(src.file, src.line(("nodes", node)), f"nodes.{node}", ""))
+            problems.append(Problem(where.file, where.line, where.field,
+                                    f"unknown node '{node}'{did_you_mean(node, topo.nodes)} (nodes: {', '.join(topo.nodes)})"))
             continue
-        for version in choices["tls_version"]:
-            if cipher in TLS13_SUITES and version != "1.3":
-                problem(cipher, f"{cipher} is a TLS 1.3 suite, so cells with tls_version {version} "
-                                "cannot complete a handshake")
-            elif cipher not in TLS13_SUITES and version == "1.3":
-                problem(cipher, f"{cipher} is a TLS 1.2-and-older cipher, so cells with tls_version 1.3 "
-                                f"cannot use it; with TLS 1.3 use a suite ({', '.join(TLS13_SUITES[:3])}) "
-                                "or 'default'")
-        # Certificate type only constrains pre-1.3 cipher names, and only single names (a cipher
-        # list like "HIGH:!aNULL" can match either kind).
-        if cipher in TLS13_SUITES or not all(c.isalnum() or c in "-_" for c in cipher):
-            continue
-        for cert in choices["cert"]:
-            if cert == "ecdsa-p256" and "ECDSA" not in cipher.upper():
-                problem(cipher, f"{cipher} authenticates with RSA, so cells with cert ecdsa-p256 cannot "
-                                "complete a handshake; use an ECDHE-ECDSA-... cipher or cert rsa2048")
-            elif cert == "rsa2048" and "ECDSA" in cipher.upper():
-                problem(cipher, f"{cipher} needs an ECDSA certificate, so cells with cert rsa2048 cannot "
-                                "complete a handshake; use cert ecdsa-p256")
-    return problems
+        n = topo.nodes[node]
+        kind_value = settings.get("kind", n.kind)
+        kind, extra = split_kind(kind_value) if isinstance(kind_value, str) else (kind_value, {})
+        given = {**({k: v for k, v in n.options.items()} if kind == n.kind else {}), **extra,
+                 **{k: v for k, v in settings.items() if k != "kind"}}
+        options, bad = resolve_kind(kind, n.role, given)
+        for key, message in bad:
+            field_key = f"{node}.{key}"
+            if field_key in overridden or (key == "kind" and f"{node}.kind" in overridden):
+                problems.append(Problem(COMMAND_LINE, None, f"--set {field_key}", message))
+            else:
+                path = ("nodes", node, key if key in settings else "kind")
+                problems.append(Problem(src.file, src.line(path), dotted(path), message))
+        written = {k: options[k] for k in settings if k in options}
+        out[node] = ({"kind": kind_value} if "kind" in settings else {}) | written
+    return out, problems
+
+
+def _node_matrix(key: str, values: Any, at: YamlPath, topo: Topology | None,
+                 nodes: dict[str, dict[str, Any]], problem) -> list[Any] | None:
+    """A `node.option` matrix entry, each value checked against the node's kind(s)."""
+    from wearlab.nodes.kinds import node_kinds
+
+    if topo is None:
+        return None
+    node, opt = key.split(".", 1)
+    if node not in topo.nodes:
+        problem(at, f"unknown node '{node}'{did_you_mean(node, topo.nodes)} (nodes: {', '.join(topo.nodes)})")
+        return None
+    n = topo.nodes[node]
+    base_kind = split_kind(nodes.get(node, {}).get("kind", n.kind))[0]
+    if opt == "kind":
+        def normalize(v: Any) -> str:
+            if not isinstance(v, str):
+                raise ValueError(f"a node kind is a name, got {v!r}")
+            kind, extra = split_kind(v.strip())
+            options, bad = resolve_kind(kind, n.role, extra)
+            if bad:
+                raise ValueError(bad[0][1])
+            return v.strip()
+        return _values(values, at, normalize, problem)
+    kind = node_kinds().get(base_kind)
+    if kind is None or opt not in kind.options:
+        takes = ", ".join(kind.options.names()) if kind else ""
+        problem(at, f"kind {base_kind} of node {node} has no option '{opt}'"
+                    f"{did_you_mean(opt, kind.options.names()) if kind else ''} (it takes: {takes or 'none'})")
+        return None
+    return _values(values, at, kind.options[opt].normalize, problem)

@@ -9,7 +9,6 @@ into one `Shape` per direction and checks jitter <= delay on the result.
 from __future__ import annotations
 
 import re
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from wearlab.errors import InputError, Problem
 from wearlab.model.profiles import PROFILES
+from wearlab.model.roles import ROLES, Role
 from wearlab.model.shape import Shape, ShapeSpec
 from wearlab.model.units import format_duration
 from wearlab.model.yamlsrc import (
@@ -30,16 +30,6 @@ from wearlab.model.yamlsrc import (
     sort_problems,
 )
 
-
-class Role(str, Enum):
-    WEARABLE = "wearable"
-    PHONE = "phone"
-    AP = "ap"
-    ROUTER = "router"
-    SERVER = "server"
-
-
-ROLES = [r.value for r in Role]
 
 # Node names become network-namespace and interface-name parts; Linux caps interface names at 15
 # characters, and wearlab needs room for a suffix, hence 12 lowercase letters/digits.
@@ -78,9 +68,13 @@ def _sysctl_value(value: Any) -> str:
 
 
 class NodeSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A node: its role, optionally its kind (what software runs; default from the role), the
+    kind's options as further keys, and per-namespace sysctls."""
+
+    model_config = ConfigDict(extra="allow")
 
     role: Annotated[Role, BeforeValidator(_role)]
+    kind: str | None = None
     sysctls: dict[str, Annotated[str, BeforeValidator(_sysctl_value)]] = Field(default_factory=dict)
 
 
@@ -118,6 +112,8 @@ class Node(BaseModel):
 
     name: str
     role: Role
+    kind: str
+    options: dict[str, Any] = Field(default_factory=dict)  # the kind's options as written (normalised)
     sysctls: dict[str, str] = Field(default_factory=dict)
 
 
@@ -182,8 +178,14 @@ class Topology(BaseModel):
     def to_document(self) -> dict[str, Any]:
         """Resolved topology in the YAML schema (loadable again), units as strings."""
         nodes: dict[str, Any] = {}
+        from wearlab.nodes.kinds import DEFAULT_KIND, node_kinds
+
         for node in self.nodes.values():
             nodes[node.name] = {"role": node.role.value}
+            if node.kind != DEFAULT_KIND[node.role]:
+                nodes[node.name]["kind"] = node.kind
+            kind = node_kinds()[node.kind]
+            nodes[node.name].update({k: kind.options[k].to_doc(v) for k, v in node.options.items()})
             if node.sysctls:
                 nodes[node.name]["sysctls"] = dict(node.sysctls)
         links = []
@@ -233,9 +235,9 @@ def topology_from_mapping(
         raise InputError(sort_problems(report.problems + problems_from_validation(
             e, linemap, shown, TopologySpec, at))) from None
     links = [_resolve_link(i, ls, report) for i, ls in enumerate(spec.links)]
+    nodes = {n: _resolve_node(n, s, report) for n, s in spec.nodes.items()}
     if report.problems:
         raise InputError(sort_problems(report.problems))
-    nodes = {n: Node(name=n, role=s.role, sysctls=dict(s.sysctls)) for n, s in spec.nodes.items()}
     name = spec.name if spec.name is not None else (default_name or "topology")
     return Topology(name=name, description=spec.description, file=file, nodes=nodes, links=links)
 
@@ -309,6 +311,50 @@ def _check_graph(data: dict, problem: _Report, default_name: str | None) -> None
                     f"{a} and {b} are already linked by {where}; wearlab supports one link per pair of nodes")
         elif ok:
             pairs[pair] = i
+
+
+def _resolve_node(name: str, spec: NodeSpec, problem: _Report) -> Node | None:
+    """The node's kind (written, or its role's default) and that kind's options."""
+    from wearlab.nodes.kinds import DEFAULT_KIND, node_kinds
+
+    kinds = node_kinds()
+    kind_name = spec.kind if spec.kind is not None else DEFAULT_KIND[spec.role]
+    options, bad = resolve_kind(kind_name, spec.role, spec.model_extra or {})
+    for key, message in bad:
+        problem(("nodes", name, key), message)
+    if kind_name not in kinds:
+        return None
+    return Node(name=name, role=spec.role, kind=kind_name, options=options, sysctls=dict(spec.sysctls))
+
+
+def resolve_kind(kind_name: str, role: Role, given: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """Check a kind name against a role and normalise its options. Returns (options as given,
+    normalised; [(key, problem)])."""
+    from wearlab.nodes.kinds import node_kinds
+
+    kinds = node_kinds()
+    if kind_name not in kinds:
+        return {}, [("kind", f"unknown kind '{kind_name}'{did_you_mean(kind_name, kinds)} (kinds: {', '.join(kinds)})")]
+    kind = kinds[kind_name]
+    problems: list[tuple[str, str]] = []
+    if role not in kind.roles:
+        problems.append(("kind", f"kind {kind_name} runs on {', '.join(r.value for r in sorted(kind.roles))} "
+                                 f"nodes, not on a {role.value}"))
+    options: dict[str, Any] = {}
+    for key, value in given.items():
+        if key not in kind.options:
+            allowed = ["role", "kind", "sysctls", *kind.options.names()]
+            hint = did_you_mean(key, allowed) or f" (kind {kind_name} takes: {', '.join(kind.options.names()) or 'no options'})"
+            problems.append((key, f"unknown key '{key}'{hint}"))
+            continue
+        try:
+            options[key] = kind.options[key].normalize(value)
+        except ValueError as e:
+            problems.append((key, str(e)))
+    for p in kind.options:
+        if p.required and p.name not in options:
+            problems.append(("kind", f"kind {kind_name} needs '{p.name}' ({p.doc})"))
+    return options, problems
 
 
 def _resolve_link(i: int, ls: LinkSpec, problem: _Report) -> Link:

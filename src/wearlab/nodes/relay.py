@@ -64,4 +64,10 @@ async def main(specs: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1:]))
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("specs", nargs="+")
+    for opt in ("--app-buffer", "--events", "--sndbuf", "--rcvbuf"):  # accepted, not yet used
+        ap.add_argument(opt)
+    asyncio.run(main(ap.parse_args().specs))

@@ -11,9 +11,8 @@ import ipaddress
 from collections import deque
 from dataclasses import dataclass, field
 
-from wearlab.model.topology import Role, Topology
-
-TRANSIT_ROLES = {Role.PHONE, Role.AP, Role.ROUTER}
+from wearlab.model.roles import TRANSIT_ROLES
+from wearlab.model.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -51,9 +50,12 @@ def link_subnet(index: int) -> ipaddress.IPv4Network:
     return ipaddress.IPv4Network(f"10.{10 + index // 256}.{index % 256}.0/24")
 
 
+MAC_PREFIX = "02:77:6c"  # locally administered, "wl": how cleanup recognises wearlab's namespaces
+
+
 def link_mac(index: int, end: int) -> str:
     """Locally administered, deterministic: 02:77:6c:<link hi>:<link lo>:<end>."""
-    return f"02:77:6c:{index >> 8 & 0xff:02x}:{index & 0xff:02x}:{end:02x}"
+    return f"{MAC_PREFIX}:{index >> 8 & 0xff:02x}:{index & 0xff:02x}:{end:02x}"
 
 
 def plan(topo: Topology) -> AddressPlan:

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wearlab.errors import EnvironmentProblem
-from wearlab.model.topology import Role, Topology
-from wearlab.realize.addressing import TRANSIT_ROLES, AddressPlan, plan
+from wearlab.model.roles import TRANSIT_ROLES, Role
+from wearlab.model.topology import Topology
+from wearlab.realize.addressing import MAC_PREFIX, AddressPlan, plan
 from wearlab.realize.shaping import netem_seed, qdisc_plan
 from wearlab.runtime import registry
 
@@ -179,6 +180,34 @@ def marked_pids(run_id: str | None = None) -> list[int]:
                     found.append(int(d.name))
                 break
     return found
+
+
+def namespace_pids() -> list[int]:
+    """PIDs in network namespaces wearlab made: a namespace is ours when one of its interfaces
+    has wearlab's locally administered MAC prefix (02:77:6c, see realize.addressing.link_mac).
+    Finds daemons that rewrote their environment (nginx) and survived a kill -9 of wearlab,
+    and never a process in someone else's namespace."""
+    by_ns: dict[str, list[int]] = {}
+    root = _netns(1)
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            ns = _netns(int(d.name))
+            if ns and ns != root:
+                by_ns.setdefault(ns, []).append(int(d.name))
+    ours: list[int] = []
+    for pids in by_ns.values():
+        res = subprocess.run(["nsenter", "-t", str(pids[0]), "-n", "ip", "-o", "link", "show"],
+                             capture_output=True, text=True, check=False)
+        if MAC_PREFIX in res.stdout:
+            ours += pids
+    return ours
+
+
+def _netns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
 
 
 def kill_marked(run_id: str | None = None) -> list[int]:

@@ -1,8 +1,14 @@
-"""What makes a result reproducible: kernel, runtime, versions, qdiscs, sysctls, seed, inputs."""
+"""What makes a result reproducible: kernel, runtime, versions, qdiscs, sysctls, seeds, inputs.
+
+`RunRecord` is the one place metadata.json is built: the runner hands it facts as the
+experiment proceeds and it writes the file atomically at each checkpoint, so an interrupted or
+killed run still leaves everything known so far.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import subprocess
@@ -98,3 +104,40 @@ def machine(runtime: str) -> dict[str, object]:
     except (OSError, StopIteration, ValueError):
         pass
     return facts
+
+
+class RunRecord:
+    """metadata.json of one experiment run."""
+
+    def __init__(self, path: Path, exp, *, run_id: str, runtime_label: str, shaper: str, started: str):
+        self.path = path
+        wl = exp.workload_class
+        self.doc: dict[str, object] = {
+            "experiment": exp.name, "experiment_file": exp.file, "experiment_sha256": sha256(exp.file),
+            "topology_file": exp.topology.file, "topology_sha256": sha256(exp.topology.file),
+            "workload": exp.workload.kind, "seed": exp.seed, "repetitions": exp.repetitions, "shaper": shaper,
+            "started_utc": started, "run_id": run_id, "command": os.environ.get("WEARLAB_ARGV"),
+            "git_commit": git_commit(Path(__file__).resolve().parent),
+            "machine": machine(runtime_label), "versions": versions(),
+            # What compare and plots need to read runs.csv without knowing the workload.
+            "columns": {"params": exp.param_columns(),
+                        "metrics": {m.name: m.describe() for m in wl.metrics},
+                        "series": {s.name: list(s.columns) for s in wl.series}},
+            "notes": [], "status": "running",
+        }
+        self.save()
+
+    def __getitem__(self, key: str):
+        return self.doc[key]
+
+    def set(self, **facts) -> None:
+        self.doc.update(facts)
+        self.save()
+
+    def note(self, text: str) -> None:
+        self.doc["notes"].append(text)  # type: ignore[union-attr]
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.doc, indent=2, default=str) + "\n")
+        tmp.replace(self.path)

@@ -1,7 +1,8 @@
-"""Per-cell statistics of runs.csv: medians and IQR, and HTTPS/HTTP ratios.
+"""Per-cell statistics of runs.csv: medians and IQR of the workload's summarised metrics, and the
+ratios it declares (HTTPS / HTTP for http-get).
 
-Reads only runs.csv (plus the list of parameter columns), so a summary can be recomputed from
-any results directory, including one of an interrupted run.
+Reads only runs.csv and the workload's declaration, so a summary can be recomputed from any
+results directory, including one of an interrupted run.
 """
 
 from __future__ import annotations
@@ -10,11 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-# Phase durations from the capture (the network's timing); curl's own timers (time_*) add the
-# client's CPU time around them and are in runs.csv.
-SUMMARY_METRICS = ("wire_connect_s", "wire_tls_handshake_s", "wire_starttransfer_s", "wire_total_s",
-                   "time_total", "bytes_down_total", "bytes_up_total")
-TLS_PARAMS = ("tls_version", "cipher", "cert")
+from wearlab.workloads.base import Ratio
 
 
 @dataclass
@@ -33,7 +30,7 @@ def quartiles(xs: list[float]) -> tuple[float, float, float]:
     return q1, q2, q3
 
 
-def summarize(rows: list[dict[str, Any]], param_cols: list[str]) -> list[Cell]:
+def summarize(rows: list[dict[str, Any]], param_cols: list[str], metrics: list[str]) -> list[Cell]:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault(tuple(str(r.get(p, "")) for p in param_cols), []).append(r)
@@ -41,7 +38,7 @@ def summarize(rows: list[dict[str, Any]], param_cols: list[str]) -> list[Cell]:
     for key, rs in groups.items():
         ok = [r for r in rs if r.get("status") == "ok"]
         stats = {}
-        for m in SUMMARY_METRICS:
+        for m in metrics:
             xs = [float(r[m]) for r in ok if r.get(m) not in (None, "")]
             if xs:
                 stats[m] = quartiles(xs)
@@ -49,32 +46,31 @@ def summarize(rows: list[dict[str, Any]], param_cols: list[str]) -> list[Cell]:
     return cells
 
 
-def https_http_ratios(cells: list[Cell]) -> list[dict[str, Any]]:
-    """For every HTTPS cell, median ratios to the HTTP cell that differs only in protocol/TLS."""
-    def base(c: Cell) -> tuple:
-        return tuple((k, v) for k, v in c.params.items() if k != "protocol" and k not in TLS_PARAMS)
-
-    http = {base(c): c for c in cells if c.params.get("protocol") == "http"}
+def ratios(cells: list[Cell], declared: tuple[Ratio, ...]) -> list[dict[str, Any]]:
+    """For every cell on a ratio's numerator side, its medians over those of the cell that
+    differs only in the ratio's parameter (and the parameters it ignores)."""
     out = []
-    for c in cells:
-        if c.params.get("protocol") != "https" or base(c) not in http:
-            continue
-        h = http[base(c)]
-        ratio = {"params": c.params}
-        for m in ("wire_total_s", "bytes_down_total", "bytes_up_total"):
-            if m in c.stats and m in h.stats and h.stats[m][1] > 0:
-                ratio[m] = c.stats[m][1] / h.stats[m][1]
-        if all(m in c.stats and m in h.stats for m in ("bytes_down_total", "bytes_up_total")):
-            ratio["bytes_total"] = ((c.stats["bytes_down_total"][1] + c.stats["bytes_up_total"][1]) /
-                                    (h.stats["bytes_down_total"][1] + h.stats["bytes_up_total"][1]))
-        out.append(ratio)
+    for r in declared:
+        def base(c: Cell) -> tuple:
+            return tuple((k, v) for k, v in c.params.items() if k != r.param and k not in r.ignoring)
+
+        denominators = {base(c): c for c in cells if c.params.get(r.param) == r.denominator}
+        for c in cells:
+            if c.params.get(r.param) != r.numerator or base(c) not in denominators:
+                continue
+            d = denominators[base(c)]
+            entry: dict[str, Any] = {"ratio": f"{r.param}: {r.numerator} / {r.denominator}", "params": c.params}
+            for m in r.metrics:
+                if m in c.stats and m in d.stats and d.stats[m][1] > 0:
+                    entry[m] = c.stats[m][1] / d.stats[m][1]
+            out.append(entry)
     return out
 
 
-def to_document(cells: list[Cell], ratios: list[dict[str, Any]]) -> dict[str, Any]:
+def to_document(cells: list[Cell], ratio_rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "cells": [{"params": c.params, "ok": c.ok, "failed": c.failed,
                    "metrics": {m: {"q1": q[0], "median": q[1], "q3": q[2]} for m, q in c.stats.items()}}
                   for c in cells],
-        "https_http_ratios": ratios,
+        "ratios": ratio_rows,
     }

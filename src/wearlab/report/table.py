@@ -1,56 +1,59 @@
-"""The end-of-experiment table on the terminal (rich)."""
+"""The end-of-experiment table on the terminal (rich), from the workload's declaration."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 
-from wearlab.model.units import format_size
 from wearlab.report.summary import Cell
+from wearlab.workloads.base import Metric, Ratio
 
 
-def _fmt_s(q) -> str:
+def _fmt(metric: Metric, q: tuple[float, float, float]) -> str:
     q1, med, q3 = q
-    return f"{med * 1000:.1f} ms [{(q3 - q1) * 1000:.1f}]" if med < 10 else f"{med:.2f} s [{q3 - q1:.2f}]"
+    if metric.unit == "s":
+        return f"{med * 1000:.1f} ms [{(q3 - q1) * 1000:.1f}]" if med < 10 else f"{med:.2f} s [{q3 - q1:.2f}]"
+    if metric.unit == "bit/s":
+        return f"{med / 1e6:.3f} Mbit/s [{(q3 - q1) / 1e6:.3f}]"
+    return f"{med:,.0f}"
 
 
-def _param(name: str, value) -> str:
-    if value in ("", None):
-        return "–"
-    if name == "size":
-        return format_size(int(value))
-    return str(value)
-
-
-def _fmt_b(q) -> str:
-    return f"{q[1]:,.0f}"
-
-
-def print_summary(console: Console, title: str, cells: list[Cell], ratios: list[dict],
-                  varied: list[str]) -> None:
+def print_summary(console: Console, title: str, cells: list[Cell], ratio_rows: list[dict], varied: list[str],
+                  metrics: tuple[Metric, ...], shown: dict[str, callable], declared: tuple[Ratio, ...]) -> None:
+    """`shown`: parameter name -> how its value reads (e.g. sizes as 100KB)."""
+    cols = [m for m in metrics if m.summarised]
     t = Table(title=f"{title}: median [IQR] per cell", title_justify="left")
     for p in varied:
         t.add_column(p)
     t.add_column("ok/n", justify="right")
-    cols = [("wire_connect_s", "connect", _fmt_s), ("wire_tls_handshake_s", "TLS hs", _fmt_s),
-            ("wire_total_s", "total", _fmt_s), ("bytes_down_total", "bytes down", _fmt_b),
-            ("bytes_up_total", "bytes up", _fmt_b)]
-    for _, label, _f in cols:
-        t.add_column(label, justify="right")
+    for m in cols:
+        t.add_column(m.label or m.name, justify="right")
     for c in cells:
-        row = [_param(p, c.params.get(p, "")) for p in varied] + [f"{c.ok}/{c.ok + c.failed}"]
-        row += [f(c.stats[m]) if m in c.stats else "–" for m, _l, f in cols]
+        row = [_param(shown, p, c.params.get(p, "")) for p in varied] + [f"{c.ok}/{c.ok + c.failed}"]
+        row += [_fmt(m, c.stats[m.name]) if m.name in c.stats else "–" for m in cols]
         t.add_row(*row)
     console.print(t)
-    if ratios:
-        r = Table(title="HTTPS / HTTP (ratio of medians)", title_justify="left")
-        keys = [p for p in varied if p != "protocol"]
+    for r in declared:
+        rows = [x for x in ratio_rows if x["ratio"] == f"{r.param}: {r.numerator} / {r.denominator}"]
+        if not rows:
+            continue
+        rt = Table(title=r.title or f"{r.numerator} / {r.denominator} (ratio of medians)", title_justify="left")
+        keys = [p for p in varied if p != r.param and p not in r.ignoring]
         for p in keys:
-            r.add_column(p)
-        r.add_column("total time", justify="right")
-        r.add_column("bytes (up+down)", justify="right")
-        for x in ratios:
-            r.add_row(*[_param(p, x["params"].get(p, "")) for p in keys],
-                      f"{x['wire_total_s']:.3f}" if "wire_total_s" in x else "–",
-                      f"{x['bytes_total']:.4f}" if "bytes_total" in x else "–")
-        console.print(r)
+            rt.add_column(p)
+        label = {m.name: m.label or m.name for m in metrics}
+        for m in r.metrics:
+            rt.add_column(label.get(m, m), justify="right")
+        for x in rows:
+            rt.add_row(*[_param(shown, p, x["params"].get(p, "")) for p in keys],
+                       *[f"{x[m]:.3f}" if m in x else "–" for m in r.metrics])
+        console.print(rt)
+
+
+def _param(shown: dict, name: str, value) -> str:
+    if value in ("", None):
+        return "–"
+    try:
+        return shown[name](value) if name in shown else str(value)
+    except (TypeError, ValueError):
+        return str(value)

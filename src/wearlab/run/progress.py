@@ -1,33 +1,34 @@
-"""Progress while an experiment runs: a rich bar on a terminal, one line per run otherwise."""
+"""Progress while an experiment runs: a rich bar on a terminal, one line per run otherwise.
+What a run's line says comes from the workload (its cell description and a headline metric)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
-
-from wearlab.model.units import format_size
-from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, \
-    TimeElapsedColumn, TimeRemainingColumn
-
-
-def _describe(row: dict[str, Any]) -> str:
-    bits = [format_size(int(row["size"])) if k == "size" else str(row[k])
-            for k in ("protocol", "size", "path", "tls_version", "cipher", "cert")
-            if row.get(k) not in (None, "", "default")]
-    res = f"{row['status']}" + (f" {float(row['time_total']):.3f} s" if row.get("time_total") else "")
-    if row.get("error"):
-        res += f" ({row['error']})"
-    return f"rep {row['repetition']} {' '.join(bits)}: {res}"
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
 
 
 class Progress:
-    def __init__(self, console: Console, total: int, title: str):
+    def __init__(self, console: Console, total: int, title: str, describe: Callable[[dict[str, Any]], str],
+                 headline: tuple[str, ...]):
         self.console, self.total, self.title = console, total, title
+        self.describe_cell, self.headline = describe, headline
         self.plain = os.environ.get("WEARLAB_PLAIN") == "1" or not console.is_terminal
         self.done = 0
         self._bar = None
+
+    def _describe(self, row: dict[str, Any]) -> str:
+        res = row["status"]
+        shown = next((m for m in self.headline if row.get(m) not in (None, "")), None)
+        if shown:
+            res += f" {shown.removesuffix('_s')} {float(row[shown]):.3f} s"
+        if row.get("error"):
+            res += f" ({row['error']})"
+        return f"rep {row['repetition']} {self.describe_cell(row)}: {res}"
 
     def __enter__(self):
         if not self.plain:
@@ -41,11 +42,11 @@ class Progress:
     def advance(self, row: dict[str, Any]) -> None:
         self.done += 1
         if self._bar is not None:
-            self._bar.update(self._task, advance=1, last=_describe(row))
+            self._bar.update(self._task, advance=1, last=self._describe(row))
             if row["status"] != "ok":
                 self._bar.console.print(f"[red]run {row['run']} failed:[/red] {row.get('error')}")
         else:
-            self.console.print(f"[{self.done}/{self.total}] {_describe(row)}", highlight=False)
+            self.console.print(f"[{self.done}/{self.total}] {self._describe(row)}", highlight=False)
 
     def __exit__(self, *exc):
         if self._bar is not None:

@@ -1,16 +1,19 @@
 """Run one experiment on the kernel we are on (the host, or inside a UML guest).
 
-Order: build the network, start node services, start captures, then repetitions × cells with
-repetitions outermost (interleaving cells spreads slow drifts of the machine over all cells), a
-row written and flushed after every run, metadata and summary at the end. Whatever happens
-(a failed run, Ctrl-C, SIGTERM), teardown runs and what was measured stays on disk.
+The runner only orchestrates; what is measured belongs to the workload kind, what runs on a
+node to its node kind, what is recorded to `RunRecord`. Order: build the network, start the
+node kinds with what the workload needs of them, start the workload's agents, warm up, then
+repetitions × cells with repetitions outermost (interleaving cells spreads slow drifts of the
+machine over all cells), a row written and flushed after every run, the summary at the end.
+Cells that change a node's settings (`phone.kind`, `phone.rmem_max`, ...) restart that node's
+software between them. Whatever happens (a failed run, Ctrl-C, SIGTERM), teardown runs and
+what was measured stays on disk.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-from dataclasses import dataclass
 import signal
 import time
 from datetime import datetime, timezone
@@ -20,27 +23,16 @@ from typing import Any
 from rich.console import Console
 
 from wearlab.errors import EnvironmentProblem
-from wearlab.measure.capture import ClientCapture
-from wearlab.measure.curl import CURL_TIMES
-from wearlab.measure.phases import PHASES, WIRE_TIMES
 from wearlab.model.experiment import Experiment
-from wearlab.model.topology import Role
-from wearlab.nodes.kinds import kind_for
-from wearlab.nodes.server import HTTP_PORT, HTTPS_PORTS
+from wearlab.nodes.kinds import NodeKind, Relay, node_kinds
 from wearlab.realize import network
-from wearlab.report import metadata, results
-from wearlab.report.summary import https_http_ratios, summarize, to_document
+from wearlab.report import results
+from wearlab.report.metadata import RunRecord
+from wearlab.report.summary import ratios, summarize, to_document
 from wearlab.report.table import print_summary
-from wearlab.run import http_get
+from wearlab.run.context import RunContext, SeriesFiles
 from wearlab.run.progress import Progress
 from wearlab.runtime import probe
-
-PARAM_COLUMNS = ("protocol", "size", "path", "tls_version", "cipher", "cert")
-METRIC_COLUMNS = (*WIRE_TIMES, *CURL_TIMES, "tls_handshake_s", "http_code", "size_download", "speed_download_bps",
-                  *[f"bytes_{d}_{p}" for p in PHASES for d in ("up", "down")],
-                  "bytes_up_total", "bytes_down_total", "packets_up_total", "packets_down_total",
-                  "local_port")
-COLUMNS = ["run", "repetition", *PARAM_COLUMNS, "status", "error", *METRIC_COLUMNS, "started_utc", "wall_s"]
 
 
 class Interrupted(Exception):
@@ -67,116 +59,154 @@ def check_kernel(exp: Experiment) -> None:
                 "wearlab never runs without the configured impairments.")
 
 
+def columns(exp: Experiment) -> list[str]:
+    return ["run", "repetition", *exp.param_columns(), "status", "error",
+            *[m.name for m in exp.workload_class.metrics], "started_utc", "wall_s"]
+
+
+class Nodes:
+    """The node kinds running on every node, (re)started when a cell changes their settings."""
+
+    def __init__(self, ctx: RunContext, needs: list, record: RunRecord):
+        self.ctx, self.needs, self.record = ctx, needs, record
+        self.running: dict[str, tuple[tuple, NodeKind]] = {}
+        self.facts: dict[str, list[dict[str, Any]]] = {}
+
+    def apply(self, cell: dict[str, Any]) -> list[str]:
+        """Bring every node to its settings for `cell`; returns the nodes (re)started."""
+        changed = []
+        for node in self.ctx.exp.topology.nodes:
+            kind_name, options = self.ctx.exp.node_settings(node, cell)
+            key = (kind_name, tuple(sorted((k, str(v)) for k, v in options.items())))
+            if node in self.running and self.running[node][0] == key:
+                continue
+            if node in self.running:
+                self.running[node][1].stop()
+            kind = node_kinds()[kind_name](self.ctx.net, node, options, self.ctx.workdir(f"{node}-{len(self.facts.get(node, []))}"),
+                                           seed=self.ctx.exp.seed)
+            mine = [n for n in self.needs if n.node == node and (kind.accepts(n) or not isinstance(n, Relay))]
+            kind.configure(mine)  # a need it cannot provide is a KindError (exit 2)
+            kind.prepare()
+            kind.start()
+            self.running[node] = (key, kind)
+            self.ctx.nodes[node] = kind
+            changed.append(node)
+        for node in changed:
+            kind = self.running[node][1]
+            kind.ready()
+            self.facts.setdefault(node, []).append(kind.facts())
+        if changed:
+            self.record.set(nodes=self.facts)
+        return changed
+
+    def stop(self) -> None:
+        for _, kind in self.running.values():
+            try:
+                kind.stop()
+            except Exception:  # noqa: BLE001 - teardown must go on
+                pass
+
+
+def _node_key(cell: dict[str, Any]) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in cell.items() if "." in k))
+
+
 def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper: str = "netem",
                    console: Console | None = None) -> int:
     """Run all runs into out_dir (already created). Returns the exit status."""
     console = console or Console()
+    W = exp.workload_class
     run_id = f"{os.getpid()}-{secrets.token_hex(3)}"
-    started = datetime.now(timezone.utc)
-    meta: dict[str, Any] = {
-        "experiment": exp.name, "experiment_file": exp.file, "experiment_sha256": metadata.sha256(exp.file),
-        "topology_file": exp.topology.file, "topology_sha256": metadata.sha256(exp.topology.file),
-        "seed": exp.seed, "repetitions": exp.repetitions, "shaper": shaper,
-        "started_utc": started.isoformat(), "run_id": run_id, "command": os.environ.get("WEARLAB_ARGV"),
-        "git_commit": metadata.git_commit(Path(__file__).resolve().parent),
-        "machine": metadata.machine(runtime_label), "versions": metadata.versions(),
-        "notes": [],
-        "status": "running",
-    }
+    record = RunRecord(out_dir / "metadata.json", exp, run_id=run_id, runtime_label=runtime_label, shaper=shaper,
+                       started=datetime.now(timezone.utc).isoformat())
     results.write_yaml(out_dir / "experiment.yaml", exp.to_document())
     results.write_yaml(out_dir / "topology.yaml", exp.topology.to_document())
-    results.write_json(out_dir / "metadata.json", meta)
-    runs = results.RunsCsv(out_dir / "runs.csv", COLUMNS)
+    param_cols = exp.param_columns()
+    runs = results.RunsCsv(out_dir / "runs.csv", columns(exp))
     old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
-    net = None
-    services = []
-    capture = None
+    net = ctx = nodes = workload = None
     rows: list[dict[str, Any]] = []
     status = 0
     try:
         t0 = time.monotonic()
         seeded = probe.probe_feature("netem seed")
         if not seeded.works:
-            meta["notes"].append(f"netem on this kernel cannot be seeded ({seeded.detail}): its loss and "
-                                 "jitter draws differ run to run; wearlab's own randomness (file contents) "
-                                 "uses `seed`.")
-        net = network.build(exp.topology, run_id=run_id, shaper=shaper,
-                            seed=exp.seed if seeded.works else None)
-        meta["netem_seeds"] = net.netem_seeds
-        setup = meta["setup"] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
+            record.note(f"netem on this kernel cannot be seeded ({seeded.detail}): its loss and jitter draws "
+                        "differ run to run; wearlab's own randomness (file contents) uses `seed`.")
+        net = network.build(exp.topology, run_id=run_id, shaper=shaper, seed=exp.seed if seeded.works else None)
+        setup: dict[str, Any] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
+        record.set(netem_seeds=net.netem_seeds, setup=setup)
+        ctx = RunContext(net=net, exp=exp, out_dir=out_dir,
+                         series=SeriesFiles(out_dir / "series", {s.name: s.columns for s in W.series}, param_cols))
+        cells = exp.cells()
+        workload = W(exp.workload, ctx)
         t = time.monotonic()
-        services = _start_services(net, exp)
+        nodes = Nodes(ctx, workload.needs(cells), record)
+        nodes.apply(cells[0])
         setup["services_s"] = round(time.monotonic() - t, 3)
-        w = exp.workload
-        capture_intfs = [i.name for i in net.addresses.interfaces[w.client]]
         t = time.monotonic()
-        capture = ClientCapture(net, w.client, capture_intfs, out_dir / "captures")
-        setup["captures_s"] = round(time.monotonic() - t, 3)
+        record.set(workload_facts=workload.start(cells))
+        setup["workload_s"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
         snap = net.snapshot()
-        meta["qdiscs_before"] = {n: v["qdiscs"] for n, v in snap.items()}
-        meta["sysctls"] = {n: v["sysctls"] for n, v in snap.items()}
-        meta["offloads"] = {n: v["offloads"] for n, v in snap.items()}
-        meta["addresses"] = {n: [vars(i) for i in intfs] for n, intfs in net.addresses.interfaces.items()}
-        meta["routes"] = net.addresses.routes
+        record.set(qdiscs_before={n: v["qdiscs"] for n, v in snap.items()},
+                   sysctls={n: v["sysctls"] for n, v in snap.items()},
+                   offloads={n: v["offloads"] for n, v in snap.items()},
+                   addresses={n: [vars(i) for i in intfs] for n, intfs in net.addresses.interfaces.items()},
+                   routes=net.addresses.routes)
         setup["dumps_s"] = round(time.monotonic() - t, 3)
         setup["total_s"] = round(time.monotonic() - t0, 3)
-        results.write_json(out_dir / "metadata.json", meta)
-        cacert = str(services_ca(services))
-        agent = http_get.FetchAgent(net, w.client)
-        services.append(agent)
-        meta["client"] = {"kind": "fetch agent (pycurl, persistent process, fresh handle per run)",
-                          "libcurl": agent.libcurl,
-                          "tls_groups": "X25519:P-256:X448:P-521:P-384 (OpenSSL 3.0 defaults)"}
-        results.write_json(out_dir / "metadata.json", meta)
-        cells = exp.cells()
-        meta["warmup"] = _warm_up(net, agent, exp, cells, cacert)
-        meta["equivalent_curl"] = [
-            {"cell": c, "client": w.client,
-             "argv": http_get.equivalent_curl(net, w, c, cacert=cacert, timeout_s=exp.timeout_s)}
-            for c in cells]
-        results.write_json(out_dir / "metadata.json", meta)
-        total = len(cells) * exp.repetitions
-        n = 0
-        pending: Pending | None = None
-        with Progress(console, total, exp.name) as progress:
+        groups: dict[tuple, list[dict[str, Any]]] = {}
+        for c in cells:
+            groups.setdefault(_node_key(c), []).append(c)
+        warmups = [workload.warm_up(list(groups.values())[0])]
+        record.set(setup=setup, warmup=warmups)
+        with Progress(console, len(cells) * exp.repetitions, exp.name, workload.describe_cell, W.headline) as progress:
+            n, pending = 0, None
             try:
                 for rep in range(1, exp.repetitions + 1):
-                    for cell in cells:
-                        n += 1
-                        nxt = _one_run(net, agent, exp, cell, rep, n, cacert)
-                        # The previous run's teardown is on the wire by now: finish its row.
-                        if pending is not None:
-                            rows.append(_finish(pending, capture, runs, progress))
-                        pending = nxt
+                    for group in groups.values():
+                        if nodes.apply(group[0]):
+                            warmups.append(workload.warm_up(group))
+                            record.set(warmup=warmups)
+                        for cell in group:
+                            n += 1
+                            nxt = _one_run(workload, ctx, cell, rep, n, param_cols)
+                            # The previous run's teardown is on the wire by now: finish its row.
+                            if pending is not None:
+                                rows.append(_finish(pending, runs, progress))
+                            pending = nxt
             finally:
                 if pending is not None:
-                    rows.append(_finish(pending, capture, runs, progress))
-        meta["status"] = "complete"
+                    rows.append(_finish(pending, runs, progress))
+        record.set(status="complete")
     except (Interrupted, KeyboardInterrupt) as e:
-        meta["status"] = f"interrupted ({e or 'SIGINT'})"
+        record.set(status=f"interrupted ({e or 'SIGINT'})")
         console.print(f"[yellow]interrupted: {len(rows)} runs are kept in {out_dir}[/yellow]")
         status = 130
     except Exception as e:
-        meta["status"] = f"error: {e}"
+        record.set(status=f"error: {e}")
         raise
     finally:
         try:
             if net is not None:
                 try:
-                    meta["qdiscs_after"] = net.qdisc_dump()
+                    record.doc["qdiscs_after"] = net.qdisc_dump()
                 except Exception as e:  # noqa: BLE001
-                    meta["qdiscs_after"] = f"unavailable: {e}"
-            if capture is not None:
-                capture.stop()
-            for s in services:
-                s.stop()
+                    record.doc["qdiscs_after"] = f"unavailable: {e}"
+            for c in (ctx.captures.values() if ctx else ()):
+                c.stop()
+            if workload is not None:
+                workload.stop()
+            if nodes is not None:
+                nodes.stop()
+            if ctx is not None and ctx.series is not None:
+                ctx.series.close()
         finally:
             if net is not None:
                 net.teardown()
             runs.close()
-            meta["finished_utc"] = datetime.now(timezone.utc).isoformat()
-            results.write_json(out_dir / "metadata.json", meta)
+            record.set(finished_utc=datetime.now(timezone.utc).isoformat())
             for s, h in old.items():
                 signal.signal(s, h)
     _write_summary(out_dir, exp, rows, console)
@@ -187,71 +217,22 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
     return status
 
 
-def services_ca(services) -> Path:
-    for s in services:
-        if getattr(s, "ca", None):
-            return s.ca
-    raise RuntimeError("no server started")
+class _Pending:
+    def __init__(self, row: dict[str, Any], finish=None):
+        self.row, self.finish = row, finish
 
 
-def _start_services(net, exp: Experiment) -> list:
-    w = exp.workload
-    sizes = sorted({c["size"] for c in exp.cells()})
-    started = []
-    server = kind_for(Role.SERVER)(net, w.server)
-    server.start(sizes=sizes, seed=exp.seed)
-    started.append(server)
-    server_ip = net.addresses.address_of(w.server)
-    ports = [HTTP_PORT, *HTTPS_PORTS.values()]
-    for path in sorted({c["path"] for c in exp.cells()}):
-        if exp.topology.nodes[path].role == Role.PHONE:
-            phone = kind_for(Role.PHONE)(net, path)
-            phone.start(relay_to=[(server_ip, p) for p in ports])
-            started.append(phone)
-    return started
-
-
-def _warm_up(net, agent, exp: Experiment, cells: list[dict[str, Any]], cacert: str) -> dict[str, Any]:
-    """One unrecorded fetch of the smallest size per (protocol, path, TLS settings): the first
-    use of a code path (library initialisation, page faults, a route) is not the link's cost."""
-    smallest = min(c["size"] for c in cells)
-    seen, failures = set(), []
-    for c in cells:
-        key = tuple((k, v) for k, v in c.items() if k != "size")
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            http_get.fetch(net, agent, exp.workload, {**c, "size": smallest}, cacert=cacert,
-                           timeout_s=exp.timeout_s)
-        except Exception as e:  # noqa: BLE001 - the measured run will record the failure
-            failures.append(f"{dict(key)}: {e}")
-    return {"fetches": len(seen), "size": smallest, "recorded": False, "failures": failures}
-
-
-@dataclass
-class Pending:
-    """A run whose fetch is done and whose connection bytes are still to be cut from the capture."""
-
-    row: dict[str, Any]
-    intf: str | None = None
-    client: tuple[str, int] | None = None
-    tls_version: str | None = None
-
-
-def _one_run(net, agent, exp: Experiment, cell: dict[str, Any], rep: int, n: int,
-             cacert: str) -> Pending:
-    row: dict[str, Any] = {"run": n, "repetition": rep, **{p: cell.get(p, "") for p in PARAM_COLUMNS},
+def _one_run(workload, ctx: RunContext, cell: dict[str, Any], rep: int, n: int, param_cols: list[str]) -> _Pending:
+    row: dict[str, Any] = {"run": n, "repetition": rep, **{p: cell.get(p, "") for p in param_cols},
                            "started_utc": datetime.now(timezone.utc).isoformat()}
     t0 = time.monotonic()
-    pending = Pending(row)
+    finish = None
     try:
-        m = http_get.fetch(net, agent, exp.workload, cell, cacert=cacert, timeout_s=exp.timeout_s)
-        row.update({k: m[k] for k in m if k in METRIC_COLUMNS})
-        pending.intf = next(i.name for i in net.addresses.interfaces[exp.workload.client]
-                            if i.ip == m["local_ip"])
-        pending.client = (m["local_ip"], m["local_port"])
-        pending.tls_version = cell["tls_version"] if cell["protocol"] == "https" else None
+        outcome = workload.run(cell, rep)
+        row.update(outcome.row)
+        for name, samples in outcome.series.items():
+            ctx.series.append(name, row, samples)
+        finish = outcome.finish
         row["status"] = "ok"
     except (Interrupted, KeyboardInterrupt):
         raise
@@ -259,18 +240,15 @@ def _one_run(net, agent, exp: Experiment, cell: dict[str, Any], rep: int, n: int
         row["status"] = "failed"
         row["error"] = str(e).replace("\n", " ")[:500]
     row["wall_s"] = time.monotonic() - t0
-    return pending
+    return _Pending(row, finish)
 
 
-def _finish(p: Pending, capture, runs: results.RunsCsv, progress) -> dict[str, Any]:
-    """Add the run's bytes per phase from the capture, write its row, report progress."""
+def _finish(p: _Pending, runs: results.RunsCsv, progress) -> dict[str, Any]:
+    """Complete the row (e.g. bytes from the capture once the teardown is in), write it, report."""
     row = p.row
-    if row["status"] == "ok":
+    if row["status"] == "ok" and p.finish is not None:
         try:
-            pb = capture.connection_bytes(p.intf, p.client, p.tls_version)
-            if pb is None:
-                raise RuntimeError("the connection is missing from the packet capture")
-            row.update(pb.as_row())
+            row.update(p.finish())
         except Exception as e:  # noqa: BLE001
             row["status"] = "failed"
             row["error"] = f"capture: {e}"[:500]
@@ -280,9 +258,13 @@ def _finish(p: Pending, capture, runs: results.RunsCsv, progress) -> dict[str, A
 
 
 def _write_summary(out_dir: Path, exp: Experiment, rows: list[dict[str, Any]], console: Console) -> None:
-    varied = [p for p in PARAM_COLUMNS if len({str(r.get(p, "")) for r in rows} - {""}) > 1]
-    cells = summarize(rows, list(PARAM_COLUMNS))
-    ratios = https_http_ratios(cells)
-    results.write_json(out_dir / "summary.json", to_document(cells, ratios))
+    W = exp.workload_class
+    param_cols = exp.param_columns()
+    varied = [p for p in param_cols if len({str(r.get(p, "")) for r in rows} - {""}) > 1]
+    cells = summarize(rows, param_cols, [m.name for m in W.metrics if m.summarised or
+                                         any(m.name in r.metrics for r in W.ratios)])
+    ratio_rows = ratios(cells, W.ratios)
+    results.write_json(out_dir / "summary.json", to_document(cells, ratio_rows))
     if rows:
-        print_summary(console, exp.name, cells, ratios, varied or ["protocol"])
+        shown = {p.name: p.shown for p in W.params}
+        print_summary(console, exp.name, cells, ratio_rows, varied or param_cols[:1], W.metrics, shown, W.ratios)

@@ -1,9 +1,10 @@
 """`wearlab clean`: remove what wearlab made, and only that.
 
-Found four ways: each run's cgroup (wearlab/<run>, which holds everything the run started, nginx
-and UML guests included), the ledger (/run/wearlab/made), the WEARLAB_RUN mark in process
-environments (for networks built by library callers, which join no cgroup), and the
-`umid=wearlab-` UML guests' command lines. Namespaces and veths vanish with their last process; qdiscs live on
+Found five ways: each run's cgroup (wearlab/<run>, which holds everything the run started, nginx
+and UML guests included, where the host has cgroup v2), the ledger (/run/wearlab/made), the
+WEARLAB_RUN mark in process environments (for networks built by library callers, which join no
+cgroup), processes in network namespaces holding wearlab's MAC prefix (daemons that rewrote their
+environment), and the `umid=wearlab-` UML guests' command lines. Namespaces and veths vanish with their last process; qdiscs live on
 those veths. Work directories are /tmp/wearlab-*.
 """
 
@@ -14,7 +15,7 @@ import shutil
 import signal
 from pathlib import Path
 
-from wearlab.realize.network import kill_marked
+from wearlab.realize.network import kill_marked, namespace_pids
 from wearlab.runtime import cgroup, hostcpu, registry
 
 
@@ -27,7 +28,9 @@ def _uml_guests() -> list[int]:
             cmd = (d / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"umid=wearlab-" in cmd and b"linux.uml" in cmd.split(b"\0", 1)[0]:
+        # Our guests carry our umid on their command line (the kernel binary's name varies
+        # with its version and configuration).
+        if any(arg.startswith(b"umid=wearlab-") for arg in cmd.split(b"\0")[1:]):
             found.append(int(d.name))
     return found
 
@@ -51,6 +54,13 @@ def clean() -> list[str]:
         except ProcessLookupError:
             pass
     victims = kill_marked(None)
+    strays = [p for p in namespace_pids() if p not in victims]
+    for p in strays:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    victims += strays
     if victims:
         removed.append(f"{len(victims)} processes in wearlab namespaces (pids {', '.join(map(str, victims[:10]))}"
                        f"{', ...' if len(victims) > 10 else ''})")

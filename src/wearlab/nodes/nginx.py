@@ -1,4 +1,4 @@
-"""The server kind: nginx serving generated, incompressible files over HTTP and HTTPS.
+"""The `nginx` kind: nginx serving generated, incompressible files over HTTP and HTTPS.
 
 As in the seed experiments (000: Apache with no caching and no compression) the server adds no
 caching headers, no compression and no session resumption, so every run pays a full handshake.
@@ -8,14 +8,15 @@ client pins the version and suite per run. RC4, used by seed 000, is gone from O
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import subprocess
-import time
 from pathlib import Path
 
-from wearlab.model.topology import Role
+from wearlab.model.roles import Role
 from wearlab.nodes.certs import CERT_KINDS, make_pki
-from wearlab.nodes.kinds import NodeKind, register
+from wearlab.nodes.kinds import Files, KindError, Need, NodeKind, Service, register, wait_listening
 
 HTTP_PORT = 80
 HTTPS_PORTS = {"rsa2048": 443, "ecdsa-p256": 4443}
@@ -25,31 +26,42 @@ def content_path(size: int) -> str:
     return f"/files/{size}.bin"
 
 
-@register(Role.SERVER)
-class Server(NodeKind):
-    def start(self, *, sizes=(), seed: int = 0, **_) -> None:
-        d = self.net.workdir / self.name
+@register
+class Nginx(NodeKind):
+    name = "nginx"
+    doc = "nginx: generated files over HTTP (80) and HTTPS (443 RSA-2048, 4443 ECDSA P-256), no caching"
+    roles = frozenset({Role.SERVER})
+    SERVICES = (Service("http", HTTP_PORT),
+                *(Service("https", port, (("cert", cert),)) for cert, port in HTTPS_PORTS.items()))
+
+    def accepts(self, need: Need) -> bool:
+        return isinstance(need, Files)
+
+    def start(self) -> None:
+        d = self.workdir
         self.dir = d
         www = d / "www" / "files"
         www.mkdir(parents=True, exist_ok=True)
-        rng = random.Random(seed)
-        for size in sorted(set(sizes)):
+        rng = random.Random(self.seed)
+        for size in sorted({s for n in self.needs if isinstance(n, Files) for s in n.sizes}):
             (www / f"{size}.bin").write_bytes(rng.randbytes(size))
-        self.ca, self.certs = make_pki(d / "pki", self.name)
+        self.ca, self.certs = make_pki(d / "pki", self.node)
         conf = d / "nginx.conf"
         conf.write_text(self._config(d))
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (d / "tmp" / sub).mkdir(parents=True, exist_ok=True)
-        res = self.net.run(self.name, ["nginx", "-c", str(conf), "-p", str(d)])
+        res = self.net.run(self.node, ["nginx", "-c", str(conf), "-p", str(d)])
         if res.returncode != 0:
-            raise RuntimeError(f"nginx on {self.name} failed to start: {res.stderr.strip()}")
-        self._wait_listening()
+            raise KindError(f"nginx on {self.node} failed to start: {res.stderr.strip()}")
+
+    def ready(self, timeout: float = 10.0) -> None:
+        wait_listening(self.net, self.node, {s.port for s in self.SERVICES}, "nginx", timeout)
 
     def _config(self, d: Path) -> str:
         tls_servers = "\n".join(f"""
     server {{
         listen {port} ssl;
-        server_name {self.name};
+        server_name {self.node};
         ssl_certificate {self.certs[kind].cert};
         ssl_certificate_key {self.certs[kind].key};
         ssl_protocols TLSv1 TLSv1.1 TLSv1.2 TLSv1.3;
@@ -82,29 +94,20 @@ http {{
     scgi_temp_path {d}/tmp/scgi;
     server {{
         listen {HTTP_PORT};
-        server_name {self.name};
+        server_name {self.node};
         root {d}/www;
     }}
 {tls_servers}
 }}
 """
 
-    def _wait_listening(self, timeout: float = 10.0) -> None:
-        ports = {HTTP_PORT, *HTTPS_PORTS.values()}
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            out = self.net.run(self.name, ["ss", "-Htln"]).stdout
-            up = {int(l.split()[3].rsplit(":", 1)[1]) for l in out.splitlines() if l.strip()}
-            if ports <= up:
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"nginx on {self.name} is not listening on {sorted(ports)}")
-
     def stop(self) -> None:
-        pid_file = self.dir / "nginx.pid"
+        pid_file = self.workdir / "nginx.pid"
         if pid_file.exists():
-            subprocess.run(["kill", "-QUIT", pid_file.read_text().strip()], check=False,
-                           capture_output=True)
+            try:
+                os.kill(int(pid_file.read_text().strip()), signal.SIGQUIT)  # graceful shutdown
+            except (ProcessLookupError, ValueError):
+                pass
 
     def version(self) -> str:
         res = subprocess.run(["nginx", "-v"], capture_output=True, text=True, check=False)

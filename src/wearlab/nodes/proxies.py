@@ -1,0 +1,258 @@
+"""Phone-proxy kinds: the phone splits every watch connection in two (Wear OS's CPROXY mode,
+seed 003 section 4): TCP over BT from the watch, its own TCP to the server over WiFi.
+
+How a watch app reaches the proxy - the same for every kind: **transparently**. The app
+connects to the server's address as it would without a phone; the watch routes through the
+phone, and the phone's netfilter REDIRECTs each (server address, port) the workload uses to a
+local port where the proxy listens and forwards to that one upstream. So apps need no proxy
+settings (as on Wear OS), a proxy only needs "listen here, forward there" (the `command` kind's
+two placeholders), and a handover that moves the watch off the phone needs no app change.
+
+Kinds:
+- `relay`: wearlab's own relay (wearlab.nodes.relay): socket and application buffers, its own
+  read/write timestamps (the d3 of the delay decomposition), optional virtual-queue mitigation.
+- `haproxy`: HAProxy in TCP mode from a generated configuration.
+- `command`: any program, started once per upstream with `{listen}` and `{upstream}` replaced
+  (`host:port` each); ready when its port accepts.
+All three share the phone's TCP buffer settings (`rmem_max`, `wmem_max`: net.ipv4.tcp_rmem and
+tcp_wmem of the phone's namespace, the knob of the paper's Table 4).
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from wearlab.model import params as P
+from wearlab.model.params import Param, ParamSet
+from wearlab.model.roles import Role
+from wearlab.model.units import format_size
+from wearlab.nodes.kinds import KindError, Need, NodeKind, Relay, register, wait_listening
+
+LISTEN_BASE = 20000          # the proxy's port for the i-th upstream: LISTEN_BASE + i
+THROTTLE_DEV = "ifb-vq"      # ingress of the phone's uplink is redirected here when throttling
+THROTTLE_CLASS = "1:1"
+UNTHROTTLED = "10gbit"
+
+TCP_MEM_DEFAULTS = {"rmem_max": (4096, 131072), "wmem_max": (4096, 16384)}  # Linux's min, default
+
+BUFFER_OPTIONS = (
+    Param("rmem_max", P.positive_size, None, "net.ipv4.tcp_rmem max of the phone (receive buffer "
+          "autotuning ceiling; seed 003 Table 4: 8,291,456)", to_doc=format_size),
+    Param("wmem_max", P.positive_size, None, "net.ipv4.tcp_wmem max of the phone", to_doc=format_size),
+)
+
+
+def _command(value: Any) -> str:
+    text = P.text("command")(value)
+    missing = [p for p in ("{listen}", "{upstream}") if p not in text]
+    if missing:
+        raise ValueError(f"command needs both placeholders {{listen}} and {{upstream}}; "
+                         f"missing {' and '.join(missing)} (e.g. './my-proxy {{listen}} {{upstream}}')")
+    try:
+        shlex.split(text)
+    except ValueError as e:
+        raise ValueError(f"command cannot be split into arguments: {e}") from None
+    return text
+
+
+class ProxyKind(NodeKind):
+    roles = frozenset({Role.PHONE})
+    process_name = "proxy"
+
+    def accepts(self, need: Need) -> bool:
+        return isinstance(need, Relay)
+
+    @property
+    def upstreams(self) -> list[Relay]:
+        return [n for n in self.needs if isinstance(n, Relay)]
+
+    def listen_port(self, i: int) -> int:
+        return LISTEN_BASE + i
+
+    def prepare(self) -> None:
+        lines = []
+        for key, sysctl in (("rmem_max", "tcp_rmem"), ("wmem_max", "tcp_wmem")):
+            if self.settings.get(key):
+                lo, default = TCP_MEM_DEFAULTS[key]
+                top = int(self.settings[key])
+                lines.append(f"echo '{min(lo, top)} {min(default, top)} {top}' > /proc/sys/net/ipv4/{sysctl}")
+        # Transparent interception: (server address, port) -> the proxy's port for that upstream.
+        lines.append("iptables -t nat -F PREROUTING")
+        for i, up in enumerate(self.upstreams):
+            lines.append(f"iptables -t nat -A PREROUTING -p tcp -d {up.address} --dport {up.port} "
+                         f"-j REDIRECT --to-ports {self.listen_port(i)}")
+        self.net.sh(self.node, " && ".join(lines))
+
+    def processes(self) -> list[list[str]]:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        if not self.upstreams:
+            self.procs = []
+            return
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.procs = [self.net.popen(self.node, argv, stdout=subprocess.DEVNULL,
+                                     stderr=open(self.workdir / f"{self.process_name}-{i}.err", "w"),
+                                     cwd=str(self.cwd()))
+                      for i, argv in enumerate(self.processes())]
+
+    def cwd(self) -> Path:
+        return Path.cwd()
+
+    def ready(self, timeout: float = 15.0) -> None:
+        ports = {self.listen_port(i) for i in range(len(self.upstreams))}
+        if not ports:
+            return
+        try:
+            for proc in self.procs:
+                wait_listening(self.net, self.node, ports, f"{self.name} proxy", timeout, proc)
+        except KindError as e:
+            raise KindError(f"{e}{self._stderr_tail()}") from None
+
+    def _stderr_tail(self) -> str:
+        for f in sorted(self.workdir.glob(f"{self.process_name}-*.err")):
+            text = f.read_text(errors="replace").strip()
+            if text:
+                return f"; it said: {text.splitlines()[-1][:300]}"
+        return ""
+
+    def stop(self) -> None:
+        for p in getattr(self, "procs", []):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in getattr(self, "procs", []):
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def facts(self) -> dict[str, Any]:
+        return {**super().facts(),
+                "interception": "iptables REDIRECT of each (server, port) to the proxy's port",
+                "upstreams": [{"listen_port": self.listen_port(i), "server": u.server, "address": u.address,
+                               "port": u.port} for i, u in enumerate(self.upstreams)]}
+
+
+@register
+class RelayProxy(ProxyKind):
+    name = "relay"
+    process_name = "relay"
+    doc = ("wearlab's CPROXY relay: TCP_NODELAY, configurable socket and application buffers, its own "
+           "read/write timestamps, optional virtual-queue mitigation (seed 003 section 4.3)")
+    options = ParamSet((
+        *BUFFER_OPTIONS,
+        Param("sndbuf", P.positive_size, None, "SO_SNDBUF of the relay's sockets (default: autotuning)",
+              to_doc=format_size),
+        Param("rcvbuf", P.positive_size, None, "SO_RCVBUF of the relay's sockets (default: autotuning)",
+              to_doc=format_size),
+        Param("app_buffer", P.positive_size, 65536, "the relay's own buffer per direction", to_doc=format_size),
+        Param("mitigation", P.choice("mitigation", ("none", "virtual-queue")), "none",
+              "virtual-queue: throttle server->phone to BW/2 while the shared virtual queue exceeds "
+              "BW(1-eps)T, release below BW(1-2eps)T"),
+        Param("vq_T", P.positive_duration, 1.0, "T of the virtual queue thresholds"),
+        Param("vq_epsilon", P.fraction, 0.3, "epsilon of the virtual queue thresholds"),
+    ))
+
+    @property
+    def events_file(self) -> Path:
+        return self.workdir / "relay-events.csv"
+
+    @property
+    def series_file(self) -> Path:
+        return self.workdir / "relay-vq.csv"
+
+    def prepare(self) -> None:
+        super().prepare()
+        if self.settings.get("mitigation") == "virtual-queue":
+            self._throttle_device()
+
+    def _throttle_device(self) -> None:
+        """ifb on the phone carrying what arrives from its uplinks, htb class changed in place by
+        the relay's controller (the paper throttled with tc on the phone too)."""
+        uplinks = sorted({self.net.sh(self.node, f"ip -o route get {u.address}").split(" dev ")[1].split()[0]
+                          for u in self.upstreams})
+        cmds = [f"ip link add {THROTTLE_DEV} type ifb", f"ip link set {THROTTLE_DEV} up",
+                f"tc qdisc add dev {THROTTLE_DEV} root handle 1: htb default 1",
+                f"tc class add dev {THROTTLE_DEV} parent 1: classid {THROTTLE_CLASS} htb rate {UNTHROTTLED} "
+                f"ceil {UNTHROTTLED}"]
+        for dev in uplinks:
+            # clsact (not ingress): a capture tap may share the hook, at a higher priority.
+            cmds += [f"(tc qdisc show dev {dev} | grep -q clsact || tc qdisc add dev {dev} clsact)",
+                     f"tc filter add dev {dev} ingress prio 10 protocol all u32 match u32 0 0 "
+                     f"action mirred egress redirect dev {THROTTLE_DEV}"]
+        self.net.sh(self.node, " && ".join(cmds))
+
+    def processes(self) -> list[list[str]]:
+        s = self.settings
+        argv = [sys.executable, "-m", "wearlab.nodes.relay",
+                *[f"{self.listen_port(i)}={u.address}:{u.port}" for i, u in enumerate(self.upstreams)],
+                "--app-buffer", str(s["app_buffer"]), "--events", str(self.events_file)]
+        for opt in ("sndbuf", "rcvbuf"):
+            if s.get(opt):
+                argv += [f"--{opt}", str(s[opt])]
+        if s.get("mitigation") == "virtual-queue":
+            argv += ["--mitigation", "virtual-queue", "--vq-T", str(s["vq_T"]), "--vq-epsilon", str(s["vq_epsilon"]),
+                     "--throttle-dev", THROTTLE_DEV, "--throttle-classid", THROTTLE_CLASS,
+                     "--series", str(self.series_file)]
+        return [argv]
+
+    def version(self) -> str:
+        from wearlab import __version__
+        return f"wearlab relay {__version__}"
+
+
+@register
+class HaproxyProxy(ProxyKind):
+    name = "haproxy"
+    process_name = "haproxy"
+    doc = "HAProxy in TCP mode (Debian's haproxy), one frontend/backend pair per upstream"
+    options = ParamSet((
+        *BUFFER_OPTIONS,
+        Param("bufsize", P.positive_size, 16384, "HAProxy's tune.bufsize (its own buffer per direction)",
+              to_doc=format_size),
+    ))
+
+    def config(self) -> str:
+        parts = ["# generated by wearlab", "global", "    maxconn 4096", "    nbthread 1",
+                 f"    tune.bufsize {self.settings['bufsize']}", "defaults", "    mode tcp",
+                 "    timeout connect 10s", "    timeout client 1h", "    timeout server 1h"]
+        for i, u in enumerate(self.upstreams):
+            port = self.listen_port(i)
+            parts += [f"listen relay{port}", f"    bind 0.0.0.0:{port}", f"    server up{port} {u.address}:{u.port}"]
+        return "\n".join(parts) + "\n"
+
+    def processes(self) -> list[list[str]]:
+        conf = self.workdir / "haproxy.cfg"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        conf.write_text(self.config())
+        return [["haproxy", "-db", "-f", str(conf)]]
+
+    def version(self) -> str:
+        res = subprocess.run(["haproxy", "-v"], capture_output=True, text=True, check=False)
+        return (res.stdout.strip().splitlines() or ["haproxy (version unknown)"])[0]
+
+
+@register
+class CommandProxy(ProxyKind):
+    name = "command"
+    process_name = "command"
+    doc = "your own proxy: a command line with {listen} and {upstream} (host:port each), one per upstream"
+    options = ParamSet((
+        Param("command", _command, None, "the command line, e.g. './my-proxy {listen} {upstream}'",
+              required=True),
+        *BUFFER_OPTIONS,
+    ))
+
+    def processes(self) -> list[list[str]]:
+        out = []
+        for i, u in enumerate(self.upstreams):
+            line = self.settings["command"].replace("{listen}", f"0.0.0.0:{self.listen_port(i)}") \
+                                            .replace("{upstream}", f"{u.address}:{u.port}")
+            out.append(shlex.split(line))
+        return out

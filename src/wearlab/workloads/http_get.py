@@ -1,0 +1,354 @@
+"""The `http-get` workload: one GET of one generated file from the client to the server, through
+the chosen first hop (a phone proxies it if its kind intercepts; an AP routes it).
+
+Each run is one fresh libcurl handle and one TCP connection, as in seed 000's Exp1, so every
+HTTPS run pays a full TLS handshake with certificate validation. Phase boundaries are read from
+the client's capture (`wire_*`: the network's timing) and from libcurl's own clock (`time_*`:
+the app's view, which adds the client's CPU time); bytes per phase from the capture.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+import sys
+from typing import Any, Literal
+
+from wearlab.errors import Problem
+from wearlab.measure.curl import CURL_TIMES, curl_argv, tls_options
+from wearlab.measure.phases import PHASES, WIRE_TIMES
+from wearlab.model import params as P
+from wearlab.model.params import Param, ParamSet
+from wearlab.model.tls import TLS13_SUITES, TLS_VERSIONS
+from wearlab.model.units import format_size
+from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
+from wearlab.nodes.certs import CERT_KINDS
+from wearlab.nodes.kinds import Files, Need, Relay
+from wearlab.nodes.nginx import content_path
+from wearlab.workloads.base import Metric, Outcome, Ratio, Workload, WorkloadFields, register
+
+
+def _tls_version(value: Any) -> str:
+    # YAML reads `1.2` as a float and `1.0` as 1.0; both mean the obvious version.
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = f"{float(value):.1f}"
+        if text in TLS_VERSIONS and float(text) == float(value):
+            return text
+    elif isinstance(value, str):
+        text = value.strip()
+        if text in TLS_VERSIONS:
+            return text
+        bare = text.lower().removeprefix("tlsv").removeprefix("tls").strip(" v_-")
+        if bare in TLS_VERSIONS:
+            raise ValueError(f"write tls_version: '{bare}' (just the number)")
+    raise ValueError(f"tls_version {value!r} is not one of: {', '.join(TLS_VERSIONS)}")
+
+
+def _cipher(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"cipher must be an OpenSSL cipher name or 'default', got {value!r}")
+    value = value.strip()
+    if value.upper().startswith("TLS_") and value not in TLS13_SUITES:
+        raise ValueError(f"unknown TLS 1.3 suite '{value}'{did_you_mean(value, TLS13_SUITES)} "
+                         f"(suites: {', '.join(TLS13_SUITES)})")
+    if not all(c.isalnum() or c in "_-:+!@=." for c in value):
+        raise ValueError(f"'{value}' does not look like an OpenSSL cipher name (e.g. ECDHE-RSA-AES128-SHA)")
+    return value
+
+
+def _path(value: Any) -> str:
+    if isinstance(value, str) and value:
+        return value
+    raise ValueError(f"path is the name of the client's first-hop node (e.g. ap or phone), got {value!r}")
+
+
+def _https(cell: dict[str, Any]) -> bool:
+    return cell.get("protocol") == "https"
+
+
+class HttpGetFields(WorkloadFields):
+    kind: Literal["http-get"]
+    client: str
+    server: str
+
+
+@register
+class HttpGet(Workload):
+    kind = "http-get"
+    doc = "one GET of a generated file per run, timed by phase (TCP, TLS, transfer, close)"
+    Fields = HttpGetFields
+    params = ParamSet((
+        Param("protocol", P.choice("protocol", ("http", "https"), lower=True), "https", "http or https"),
+        Param("size", P.size, 100_000, "file size (KB = 1000 bytes)", to_doc=format_size,
+              shown=lambda v: format_size(int(v))),
+        Param("path", _path, None, "the client's first hop (a phone proxies, an AP routes); default: "
+              "the client's first neighbour"),
+        Param("tls_version", _tls_version, "1.3", "TLS version pinned (1.0-1.3)", applies=_https,
+              applies_doc="protocol is https"),
+        Param("cipher", _cipher, "default", "an OpenSSL cipher, a TLS 1.3 suite, or default", applies=_https,
+              applies_doc="protocol is https"),
+        Param("cert", P.choice("cert", tuple(CERT_KINDS)), "rsa2048", "server certificate key type",
+              applies=_https, applies_doc="protocol is https"),
+    ))
+    metrics = (
+        Metric("wire_connect_s", "s", label="connect", summarised=True,
+               doc="SYN departure -> SYN-ACK arrival at the client (capture)"),
+        Metric("wire_tls_handshake_s", "s", label="TLS hs", summarised=True,
+               doc="TCP connected -> request sent (capture); 0 for plain HTTP"),
+        Metric("wire_pretransfer_s", "s", label="request", doc="SYN departure -> request departure"),
+        Metric("wire_starttransfer_s", "s", label="first byte", doc="SYN departure -> first response byte"),
+        Metric("wire_total_s", "s", label="total", summarised=True, doc="SYN departure -> last response byte"),
+        *(Metric(t, "s", doc="libcurl's own clock (includes the client's CPU time)") for t in CURL_TIMES),
+        Metric("tls_handshake_s", "s", doc="libcurl: appconnect - connect"),
+        Metric("http_code", "count", better="none"),
+        Metric("size_download", "B", better="none"),
+        Metric("speed_download_bps", "bit/s", better="higher"),
+        *(Metric(f"bytes_{d}_{p}", "B", doc=f"frame bytes {d} in the {p} phase") for p in PHASES for d in ("up", "down")),
+        Metric("bytes_up_total", "B", label="bytes up", summarised=True),
+        Metric("bytes_down_total", "B", label="bytes down", summarised=True),
+        Metric("bytes_total", "B", label="bytes"),
+        Metric("packets_up_total", "packets"),
+        Metric("packets_down_total", "packets"),
+        Metric("local_port", "count", better="none"),
+    )
+    headline = ("wire_total_s",)
+    ratios = (Ratio("protocol", "https", "http", ("wire_total_s", "bytes_total"),
+                    ignoring=("tls_version", "cipher", "cert"), title="HTTPS / HTTP (ratio of medians)"),)
+
+    # -- model time --------------------------------------------------------------------------
+    @classmethod
+    def endpoints(cls, fields: HttpGetFields) -> dict[str, str]:
+        return {"client": fields.client, "server": fields.server}
+
+    @classmethod
+    def check(cls, fields, fixed, matrix, where, topo, src) -> list[Problem]:
+        problems = _check_nodes(fields, topo, fixed, matrix, where, src)
+        return problems + _check_tls(fixed, matrix, where, src)
+
+    # -- run time ----------------------------------------------------------------------------
+    def target(self, cell: dict[str, Any]) -> tuple[str, str, int]:
+        """(url, curl --resolve entry, port) of a cell's request."""
+        f = self.fields
+        server_kind = self.ctx.nodes[f.server]
+        service = (server_kind.service("http") if cell["protocol"] == "http"
+                   else server_kind.service("https", cert=cell["cert"]))
+        url = f"{cell['protocol']}://{f.server}:{service.port}{content_path(cell['size'])}"
+        return url, f"{f.server}:{service.port}:{self.ctx.address(f.server)}", service.port
+
+    def needs(self, cells: list[dict[str, Any]]) -> list[Need]:
+        from wearlab.nodes.kinds import node_kinds
+
+        f = self.fields
+        server_kind = node_kinds()[self.ctx.exp.node_settings(f.server)[0]]
+        out: list[Need] = [Files(f.server, tuple(sorted({c["size"] for c in cells})))]
+        for hop in sorted({c["path"] for c in cells}):
+            for c in cells:
+                service = (server_kind.service("http") if c["protocol"] == "http"
+                           else server_kind.service("https", cert=c["cert"]))
+                need = Relay(hop, f.server, self.ctx.address(f.server), service.port)
+                if c["path"] == hop and need not in out:
+                    out.append(need)
+        return out
+
+    def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
+        self.agent = FetchAgent(self.ctx.net, self.fields.client)
+        self.capture = self.ctx.capture(self.fields.client)
+        return {"client": {"kind": "fetch agent (pycurl, persistent process, fresh handle per run)",
+                           "libcurl": self.agent.libcurl,
+                           "tls_groups": tls_options(None, None, None).groups},
+                "equivalent_curl": self.equivalent_curl(cells)}
+
+    def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
+        """One unrecorded fetch of the smallest size per (protocol, path, TLS settings): the first
+        use of a code path (library initialisation, page faults, a route) is not the link's cost."""
+        smallest = min(c["size"] for c in cells)
+        seen, failures = set(), []
+        for c in cells:
+            key = tuple((k, v) for k, v in c.items() if k != "size")
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                self._fetch({**c, "size": smallest})
+            except Exception as e:  # noqa: BLE001 - the measured run will record the failure
+                failures.append(f"{dict(key)}: {e}")
+        return {"fetches": len(seen), "size": smallest, "recorded": False, "failures": failures}
+
+    def equivalent_curl(self, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The curl command line per cell that makes the same request (same TLS options, key-share
+        groups included), to redo one run by hand in the client's namespace after the route."""
+        out = []
+        for c in cells:
+            url, resolve, _ = self.target(c)
+            https = c["protocol"] == "https"
+            via = self.ctx.net.addresses.interface_to(self.fields.client, c["path"])
+            out.append({"cell": c, "client": self.fields.client,
+                        "route": f"ip route replace {self.ctx.address(self.fields.server)}/32 via {via.peer_ip}",
+                        "argv": curl_argv(url, resolve=resolve, tls_version=c["tls_version"] if https else None,
+                                          cipher=_cipher_or_none(c), cacert=str(self._cacert()) if https else None,
+                                          timeout_s=self.ctx.timeout_s)})
+        return out
+
+    def _cacert(self):
+        return self.ctx.nodes[self.fields.server].ca
+
+    def _fetch(self, cell: dict[str, Any]) -> dict[str, Any]:
+        """One GET; its metrics (RuntimeError with curl's own words on failure)."""
+        self.ctx.select_route(self.fields.client, self.fields.server, cell["path"])
+        url, resolve, _ = self.target(cell)
+        https = cell["protocol"] == "https"
+        tls = tls_options(cell["tls_version"], _cipher_or_none(cell), str(self._cacert())) if https else None
+        m = self.agent.get(self.ctx.timeout_s, url=url, resolve=resolve, tls=tls.as_dict() if tls else None)
+        if m.get("exitcode") != 0 or m.get("http_code") != 200:
+            msg = m.get("errormsg") or f"HTTP status {m.get('http_code')}"
+            raise RuntimeError(f"curl error {m.get('exitcode')}: {msg}")
+        if m.get("size_download") != cell["size"]:
+            raise RuntimeError(f"downloaded {m.get('size_download')} bytes, expected {cell['size']}")
+        return m
+
+    def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
+        m = self._fetch(cell)
+        https = cell["protocol"] == "https"
+        row = {k: m[k] for k in CURL_TIMES}
+        row["tls_handshake_s"] = (m["time_appconnect"] - m["time_connect"]) if https else 0.0
+        row.update(http_code=m["http_code"], size_download=m["size_download"],
+                   speed_download_bps=round(m["speed_download"] * 8), local_port=m["local_port"])
+        intf = next(i.name for i in self.ctx.net.addresses.interfaces[self.fields.client] if i.ip == m["local_ip"])
+        client = (m["local_ip"], m["local_port"])
+        tls_version = cell["tls_version"] if https else None
+
+        def finish() -> dict[str, Any]:
+            # The connection's teardown is on the wire by the time the next run is done.
+            pb = self.capture.connection_bytes(intf, client, tls_version)
+            if pb is None:
+                raise RuntimeError("the connection is missing from the packet capture")
+            values = pb.as_row()
+            values["bytes_total"] = values["bytes_up_total"] + values["bytes_down_total"]
+            return values
+
+        return Outcome(row=row, finish=finish)
+
+    def stop(self) -> None:
+        if getattr(self, "agent", None) is not None:
+            self.agent.stop()
+
+
+def _cipher_or_none(cell: dict[str, Any]) -> str | None:
+    c = cell.get("cipher") or ""
+    return None if cell["protocol"] != "https" or c in ("", "default") else c
+
+
+class FetchAgent:
+    """wearlab.measure.fetch_agent running in the client's namespace."""
+
+    def __init__(self, net, client: str, timeout: float = 30):
+        self.net, self.client = net, client
+        self.proc = net.popen(client, [sys.executable, "-m", "wearlab.measure.fetch_agent"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, bufsize=1)
+        hello = self._read(timeout)
+        if not hello.get("ready"):
+            raise RuntimeError(f"fetch agent on {client} did not start: {hello}")
+        self.libcurl = hello.get("libcurl")
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if r else ""
+        if not line:
+            err = self.proc.stderr.read() if self.proc.poll() is not None else "no answer"
+            raise RuntimeError(f"fetch agent on {self.client}: {err.strip()[-300:]}")
+        return json.loads(line)
+
+    def get(self, timeout_s: float, **req) -> dict[str, Any]:
+        self.proc.stdin.write(json.dumps({**req, "timeout_s": timeout_s}) + "\n")
+        self.proc.stdin.flush()
+        return self._read(timeout_s + 10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+# ---------------------------------------------------------------------------------------------
+# Load-time checks
+
+
+def _check_nodes(fields, topo, fixed: dict[str, Any], matrix: dict[str, list[Any]],
+                 where: dict[tuple[str, Any], YamlPath], src: YamlSource) -> list[Problem]:
+    """Client and server exist; every path is a first hop that leads to the server. Fills in
+    the default path: the client's first neighbour in link order."""
+    problems: list[Problem] = []
+
+    def problem(path: YamlPath, message: str) -> None:
+        problems.append(Problem(src.file, src.line(path), dotted(path), message))
+
+    client, server = fields.client, fields.server
+    nodes = ", ".join(topo.nodes)
+    for role_name, node in (("client", client), ("server", server)):
+        if node not in topo.nodes:
+            problem(("workload", role_name), f"unknown node '{node}'{did_you_mean(node, topo.nodes)} (nodes: {nodes})")
+    if client == server:
+        problem(("workload", "server"), f"client and server are both '{client}'; they must differ")
+    if problems:
+        return problems
+
+    neighbors = topo.neighbors(client)
+    if "path" not in fixed and "path" not in matrix:
+        if not neighbors:
+            problem(("workload", "client"), f"client '{client}' has no links, so no path to the server")
+            return problems
+        fixed["path"] = neighbors[0]
+        where[("path", fixed["path"])] = ("workload", "client")
+
+    for hop in matrix.get("path", []) + ([fixed["path"]] if "path" in fixed else []):
+        at = where[("path", hop)]
+        if hop not in neighbors:
+            problem(at, f"'{hop}' is not next to the client '{client}' (its neighbours: "
+                        f"{', '.join(neighbors) or 'none'}){did_you_mean(hop, neighbors)}")
+        elif not topo.reachable(hop, server, avoiding=(client,)):
+            problem(at, f"the server '{server}' cannot be reached through '{hop}' without passing "
+                        f"back through the client '{client}'")
+    return problems
+
+
+def _check_tls(fixed: dict[str, Any], matrix: dict[str, list[Any]],
+               where: dict[tuple[str, Any], YamlPath], src: YamlSource) -> list[Problem]:
+    """Cipher/version and cipher/certificate pairs that could never complete a handshake. The
+    matrix is a full cross product, so one bad pair spoils every cell that contains it."""
+    choices = {k: matrix.get(k, [fixed.get(k)]) for k in ("protocol", "tls_version", "cipher", "cert")}
+    if "https" not in choices["protocol"]:
+        return []
+    problems: list[Problem] = []
+
+    def problem(cipher: str, message: str) -> None:
+        path = where.get(("cipher", cipher), ("workload", "cipher"))
+        problems.append(Problem(src.file, src.line(path), dotted(path), message))
+
+    for cipher in choices["cipher"]:
+        if cipher in (None, "default"):
+            continue
+        for version in choices["tls_version"]:
+            if cipher in TLS13_SUITES and version != "1.3":
+                problem(cipher, f"{cipher} is a TLS 1.3 suite, so cells with tls_version {version} "
+                                "cannot complete a handshake")
+            elif cipher not in TLS13_SUITES and version == "1.3":
+                problem(cipher, f"{cipher} is a TLS 1.2-and-older cipher, so cells with tls_version 1.3 "
+                                f"cannot use it; with TLS 1.3 use a suite ({', '.join(TLS13_SUITES[:3])}) "
+                                "or 'default'")
+        # Certificate type only constrains pre-1.3 cipher names, and only single names (a cipher
+        # list like "HIGH:!aNULL" can match either kind).
+        if cipher in TLS13_SUITES or not all(c.isalnum() or c in "-_" for c in cipher):
+            continue
+        for cert in choices["cert"]:
+            if cert == "ecdsa-p256" and "ECDSA" not in cipher.upper():
+                problem(cipher, f"{cipher} authenticates with RSA, so cells with cert ecdsa-p256 cannot "
+                                "complete a handshake; use an ECDHE-ECDSA-... cipher or cert rsa2048")
+            elif cert == "rsa2048" and "ECDSA" in cipher.upper():
+                problem(cipher, f"{cipher} needs an ECDSA certificate, so cells with cert rsa2048 cannot "
+                                "complete a handshake; use cert ecdsa-p256")
+    return problems

@@ -1,0 +1,498 @@
+"""Stream workloads: `cbr`, `bulk` and `messages`, with exact one-way delay per message.
+
+- `cbr`: messages of `message_size` at `rate` (a paced sender: video, audio, sensor uploads);
+- `bulk`: back-to-back messages for `duration` or `bytes` (a download);
+- `messages`: small messages every `interval` on their own connection, alongside a `background`
+  bulk or CBR stream on another one (seed 003's Telegram case: how long a chat message takes
+  while a download saturates the BT link).
+`direction` is down (server -> client), up, or both. Each message carries its send time; the
+receiver records delivery to the app (all nodes share one kernel clock). A run's row holds the
+OWD median, p95 and max and the goodput per direction; the per-message OWD and the goodput per
+200 ms go to series/owd.csv and series/goodput.csv.
+
+When the path's first hop is a phone whose kind proxies (CPROXY), the run also says where the
+server->watch delay sits (seed 003 Fig. 10): d1 server -> the phone's kernel, d2 the phone's TCP
+receive buffer, d3 the proxy's own buffer, d4 the phone -> the watch's app, per message, from
+captures on the phone's uplink and the relay's read/write timestamps (series/delay_split.csv);
+for proxies that do not report their reads and writes (haproxy, command) d2+d3 are one number.
+The phone's socket queues are sampled during the run (series/queues.csv), and a relay with
+the virtual-queue mitigation contributes its controller's state (series/vq.csv).
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import json
+import select
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from wearlab.errors import Problem
+from wearlab.model import params as P
+from wearlab.model.params import Param, ParamSet
+from wearlab.model.units import format_duration, format_rate, format_size
+from wearlab.nodes.kinds import Need, Relay
+from wearlab.workloads.base import Metric, Outcome, Series, Workload, WorkloadFields, register
+from wearlab.workloads.http_get import _check_nodes, _path
+
+STREAM_PORT = 5001
+GOODPUT_BIN_S = 0.2
+DIRECTIONS = ("down", "up")
+QUEUE_SAMPLE_S = 0.2
+
+
+class CbrFields(WorkloadFields):
+    kind: Literal["cbr"]
+    client: str
+    server: str
+
+
+class BulkFields(WorkloadFields):
+    kind: Literal["bulk"]
+    client: str
+    server: str
+
+
+class MessagesFields(WorkloadFields):
+    kind: Literal["messages"]
+    client: str
+    server: str
+
+
+def _direction_param(default: str = "down") -> Param:
+    return Param("direction", P.choice("direction", ("down", "up", "both")), default,
+                 "down: server -> client; up; both at once")
+
+
+PATH = Param("path", _path, None, "the client's first hop (a phone proxies, an AP routes)")
+DURATION = Param("duration", P.positive_duration, 30.0, "how long the sender sends", to_doc=format_duration,
+                 shown=lambda v: format_duration(float(v)))
+
+
+def _stream_metrics() -> tuple[Metric, ...]:
+    out: list[Metric] = []
+    for d in DIRECTIONS:
+        out += [Metric(f"{d}_owd_median_s", "s", label=f"{d} OWD", summarised=True,
+                       doc=f"median one-way delay of the {d} stream's messages"),
+                Metric(f"{d}_owd_p95_s", "s", label=f"{d} OWD p95", summarised=True),
+                Metric(f"{d}_owd_max_s", "s", label=f"{d} OWD max"),
+                Metric(f"{d}_goodput_bps", "bit/s", better="higher", label=f"{d} goodput", summarised=True,
+                       doc="message bytes delivered / (last - first delivery)"),
+                Metric(f"{d}_messages", "count", better="none"),
+                Metric(f"{d}_bytes", "B", better="none")]
+    out += [Metric(f"d{i}_median_s", "s", label=f"d{i}", summarised=i == 2,
+                   doc=doc) for i, doc in ((1, "server -> phone kernel"), (2, "phone TCP receive buffer"),
+                                           (3, "proxy application buffer"), (4, "phone -> watch app"))]
+    out += [Metric("d23_median_s", "s", label="d2+d3", doc="phone receive buffer + proxy buffer together"),
+            Metric("vq_throttled_share", "count", better="none", label="throttled",
+                   doc="share of the run the virtual-queue mitigation throttled the phone's downlink")]
+    return tuple(out)
+
+
+SERIES = (
+    Series("owd", ("stream", "direction", "seq", "t_send_s", "owd_s", "size"),
+           "one row per message: send time (s since the run began) and one-way delay"),
+    Series("goodput", ("stream", "direction", "t_s", "goodput_bps"), "delivered bytes per 200 ms"),
+    Series("delay_split", ("stream", "seq", "t_send_s", "d1_s", "d2_s", "d3_s", "d23_s", "d4_s"),
+           "where a server->watch message's delay sat (through a proxying phone)"),
+    Series("queues", ("t_s", "node", "socket", "recv_q", "send_q"), "the phone's TCP socket queues (ss)"),
+    Series("vq", ("t_s", "vq_bytes", "bw_bps", "q_ub_bytes", "q_lb_bytes", "throttled"),
+           "the relay's virtual-queue controller (mitigation: virtual-queue)"),
+)
+
+
+class _Streams(Workload):
+    """What the three stream kinds share: agents, a run, its statistics and decomposition."""
+
+    metrics = _stream_metrics()
+    series = SERIES
+    headline = ("down_owd_median_s", "up_owd_median_s")
+
+    @classmethod
+    def endpoints(cls, fields) -> dict[str, str]:
+        return {"client": fields.client, "server": fields.server}
+
+    @classmethod
+    def check(cls, fields, fixed, matrix, where, topo, src) -> list[Problem]:
+        return _check_nodes(fields, topo, fixed, matrix, where, src)
+
+    # -- what a run sends --------------------------------------------------------------------
+    def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def needs(self, cells: list[dict[str, Any]]) -> list[Need]:
+        f = self.fields
+        return [Relay(hop, f.server, self.ctx.address(f.server), STREAM_PORT)
+                for hop in sorted({c["path"] for c in cells})]
+
+    def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
+        f = self.fields
+        self.server = _Agent(self.ctx.net, f.server, ["serve", "--port", str(STREAM_PORT)])
+        self.client = _Agent(self.ctx.net, f.client, [])
+        self.dir = self.ctx.out_dir / "streams"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for hop in sorted({c["path"] for c in cells}):
+            if getattr(self.ctx.nodes.get(hop), "upstreams", None):
+                # Headers are enough for the delay decomposition: 128-byte snaplen.
+                self.ctx.capture(hop, snaplen=128)
+        return {"stream_agent": "wearlab.measure.stream_agent (Python, TCP_NODELAY, app-level delivery times)",
+                "stream_port": STREAM_PORT}
+
+    def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
+        c = cells[0]
+        self.ctx.select_route(self.fields.client, self.fields.server, c["path"])
+        spec = self._spec(0, "down", "bulk", 1400, bytes_=14_000, out=self.dir / "warmup.csv")
+        res = self.client.run([spec], timeout=self.ctx.timeout_s)
+        return {"warm_up": "one 14 kB stream", "ok": all(r.get("ok") for r in res)}
+
+    def _spec(self, stream: int, direction: str, pattern: str, size: int, *, rate=None, interval=None,
+              duration=None, bytes_=None, out: Path) -> dict[str, Any]:
+        return {"stream": stream, "server": self.ctx.address(self.fields.server), "port": STREAM_PORT,
+                "client_role": "recv" if direction == "down" else "send", "direction": direction,
+                "pattern": pattern, "rate_bps": rate, "message_size": size, "interval_s": interval,
+                "duration_s": duration, "bytes": bytes_, "out": str(out)}
+
+    # -- one run -----------------------------------------------------------------------------
+    def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
+        f = self.fields
+        self.ctx.select_route(f.client, f.server, cell["path"])
+        run_dir = self.dir / f"rep{repetition}-{abs(hash(tuple(sorted(map(str, cell.items()))))) % 10**8}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        specs = self.specs({**cell, "_dir": run_dir})
+        proxy = self.ctx.nodes.get(cell["path"])
+        proxying = proxy is not None and hasattr(proxy, "upstreams") and proxy.upstreams
+        sampler = _QueueSampler(self.ctx.net, cell["path"]) if proxying else None
+        vq_start = _file_size(getattr(proxy, "series_file", None))
+        events_start = _file_size(getattr(proxy, "events_file", None))
+        t0 = time.time_ns()
+        if sampler:
+            sampler.start()
+        try:
+            results = self.client.run(specs, timeout=_timeout(specs, self.ctx.timeout_s))
+        finally:
+            if sampler:
+                sampler.stop()
+        failed = [r for r in results if not r.get("ok")]
+        if failed:
+            raise RuntimeError("; ".join(f"stream {r['stream']}: {r.get('error')}" for r in failed))
+        row: dict[str, Any] = {}
+        series: dict[str, list[dict[str, Any]]] = {"owd": [], "goodput": []}
+        for spec in specs:
+            records = _read_records(Path(spec["out"]))
+            if not records:
+                raise RuntimeError(f"stream {spec['stream']} ({spec['direction']}) delivered no message")
+            name = spec.get("role_name", "main")
+            series["owd"] += [{"stream": name, "direction": spec["direction"], "seq": r[0],
+                               "t_send_s": (r[1] - t0) / 1e9, "owd_s": (r[2] - r[1]) / 1e9, "size": r[3]}
+                              for r in records]
+            series["goodput"] += _goodput_bins(records, t0, spec)
+            row.update(_owd_stats(spec["direction"] if name == "main" else "msg", records))
+        if sampler:
+            series["queues"] = sampler.samples(t0)
+        if proxying:
+            split = self._decompose(cell, specs, proxy, t0, events_start)
+            if split:
+                series["delay_split"] = split["rows"]
+                row.update(split["medians"])
+            vq = _read_vq(getattr(proxy, "series_file", None), vq_start, t0)
+            if vq:
+                series["vq"] = vq
+                row["vq_throttled_share"] = sum(1 for v in vq if v["throttled"]) / len(vq)
+        return Outcome(row=row, series=series)
+
+    def _decompose(self, cell, specs, proxy, t0: int, events_start: int) -> dict[str, Any] | None:
+        """Where the down stream's delay sat through a proxying phone (module doc): per message,
+        its last byte's arrival on the phone's uplink and departure towards the watch (captures
+        on the phone, taps before its qdiscs), and for the relay its own read and write."""
+        down = next((s for s in specs if s["direction"] == "down" and s.get("role_name", "main") == "main"), None)
+        if down is None:
+            return None
+        records = _read_records(Path(down["out"]))
+        size = max(20, int(down["message_size"]))
+        phone, server_ip = cell["path"], self.ctx.address(self.fields.server)
+        uplink = self.ctx.net.sh(phone, f"ip -o route get {server_ip}").split(" dev ")[1].split()[0]
+        towards_watch = self.ctx.net.addresses.interface_to(phone, self.fields.client).name
+        cap = self.ctx.capture(phone)
+        arrivals = cap.stream_offsets(uplink, server_ip, STREAM_PORT, t0 / 1e9)
+        departures = cap.stream_offsets(towards_watch, server_ip, STREAM_PORT, t0 / 1e9)
+        events = _read_events(getattr(proxy, "events_file", None), events_start)
+        rows, d = [], {k: [] for k in ("d1", "d2", "d3", "d23", "d4")}
+        for seq, send_ns, recv_ns, _ in records:
+            end = (seq + 1) * size  # the message's last byte, as an offset in the down stream
+            t_arr, t_dep = _at_offset(arrivals, end), _at_offset(departures, end)
+            if t_arr is None or t_dep is None:
+                continue
+            r = {"stream": "main", "seq": seq, "t_send_s": (send_ns - t0) / 1e9, "d1_s": t_arr - send_ns / 1e9,
+                 "d23_s": t_dep - t_arr, "d4_s": recv_ns / 1e9 - t_dep}
+            t_in, t_out = _at_offset(events.get("in", []), end), _at_offset(events.get("out", []), end)
+            if t_in is not None and t_out is not None:
+                r.update(d2_s=t_in - t_arr, d3_s=t_out - t_in)
+            rows.append(r)
+            for k in d:
+                if f"{k}_s" in r:
+                    d[k].append(r[f"{k}_s"])
+        if not rows:
+            return None
+        return {"rows": rows, "medians": {f"{k}_median_s": statistics.median(v) for k, v in d.items() if v}}
+
+    def describe_cell(self, cell: dict[str, Any]) -> str:
+        return " ".join(f"{p.name}={p.shown(cell[p.name])}" for p in self.params if cell.get(p.name) not in (None, ""))
+
+    def stop(self) -> None:
+        for a in (getattr(self, "client", None), getattr(self, "server", None)):
+            if a is not None:
+                a.stop()
+
+
+def _timeout(specs: list[dict[str, Any]], timeout_s: float) -> float:
+    longest = max((s.get("duration_s") or 0) for s in specs)
+    return longest + timeout_s
+
+
+@register
+class Cbr(_Streams):
+    kind = "cbr"
+    Fields = CbrFields
+    doc = "constant-bit-rate messages, one-way delay per message, goodput per 200 ms"
+    params = ParamSet((
+        Param("rate", P.rate, 1_000_000, "the sender's rate (application bytes)", to_doc=format_rate,
+              shown=lambda v: format_rate(int(v))),
+        Param("message_size", P.positive_size, 1000, "bytes per message (>= 20)", to_doc=format_size,
+              shown=lambda v: format_size(int(v))),
+        _direction_param(), DURATION, PATH,
+    ))
+
+    def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
+        dirs = DIRECTIONS if cell["direction"] == "both" else (cell["direction"],)
+        return [self._spec(i, d, "cbr", cell["message_size"], rate=cell["rate"], duration=cell["duration"],
+                           out=cell["_dir"] / f"{d}.csv") for i, d in enumerate(dirs)]
+
+
+@register
+class Bulk(_Streams):
+    kind = "bulk"
+    Fields = BulkFields
+    doc = "back-to-back messages (a download or upload) for a duration or a number of bytes"
+    params = ParamSet((
+        _direction_param(), DURATION,
+        Param("bytes", P.positive_size, None, "stop after this many bytes instead of after duration",
+              to_doc=format_size, shown=lambda v: format_size(int(v))),
+        Param("message_size", P.positive_size, 16_000, "bytes per timestamped message", to_doc=format_size,
+              shown=lambda v: format_size(int(v))),
+        PATH,
+    ))
+
+    def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
+        dirs = DIRECTIONS if cell["direction"] == "both" else (cell["direction"],)
+        by_bytes = cell.get("bytes") not in (None, "")
+        return [self._spec(i, d, "bulk", cell["message_size"], duration=None if by_bytes else cell["duration"],
+                           bytes_=cell["bytes"] if by_bytes else None, out=cell["_dir"] / f"{d}.csv")
+                for i, d in enumerate(dirs)]
+
+
+def _messages_metrics() -> tuple[Metric, ...]:
+    return (*_stream_metrics(),
+            Metric("msg_owd_median_s", "s", label="message OWD", summarised=True,
+                   doc="median delivery time of the small messages"),
+            Metric("msg_owd_p95_s", "s", label="message OWD p95", summarised=True),
+            Metric("msg_owd_max_s", "s", label="message OWD max"),
+            Metric("msg_messages", "count", better="none"))
+
+
+@register
+class Messages(_Streams):
+    kind = "messages"
+    Fields = MessagesFields
+    doc = "small messages at an interval beside a bulk or CBR stream (seed 003's Telegram case)"
+    metrics = _messages_metrics()
+    headline = ("msg_owd_median_s",)
+    params = ParamSet((
+        Param("interval", P.positive_duration, 1.0, "time between messages", to_doc=format_duration,
+              shown=lambda v: format_duration(float(v))),
+        Param("message_size", P.positive_size, 200, "bytes per message (>= 20)", to_doc=format_size,
+              shown=lambda v: format_size(int(v))),
+        Param("background", P.choice("background", ("bulk", "cbr", "none")), "bulk",
+              "the stream beside the messages, same direction"),
+        Param("background_rate", P.rate, 1_500_000, "rate of a cbr background", to_doc=format_rate,
+              applies=lambda c: c.get("background") == "cbr", applies_doc="background is cbr",
+              shown=lambda v: format_rate(int(v))),
+        Param("direction", P.choice("direction", ("down", "up")), "down", "down: server -> client; or up"),
+        DURATION, PATH,
+    ))
+
+    def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
+        d = cell["direction"]
+        msg = self._spec(0, d, "messages", cell["message_size"], interval=cell["interval"],
+                         duration=cell["duration"], out=cell["_dir"] / "messages.csv")
+        msg["role_name"] = "msg"
+        out = [msg]
+        if cell["background"] == "bulk":
+            out.append(self._spec(1, d, "bulk", 16_000, duration=cell["duration"], out=cell["_dir"] / f"{d}.csv"))
+        elif cell["background"] == "cbr":
+            out.append(self._spec(1, d, "cbr", 1000, rate=cell["background_rate"], duration=cell["duration"],
+                                  out=cell["_dir"] / f"{d}.csv"))
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+class _Agent:
+    """wearlab.measure.stream_agent in a node: `serve` (server side) or a client taking requests."""
+
+    def __init__(self, net, node: str, args: list[str]):
+        self.node = node
+        self.proc = net.popen(node, [sys.executable, "-m", "wearlab.measure.stream_agent", *args],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, bufsize=1)
+        if not self._read(30).get("ready"):
+            raise RuntimeError(f"stream agent on {node} did not start")
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if r else ""
+        if not line:
+            err = self.proc.stderr.read() if self.proc.poll() is not None else f"no answer in {timeout:.0f} s"
+            raise RuntimeError(f"stream agent on {self.node}: {err.strip()[-300:]}")
+        return json.loads(line)
+
+    def run(self, specs: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
+        self.proc.stdin.write(json.dumps({"streams": specs}) + "\n")
+        self.proc.stdin.flush()
+        return self._read(timeout)["streams"]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class _QueueSampler:
+    """The phone's TCP socket queues (`ss -tn`: Recv-Q, Send-Q) every QUEUE_SAMPLE_S."""
+
+    def __init__(self, net, node: str):
+        self.net, self.node = net, node
+        self.rows: list[tuple[int, str, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            t = time.time_ns()
+            out = self.net.run(self.node, ["ss", "-Htn", "state", "established"]).stdout
+            for line in out.splitlines():
+                parts = line.split()
+                if len(parts) >= 4:
+                    self.rows.append((t, f"{parts[2]}->{parts[3]}", int(parts[0]), int(parts[1])))
+            self._stop.wait(QUEUE_SAMPLE_S)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def samples(self, t0: int) -> list[dict[str, Any]]:
+        return [{"t_s": (t - t0) / 1e9, "node": self.node, "socket": s, "recv_q": rq, "send_q": sq}
+                for t, s, rq, sq in self.rows]
+
+
+def _read_records(path: Path) -> list[tuple[int, int, int, int]]:
+    if not path.exists():
+        return []
+    with path.open() as f:
+        next(f, None)
+        return [tuple(int(x) for x in line.split(",")) for line in f if line.strip()]  # type: ignore[misc]
+
+
+def _owd_stats(prefix: str, records) -> dict[str, Any]:
+    s = sorted((r[2] - r[1]) / 1e9 for r in records)
+    span = (records[-1][2] - records[0][2]) / 1e9
+    size = sum(r[3] for r in records)
+    out = {f"{prefix}_owd_median_s": statistics.median(s), f"{prefix}_owd_p95_s": s[min(len(s) - 1, int(0.95 * len(s)))],
+           f"{prefix}_owd_max_s": s[-1], f"{prefix}_messages": len(records)}
+    if prefix in DIRECTIONS:
+        out[f"{prefix}_bytes"] = size
+        out[f"{prefix}_goodput_bps"] = (size - records[0][3]) * 8 / span if span > 0 else None
+    return out
+
+
+def _goodput_bins(records, t0: int, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    bins: dict[int, int] = {}
+    for _, _, recv_ns, size in records:
+        b = int((recv_ns - t0) / 1e9 / GOODPUT_BIN_S)
+        bins[b] = bins.get(b, 0) + size
+    if not bins:
+        return []
+    return [{"stream": spec.get("role_name", "main"), "direction": spec["direction"], "t_s": b * GOODPUT_BIN_S,
+             "goodput_bps": bins.get(b, 0) * 8 / GOODPUT_BIN_S} for b in range(min(bins), max(bins) + 1)]
+
+
+def _file_size(path) -> int:
+    try:
+        return Path(path).stat().st_size if path else 0
+    except OSError:
+        return 0
+
+
+def _read_events(path, start: int) -> dict[str, list[tuple[int, float]]]:
+    """The relay's (offset, time) per op for the down direction, from this run's part of the file.
+    Offsets restart per connection; a run has one down connection through the relay."""
+    if not path or not Path(path).exists():
+        return {}
+    out: dict[str, list[tuple[int, float]]] = {"in": [], "out": []}
+    conns: dict[str, int] = {}
+    with Path(path).open() as f:
+        f.seek(start)
+        for row in csv.reader(f):
+            if not row or row[0] == "t_ns" or len(row) < 5:
+                continue
+            t_ns, conn, direction, op, offset = row[:5]
+            if direction != "down" or op not in out:
+                continue
+            conns.setdefault(conn, len(conns))
+            if conns[conn] != len(conns) - 1:
+                continue  # keep the run's last connection (the stream, not the warm-up)
+            out[op].append((int(offset), int(t_ns) / 1e9))
+    return out
+
+
+def _at_offset(points: list[tuple[int, float]], offset: int) -> float | None:
+    """Time of the first point whose cumulative offset reaches `offset` (points ascend)."""
+    if not points:
+        return None
+    i = bisect.bisect_left(points, (offset, float("-inf")))
+    return points[i][1] if i < len(points) else None
+
+
+def _read_vq(path, start: int, t0: int) -> list[dict[str, Any]]:
+    if not path or not Path(path).exists():
+        return []
+    rows = []
+    with Path(path).open() as f:
+        f.seek(start)
+        for row in csv.DictReader(f, fieldnames=["t_ns", "vq_bytes", "bw_bps", "q_ub_bytes", "q_lb_bytes", "throttled"]):
+            if row["t_ns"] in (None, "t_ns") or not row["t_ns"]:
+                continue
+            try:
+                rows.append({"t_s": (int(row["t_ns"]) - t0) / 1e9, "vq_bytes": float(row["vq_bytes"]),
+                             "bw_bps": float(row["bw_bps"]), "q_ub_bytes": float(row["q_ub_bytes"]),
+                             "q_lb_bytes": float(row["q_lb_bytes"]), "throttled": int(float(row["throttled"]))})
+            except (TypeError, ValueError):
+                continue
+    return rows

@@ -1,0 +1,79 @@
+"""Stream workloads obey the link's physics: a CBR message's one-way delay is the link's delay
+plus its serialisation, its goodput is its rate; a bulk stream fills the link."""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+
+import pytest
+
+from conftest import wearlab
+
+pytestmark = pytest.mark.netem
+
+DELAY = 0.020          # one-way, s
+RATE = 10_000_000      # link, bit/s
+FRAME_OVERHEAD = 66    # Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12
+
+
+def goal(seconds: float) -> float:
+    return max(0.0003, 0.02 * seconds)
+
+
+def run(tmp_path, workload: str, matrix: str = "") -> tuple[list[dict], list[dict]]:
+    (tmp_path / "exp.yaml").write_text(f"""
+name: streams
+topology:
+  nodes: {{watch: {{role: wearable}}, server: {{role: server}}}}
+  links: [{{between: [watch, server], rate: 10Mbit, delay: 20ms}}]
+repetitions: 2
+workload: {workload}
+{matrix}
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    d = tmp_path / "r" / "streams" / "latest"
+    with (d / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    with (d / "series" / "owd.csv").open() as f:
+        owd = list(csv.DictReader(f))
+    assert rows and all(r["status"] == "ok" for r in rows), rows
+    return rows, owd
+
+
+def test_cbr_owd_is_delay_plus_serialisation_and_goodput_is_the_rate(tmp_path):
+    size, rate = 1000, 2_000_000
+    rows, owd = run(tmp_path, f"{{kind: cbr, client: watch, server: server, rate: 2Mbit, message_size: {size}, "
+                              "duration: 4s}", "matrix: {direction: [down, up]}")
+    physics = DELAY + (size + FRAME_OVERHEAD) * 8 / RATE
+    for r in rows:
+        d = r["direction"]
+        med = float(r[f"{d}_owd_median_s"])
+        assert physics - 5e-5 <= med <= physics + goal(physics), (d, med, physics)
+        assert 0.98 * rate <= float(r[f"{d}_goodput_bps"]) <= 1.02 * rate
+        # every message arrived, in order, none faster than light
+        assert int(r[f"{d}_messages"]) == pytest.approx(4 * rate / 8 / size, rel=0.01)
+    assert min(float(o["owd_s"]) for o in owd) >= physics - 5e-5
+
+
+def test_bulk_fills_the_link(tmp_path):
+    rows, _ = run(tmp_path, "{kind: bulk, client: watch, server: server, bytes: 3MB, direction: up}")
+    for r in rows:
+        wire = float(r["up_goodput_bps"]) * (1448 + FRAME_OVERHEAD) / 1448
+        assert 0.93 * RATE <= wire <= 1.005 * RATE
+        assert int(r["up_bytes"]) == math.ceil(3_000_000 / 16_000) * 16_000  # whole 16 kB messages
+
+
+def test_messages_beside_a_download_wait_behind_it(tmp_path):
+    rows, owd = run(tmp_path, "{kind: messages, client: watch, server: server, interval: 200ms, message_size: 200, "
+                              "background: bulk, duration: 4s}")
+    for r in rows:
+        msg = float(r["msg_owd_median_s"])
+        # Behind a saturating download the message waits for the queue ahead of it: more than the
+        # bare link's delay, bounded by the link's buffer (netem's 1000 packets at 10 Mbit/s).
+        assert DELAY < msg < DELAY + 1000 * 1514 * 8 / RATE
+        assert 0.9 * RATE <= float(r["down_goodput_bps"]) * 1514 / 1448 <= 1.005 * RATE
+    assert {o["stream"] for o in owd} == {"msg", "main"}
+    assert statistics.median(float(o["owd_s"]) for o in owd if o["stream"] == "msg") > DELAY
