@@ -67,7 +67,7 @@ def test_node_settings_layer_topology_experiment_and_cell(tmp_path):
     topology: t.yaml
     nodes:
       phone: {mitigation: virtual-queue}
-    workload: {kind: cbr, client: watch, server: server, path: phone}
+    workload: {kind: stream, pattern: cbr, client: watch, server: server, path: phone}
     matrix:
       phone.kind: [relay, haproxy, "command: ./p {listen} {upstream}"]
     """)
@@ -87,7 +87,7 @@ def test_node_settings_layer_topology_experiment_and_cell(tmp_path):
 def test_matrix_of_node_options_is_normalised(tmp_path):
     f = write(tmp_path, "e.yaml", """\
     topology: t.yaml
-    workload: {kind: cbr, client: watch, server: server, path: phone}
+    workload: {kind: stream, pattern: cbr, client: watch, server: server, path: phone}
     matrix:
       phone.rmem_max: [8291456, 4525824, 2MiB]
     """)
@@ -97,7 +97,7 @@ def test_matrix_of_node_options_is_normalised(tmp_path):
 def test_set_overrides_replace_what_the_file_fixes_or_varies(tmp_path):
     f = write(tmp_path, "e.yaml", """\
     topology: t.yaml
-    workload: {kind: cbr, client: watch, server: server, path: phone, rate: 1Mbit}
+    workload: {kind: stream, pattern: cbr, client: watch, server: server, path: phone, rate: 1Mbit}
     matrix:
       duration: [10s, 20s]
     """)
@@ -121,20 +121,20 @@ def test_set_overrides_replace_what_the_file_fixes_or_varies(tmp_path):
     ("matrix: {duration: [-3s]}\n", "matrix.duration[0]", "negative"),
 ])
 def test_bad_kinds_and_settings_are_located(tmp_path, text, field, fragment):
-    f = write(tmp_path, "e.yaml", "topology: t.yaml\nworkload: {kind: cbr, client: watch, server: server, path: phone}\n"
+    f = write(tmp_path, "e.yaml", "topology: t.yaml\nworkload: {kind: stream, pattern: cbr, client: watch, server: server, path: phone}\n"
               + text)
     found = problems(f)
     assert any(p.field == field and fragment in p.message and p.line is not None for p in found), found
 
 
 def test_bad_set_override_names_the_command_line(tmp_path):
-    f = write(tmp_path, "e.yaml", "topology: t.yaml\nworkload: {kind: cbr, client: watch, server: server}\n")
+    f = write(tmp_path, "e.yaml", "topology: t.yaml\nworkload: {kind: stream, pattern: cbr, client: watch, server: server}\n")
     found = problems(f, overrides={"rat": "1Mbit"})
     assert found[0].file == "command line" and found[0].field == "--set rat" and "did you mean 'rate'?" in found[0].message
 
 
 def test_cli_exits_2_on_an_unknown_proxy_kind_and_creates_nothing(tmp_path):
-    f = write(tmp_path, "e.yaml", "topology: t.yaml\nworkload: {kind: cbr, client: watch, server: server, path: phone}\n"
+    f = write(tmp_path, "e.yaml", "topology: t.yaml\nworkload: {kind: stream, pattern: cbr, client: watch, server: server, path: phone}\n"
               "nodes: {phone: {kind: squid}}\n")
     res = wearlab("run", str(f), "--out", str(tmp_path / "r"))
     assert res.returncode == 2 and "unknown kind 'squid'" in res.stderr and "Traceback" not in res.stderr
@@ -147,7 +147,7 @@ def test_resolved_experiment_loads_back_with_node_settings(tmp_path):
     f = write(tmp_path, "e.yaml", """\
     topology: t.yaml
     nodes: {phone: {app_buffer: 32KiB}}
-    workload: {kind: bulk, client: watch, server: server, path: phone, bytes: 1MB}
+    workload: {kind: stream, pattern: bulk, client: watch, server: server, path: phone, bytes: 1MB}
     matrix: {phone.rmem_max: [8MB, 2MB]}
     """)
     e = load_experiment(f)

@@ -45,7 +45,7 @@ workload: {workload}
 
 def test_cbr_owd_is_delay_plus_serialisation_and_goodput_is_the_rate(tmp_path):
     size, rate = 1000, 2_000_000
-    rows, owd = run(tmp_path, f"{{kind: cbr, client: watch, server: server, rate: 2Mbit, message_size: {size}, "
+    rows, owd = run(tmp_path, f"{{kind: stream, pattern: cbr, client: watch, server: server, rate: 2Mbit, message_size: {size}, "
                               "duration: 4s}", "matrix: {direction: [down, up]}")
     physics = DELAY + (size + FRAME_OVERHEAD) * 8 / RATE
     for r in rows:
@@ -59,7 +59,7 @@ def test_cbr_owd_is_delay_plus_serialisation_and_goodput_is_the_rate(tmp_path):
 
 
 def test_bulk_fills_the_link(tmp_path):
-    rows, _ = run(tmp_path, "{kind: bulk, client: watch, server: server, bytes: 3MB, direction: up}")
+    rows, _ = run(tmp_path, "{kind: stream, pattern: bulk, client: watch, server: server, bytes: 3MB, direction: up}")
     for r in rows:
         wire = float(r["up_goodput_bps"]) * (1448 + FRAME_OVERHEAD) / 1448
         assert 0.93 * RATE <= wire <= 1.005 * RATE

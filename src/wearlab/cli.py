@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="what this machine supports and which runtime `auto` picks")
     sub.add_parser("profiles", help="the built-in link profiles, their numbers and sources")
+    pl = sub.add_parser("plot", help="(re)draw the plots of results directories")
+    pl.add_argument("results", type=Path, nargs="+")
     sub.add_parser("kinds", help="node kinds and workload kinds, with their options and parameters")
     sub.add_parser("clean", help="remove everything wearlab made (namespaces, processes, guests)")
 
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("WEARLAB_ARGV", shlex.join(["wearlab", *argv]))
     try:
-        return {"run": cmd_run, "validate": cmd_validate, "doctor": cmd_doctor, "profiles": cmd_profiles,
+        return {"run": cmd_run, "validate": cmd_validate, "doctor": cmd_doctor, "profiles": cmd_profiles, "plot": cmd_plot,
                 "kinds": cmd_kinds, "clean": cmd_clean, "exec": cmd_exec}[args.command](args)
     except InputError as e:
         for p in e.problems:
@@ -175,6 +177,12 @@ def _run_in(args, exp, runtime: str, reason: str) -> int:
         if not probe.in_uml_guest():
             console.print(f"runtime: host ({reason})")
         rc = run_experiment(exp, out_dir, runtime_label=label, shaper=args.shaper, console=console)
+    if not probe.in_uml_guest() and (out_dir / "series").is_dir():
+        # Drawn here, on the host: the guest's CPU is the expensive one.
+        from wearlab.report.plots import plot_results
+
+        for png in plot_results(out_dir):
+            console.print(f"plot: {png}")
     return rc
 
 
@@ -301,6 +309,19 @@ def cmd_kinds(args) -> int:
         fields = ", ".join(f for f in k.Fields.model_fields if f != "kind")
         w.add_row(k.kind, fields, "\n".join(f"{p.name}: {p.doc}" for p in k.params), k.doc)
     console.print(w)
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from wearlab.report.plots import plot_results
+
+    problems = [Problem(str(d), None, None, "not a results directory (no metadata.json)")
+                for d in args.results if not (d / "metadata.json").is_file()]
+    if problems:
+        raise InputError(problems)
+    for d in args.results:
+        for png in plot_results(d):
+            console.print(str(png))
     return 0
 
 

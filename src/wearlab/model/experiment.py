@@ -40,6 +40,35 @@ COMMAND_LINE = "command line"
 KIND_SHORTHAND = "command:"  # `phone.kind: "command: ./my-proxy {listen} {upstream}"`
 
 
+class RatioSpec(BaseModel):
+    """A ratio of medians between cells that differ in one matrix key (e.g. no mitigation / mitigation)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    param: str
+    numerator: Any
+    denominator: Any
+    metrics: list[str]
+    title: str = ""
+
+
+class ReferenceCell(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    match: dict[str, Any]
+    values: dict[str, str]
+
+
+class ReferenceSpec(BaseModel):
+    """Published figures to print beside ours (the seed paper's table)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    cells: list[ReferenceCell] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
 class ExperimentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -54,6 +83,8 @@ class ExperimentSpec(BaseModel):
     workload: dict[str, Any]
     nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
+    ratios: list[RatioSpec] = Field(default_factory=list)
+    reference: ReferenceSpec | None = None
 
     @field_validator("matrix", "nodes", mode="before")
     @classmethod
@@ -81,6 +112,8 @@ class Experiment(BaseModel):
     fixed: dict[str, Any]
     matrix: dict[str, list[Any]]
     nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    ratios: tuple = ()                      # wearlab.workloads.base.Ratio, beyond the workload's own
+    reference: ReferenceSpec | None = None
 
     @property
     def workload_class(self):
@@ -162,6 +195,10 @@ class Experiment(BaseModel):
             "nodes": {n: {k: v if k == "kind" else doc(f"{n}.{k}", v) for k, v in s.items()}
                       for n, s in self.nodes.items()},
             "matrix": {k: [doc(k, v) for v in vs] for k, vs in self.matrix.items()},
+            **({"ratios": [{"param": r.param, "numerator": doc(r.param, r.numerator),
+                            "denominator": doc(r.param, r.denominator), "metrics": list(r.metrics), "title": r.title}
+                           for r in self.ratios]} if self.ratios else {}),
+            **({"reference": self.reference.model_dump()} if self.reference else {}),
         }
 
 
@@ -217,13 +254,76 @@ def load_experiment(path: str | Path, *, repetitions: int | None = None, runtime
         fixed, matrix, nodes, found = _resolve_parameters(src, data, wclass, fields, topology)
         problems += found
 
+    ratios: list = []
+    if spec is not None and wclass is not None:
+        ratios, found = _resolve_ratios(src, spec, wclass, matrix, fixed, set(overrides or {}))
+        problems += found
     if problems or spec is None or topology is None or fields is None:
         raise InputError(sort_problems(problems))
     return Experiment(
         name=name, description=spec.description, file=file, topology=topology,
         runtime=runtime if runtime is not None else spec.runtime,
         repetitions=repetitions if repetitions is not None else spec.repetitions,
-        seed=spec.seed, timeout_s=spec.timeout, workload=fields, fixed=fixed, matrix=matrix, nodes=nodes)
+        seed=spec.seed, timeout_s=spec.timeout, workload=fields, fixed=fixed, matrix=matrix, nodes=nodes,
+        ratios=tuple(ratios), reference=spec.reference)
+
+
+def _resolve_ratios(src: YamlSource, spec: ExperimentSpec, wclass, matrix: dict[str, list[Any]],
+                    fixed: dict[str, Any], overridden: set[str]) -> tuple[list, list[Problem]]:
+    """`ratios:` and `reference:` name matrix keys, their values, and the workload's metrics. A
+    key a `--set` fixed no longer varies: its ratio is left out, not an error (the user narrowed
+    the experiment on purpose)."""
+    from wearlab.workloads.base import Ratio
+
+    problems: list[Problem] = []
+    metrics = [m.name for m in wclass.metrics]
+    out = []
+
+    def problem(path: YamlPath, message: str) -> None:
+        problems.append(Problem(src.file, src.line(path), dotted(path), message))
+
+    for i, r in enumerate(spec.ratios):
+        at = ("ratios", i)
+        if r.param in overridden:
+            continue
+        if r.param not in matrix:
+            problem(at + ("param",), f"'{r.param}' is not varied in matrix:{did_you_mean(r.param, list(matrix))} "
+                                     f"(matrix keys: {', '.join(matrix) or 'none'})")
+            continue
+        values = {}
+        for side in ("numerator", "denominator"):
+            raw = getattr(r, side)
+            match = [v for v in matrix[r.param] if str(v) == str(raw) or _same_value(r.param, raw, v, wclass)]
+            if not match:
+                problem(at + (side,), f"{raw!r} is not one of the values of {r.param}: "
+                                      f"{', '.join(map(str, matrix[r.param]))}")
+            else:
+                values[side] = match[0]
+        for j, m in enumerate(r.metrics):
+            if m not in metrics:
+                problem(at + ("metrics", j), f"unknown metric '{m}'{did_you_mean(m, metrics)}")
+        if len(values) == 2:
+            out.append(Ratio(str(r.param), values["numerator"], values["denominator"], tuple(r.metrics),
+                             title=r.title))
+    if spec.reference is not None:
+        for i, cell in enumerate(spec.reference.cells):
+            for key in cell.match:
+                if key not in matrix and key not in fixed and key not in overridden:
+                    problem(("reference", "cells", i, "match", key), f"'{key}' is no parameter of this experiment")
+            for key in cell.values:
+                if key not in metrics:
+                    problem(("reference", "cells", i, "values", key), f"unknown metric '{key}'{did_you_mean(key, metrics)}")
+    return out, problems
+
+
+def _same_value(param: str, raw: Any, value: Any, wclass) -> bool:
+    """Whether a value as written in `ratios:` means the matrix value (e.g. '8MB' and 8000000)."""
+    try:
+        if param in wclass.params:
+            return wclass.params[param].normalize(raw) == value
+    except ValueError:
+        return False
+    return False
 
 
 def _check_overrides(repetitions: Any, runtime: Any) -> list[Problem]:

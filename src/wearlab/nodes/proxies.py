@@ -37,6 +37,7 @@ LISTEN_BASE = 20000          # the proxy's port for the i-th upstream: LISTEN_BA
 THROTTLE_DEV = "ifb-vq"      # ingress of the phone's uplink is redirected here when throttling
 THROTTLE_CLASS = "1:1"
 UNTHROTTLED = "10gbit"
+THROTTLE_QUEUE = 16          # packets: ~0.35 s at BW/2 of a 1.1 Mbit/s BT link
 
 TCP_MEM_DEFAULTS = {"rmem_max": (4096, 131072), "wmem_max": (4096, 16384)}  # Linux's min, default
 
@@ -180,7 +181,10 @@ class RelayProxy(ProxyKind):
         cmds = [f"ip link add {THROTTLE_DEV} type ifb", f"ip link set {THROTTLE_DEV} up",
                 f"tc qdisc add dev {THROTTLE_DEV} root handle 1: htb default 1",
                 f"tc class add dev {THROTTLE_DEV} parent 1: classid {THROTTLE_CLASS} htb rate {UNTHROTTLED} "
-                f"ceil {UNTHROTTLED}"]
+                f"ceil {UNTHROTTLED}",
+                # A short queue behind the throttle, so the server's TCP slows down instead of the
+                # throttle becoming the next bloated buffer (htb's default leaf holds 1000 packets).
+                f"tc qdisc add dev {THROTTLE_DEV} parent {THROTTLE_CLASS} handle 10: pfifo limit {THROTTLE_QUEUE}"]
         for dev in uplinks:
             # clsact (not ingress): a capture tap may share the hook, at a higher priority.
             cmds += [f"(tc qdisc show dev {dev} | grep -q clsact || tc qdisc add dev {dev} clsact)",

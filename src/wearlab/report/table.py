@@ -12,7 +12,7 @@ from wearlab.workloads.base import Metric, Ratio
 def _fmt(metric: Metric, q: tuple[float, float, float]) -> str:
     q1, med, q3 = q
     if metric.unit == "s":
-        return f"{med * 1000:.1f} ms [{(q3 - q1) * 1000:.1f}]" if med < 10 else f"{med:.2f} s [{q3 - q1:.2f}]"
+        return f"{med * 1000:.1f} ms [{(q3 - q1) * 1000:.1f}]" if med < 1 else f"{med:.2f} s [{q3 - q1:.2f}]"
     if metric.unit == "bit/s":
         return f"{med / 1e6:.3f} Mbit/s [{(q3 - q1) / 1e6:.3f}]"
     return f"{med:,.0f}"
@@ -21,7 +21,8 @@ def _fmt(metric: Metric, q: tuple[float, float, float]) -> str:
 def print_summary(console: Console, title: str, cells: list[Cell], ratio_rows: list[dict], varied: list[str],
                   metrics: tuple[Metric, ...], shown: dict[str, callable], declared: tuple[Ratio, ...]) -> None:
     """`shown`: parameter name -> how its value reads (e.g. sizes as 100KB)."""
-    cols = [m for m in metrics if m.summarised]
+    # Only metrics some cell has (a down-only stream has no up columns).
+    cols = [m for m in metrics if m.summarised and any(m.name in c.stats for c in cells)]
     t = Table(title=f"{title}: median [IQR] per cell", title_justify="left")
     for p in varied:
         t.add_column(p)
@@ -35,13 +36,13 @@ def print_summary(console: Console, title: str, cells: list[Cell], ratio_rows: l
     console.print(t)
     for r in declared:
         rows = [x for x in ratio_rows if x["ratio"] == f"{r.param}: {r.numerator} / {r.denominator}"]
+        label = {m.name: m.label or m.name for m in metrics}
         if not rows:
             continue
         rt = Table(title=r.title or f"{r.numerator} / {r.denominator} (ratio of medians)", title_justify="left")
         keys = [p for p in varied if p != r.param and p not in r.ignoring]
         for p in keys:
             rt.add_column(p)
-        label = {m.name: m.label or m.name for m in metrics}
         for m in r.metrics:
             rt.add_column(label.get(m, m), justify="right")
         for x in rows:
@@ -57,3 +58,26 @@ def _param(shown: dict, name: str, value) -> str:
         return shown[name](value) if name in shown else str(value)
     except (TypeError, ValueError):
         return str(value)
+
+
+def print_reference(console: Console, reference, cells: list[Cell], metrics: tuple[Metric, ...], shown: dict,
+                    fixed: dict | None = None) -> None:
+    """The published figures beside ours, cell by cell. `fixed`: settings every cell has (not
+    columns of runs.csv, e.g. a node setting set for the whole experiment)."""
+    by_name = {m.name: m for m in metrics}
+    t = Table(title=f"beside the paper: {reference.source}", title_justify="left")
+    t.add_column("cell")
+    t.add_column("metric")
+    t.add_column("wearlab median [IQR]", justify="right")
+    t.add_column("paper", justify="right")
+    for ref in reference.cells:
+        match = [c for c in cells if all(str({**(fixed or {}), **c.params}.get(k)) == str(v)
+                                         for k, v in ref.match.items())]
+        label = ", ".join(f"{k}={_param(shown, k, v)}" for k, v in ref.match.items())
+        for metric, paper in ref.values.items():
+            ours = (_fmt(by_name[metric], match[0].stats[metric])
+                    if match and metric in match[0].stats and metric in by_name else "–")
+            t.add_row(label, by_name[metric].label if metric in by_name else metric, ours, paper)
+    console.print(t)
+    for note in reference.notes:
+        console.print(f"paper: {note}")

@@ -29,7 +29,7 @@ from wearlab.realize import network
 from wearlab.report import results
 from wearlab.report.metadata import RunRecord
 from wearlab.report.summary import ratios, summarize, to_document
-from wearlab.report.table import print_summary
+from wearlab.report.table import print_reference, print_summary
 from wearlab.run.context import RunContext, SeriesFiles
 from wearlab.run.progress import Progress
 from wearlab.runtime import probe
@@ -261,10 +261,16 @@ def _write_summary(out_dir: Path, exp: Experiment, rows: list[dict[str, Any]], c
     W = exp.workload_class
     param_cols = exp.param_columns()
     varied = [p for p in param_cols if len({str(r.get(p, "")) for r in rows} - {""}) > 1]
-    cells = summarize(rows, param_cols, [m.name for m in W.metrics if m.summarised or
-                                         any(m.name in r.metrics for r in W.ratios)])
-    ratio_rows = ratios(cells, W.ratios)
+    declared = (*W.ratios, *exp.ratios)
+    wanted = {m.name for m in W.metrics if m.summarised} | {m for r in declared for m in r.metrics}
+    if exp.reference:
+        wanted |= {m for c in exp.reference.cells for m in c.values}
+    cells = summarize(rows, param_cols, [m.name for m in W.metrics if m.name in wanted])
+    ratio_rows = ratios(cells, declared)
     results.write_json(out_dir / "summary.json", to_document(cells, ratio_rows))
     if rows:
         shown = {p.name: p.shown for p in W.params}
-        print_summary(console, exp.name, cells, ratio_rows, varied or param_cols[:1], W.metrics, shown, W.ratios)
+        print_summary(console, exp.name, cells, ratio_rows, varied or param_cols[:1], W.metrics, shown, declared)
+        if exp.reference:
+            fixed = {**exp.fixed, **{f"{n}.{k}": v for n, opts in exp.nodes.items() for k, v in opts.items()}}
+            print_reference(console, exp.reference, cells, W.metrics, shown, fixed)

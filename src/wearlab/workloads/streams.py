@@ -1,7 +1,9 @@
-"""Stream workloads: `cbr`, `bulk` and `messages`, with exact one-way delay per message.
+"""Stream workloads: `stream` (patterns cbr and bulk) and `messages`, with exact one-way delay per
+message.
 
-- `cbr`: messages of `message_size` at `rate` (a paced sender: video, audio, sensor uploads);
-- `bulk`: back-to-back messages for `duration` or `bytes` (a download);
+- `stream`, pattern `cbr`: messages of `message_size` at `rate` (a paced sender: video, audio,
+  sensor uploads); pattern `bulk`: back-to-back messages for `duration` or `bytes` (a download).
+  One kind, so an experiment can sweep the pattern;
 - `messages`: small messages every `interval` on their own connection, alongside a `background`
   bulk or CBR stream on another one (seed 003's Telegram case: how long a chat message takes
   while a download saturates the BT link).
@@ -47,14 +49,8 @@ DIRECTIONS = ("down", "up")
 QUEUE_SAMPLE_S = 0.2
 
 
-class CbrFields(WorkloadFields):
-    kind: Literal["cbr"]
-    client: str
-    server: str
-
-
-class BulkFields(WorkloadFields):
-    kind: Literal["bulk"]
+class StreamFields(WorkloadFields):
+    kind: Literal["stream"]
     client: str
     server: str
 
@@ -255,45 +251,39 @@ def _timeout(specs: list[dict[str, Any]], timeout_s: float) -> float:
     return longest + timeout_s
 
 
+def _is_cbr(cell: dict[str, Any]) -> bool:
+    return cell.get("pattern") == "cbr"
+
+
+def _is_bulk(cell: dict[str, Any]) -> bool:
+    return cell.get("pattern") == "bulk"
+
+
 @register
-class Cbr(_Streams):
-    kind = "cbr"
-    Fields = CbrFields
-    doc = "constant-bit-rate messages, one-way delay per message, goodput per 200 ms"
+class Stream(_Streams):
+    kind = "stream"
+    Fields = StreamFields
+    doc = ("a timestamped stream: cbr (messages at a rate) or bulk (back to back, for a duration or a "
+           "number of bytes); one-way delay per message, goodput per 200 ms")
     params = ParamSet((
-        Param("rate", P.rate, 1_000_000, "the sender's rate (application bytes)", to_doc=format_rate,
-              shown=lambda v: format_rate(int(v))),
-        Param("message_size", P.positive_size, 1000, "bytes per message (>= 20)", to_doc=format_size,
+        Param("pattern", P.choice("pattern", ("cbr", "bulk")), "cbr", "cbr: paced at `rate`; bulk: back to back"),
+        Param("rate", P.rate, 1_000_000, "the cbr sender's rate (application bytes)", to_doc=format_rate,
+              shown=lambda v: format_rate(int(v)), applies=_is_cbr, applies_doc="pattern is cbr"),
+        Param("message_size", P.positive_size, 1000, "bytes per timestamped message (>= 20)", to_doc=format_size,
               shown=lambda v: format_size(int(v))),
-        _direction_param(), DURATION, PATH,
-    ))
-
-    def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
-        dirs = DIRECTIONS if cell["direction"] == "both" else (cell["direction"],)
-        return [self._spec(i, d, "cbr", cell["message_size"], rate=cell["rate"], duration=cell["duration"],
-                           out=cell["_dir"] / f"{d}.csv") for i, d in enumerate(dirs)]
-
-
-@register
-class Bulk(_Streams):
-    kind = "bulk"
-    Fields = BulkFields
-    doc = "back-to-back messages (a download or upload) for a duration or a number of bytes"
-    params = ParamSet((
         _direction_param(), DURATION,
-        Param("bytes", P.positive_size, None, "stop after this many bytes instead of after duration",
-              to_doc=format_size, shown=lambda v: format_size(int(v))),
-        Param("message_size", P.positive_size, 16_000, "bytes per timestamped message", to_doc=format_size,
-              shown=lambda v: format_size(int(v))),
+        Param("bytes", P.positive_size, None, "bulk: stop after this many bytes instead of after duration",
+              to_doc=format_size, shown=lambda v: format_size(int(v)), applies=_is_bulk,
+              applies_doc="pattern is bulk"),
         PATH,
     ))
 
     def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
         dirs = DIRECTIONS if cell["direction"] == "both" else (cell["direction"],)
         by_bytes = cell.get("bytes") not in (None, "")
-        return [self._spec(i, d, "bulk", cell["message_size"], duration=None if by_bytes else cell["duration"],
-                           bytes_=cell["bytes"] if by_bytes else None, out=cell["_dir"] / f"{d}.csv")
-                for i, d in enumerate(dirs)]
+        return [self._spec(i, d, cell["pattern"], cell["message_size"], rate=cell.get("rate") or None,
+                           duration=None if by_bytes else cell["duration"], bytes_=cell["bytes"] if by_bytes else None,
+                           out=cell["_dir"] / f"{d}.csv") for i, d in enumerate(dirs)]
 
 
 def _messages_metrics() -> tuple[Metric, ...]:
