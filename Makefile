@@ -11,7 +11,7 @@ ROOTFS ?= /var/cache/wearlab/uml-rootfs
 KERNEL_CACHE ?= /var/cache/wearlab/kernel
 EXPERIMENT ?= experiments/quickstart.yaml
 APT_PACKAGES := python3 python3-venv mininet iproute2 iputils-ping ethtool kmod procps psmisc curl \
-	openssl ca-certificates nginx-light tcpdump iperf3 socat haproxy clang libbpf-dev
+	openssl ca-certificates nginx-light tcpdump iperf3 socat haproxy iptables clang libbpf-dev
 # The guest: its root filesystem (debootstrap) and its kernel (built from Debian's source).
 GUEST_PACKAGES := debootstrap linux-source-6.12 build-essential bc flex bison libelf-dev libssl-dev
 STAMPS := build/stamps
@@ -19,7 +19,7 @@ STAMPS := build/stamps
 # builds the guest anyway).
 NETEM_PROBE := unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root netem delay 1ms' >/dev/null 2>&1
 
-.PHONY: setup guest kernel rootfs experiment test bench clean distclean
+.PHONY: setup guest kernel rootfs experiment test bench compare-proxy clean distclean
 
 setup: $(STAMPS)/apt $(STAMPS)/venv
 	@if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then $(MAKE) --no-print-directory -j2 guest; fi
@@ -62,6 +62,21 @@ $(STAMPS)/venv: pyproject.toml $(STAMPS)/apt
 
 experiment: setup
 	$(WEARLAB) run $(EXPERIMENT)
+
+# Regression-test a phone proxy: the same experiment with a baseline and a candidate proxy kind,
+# then `wearlab compare` (exit 1 on a significant regression). E.g.
+#   make compare-proxy BASE=relay CAND="command: ./my-proxy {listen} {upstream}"
+BASE ?= relay
+CAND ?= haproxy
+PROXY_EXPERIMENT ?= experiments/proxy-check.yaml
+COMPARE_OUT ?= results/compare-proxy
+compare-proxy: setup
+	rm -rf $(COMPARE_OUT)
+	$(WEARLAB) run $(PROXY_EXPERIMENT) --set 'phone.kind=$(BASE)' --out $(COMPARE_OUT)/baseline
+	$(WEARLAB) run $(PROXY_EXPERIMENT) --set 'phone.kind=$(CAND)' --out $(COMPARE_OUT)/candidate
+	$(WEARLAB) compare $(COMPARE_OUT)/baseline/$$(basename $(PROXY_EXPERIMENT) .yaml) \
+		$(COMPARE_OUT)/candidate/$$(basename $(PROXY_EXPERIMENT) .yaml) \
+		--markdown $(COMPARE_OUT)/report.md --junit $(COMPARE_OUT)/junit.xml
 
 # Tests run twice over: on the host kernel (schemas, parsers, CLI, the UML runtime itself), then
 # the netem-dependent physics inside the runtime that has netem (`wearlab exec` picks it).
