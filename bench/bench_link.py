@@ -37,6 +37,7 @@ from common import (BENCH, Stopwatch, environment, median, percentile, require_r
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from netutil import two_nodes  # noqa: E402  (the tests' two-node network, shared)
+from wearlab.realize import tcjson  # noqa: E402
 
 DELAYS_MS = [2.5, 5, 10, 25, 50, 100]
 RATES_MBIT = [0.5, 1, 2, 5, 10, 20, 50]
@@ -111,24 +112,6 @@ def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 # -- goodput ---------------------------------------------------------------------------------
 
-SENT = re.compile(r"Sent (\d+) bytes (\d+) pkt \(dropped (\d+), overlimits (\d+)")
-
-
-def root_counters(tc_text: str) -> tuple[int, int, int]:
-    """(bytes, packets, drops) of the root qdisc in `tc -s qdisc show dev X` output."""
-    blocks = re.split(r"\n(?=qdisc )", tc_text.strip())
-    for b in blocks:
-        if " root " in b.splitlines()[0]:
-            m = SENT.search(b)
-            if m:
-                return int(m[1]), int(m[2]), int(m[3])
-    raise ValueError(f"no root qdisc counters in: {tc_text}")
-
-
-def all_drops(tc_text: str) -> int:
-    return sum(int(m[3]) for m in SENT.finditer(tc_text))
-
-
 def iperf_once(net, seconds: int) -> dict:
     ip = net.addresses.address_of("server")
     srv = net.popen("server", ["iperf3", "-s", "-1", "-B", ip], stdout=subprocess.DEVNULL,
@@ -144,8 +127,8 @@ def iperf_once(net, seconds: int) -> dict:
         # Sample the sender's root qdisc over the steady part of the test: a direct wire rate.
         time.sleep(1.5)
         window = seconds - 1.0
-        sample = net.sh("client", "date +%s.%N; tc -s qdisc show dev eth0; "
-                                  f"sleep {window}; date +%s.%N; tc -s qdisc show dev eth0", check=False)
+        sample = net.sh("client", "date +%s.%N; tc -s -j qdisc show dev eth0; echo; "
+                                  f"sleep {window}; date +%s.%N; tc -s -j qdisc show dev eth0", check=False)
         out, err = cli.communicate(timeout=seconds + 120)
         rep = json.loads(out) if out.strip().startswith("{") else {"error": err or out}
     finally:
@@ -157,8 +140,8 @@ def iperf_once(net, seconds: int) -> dict:
     parts = re.split(r"^(\d+\.\d+)$", sample.strip(), flags=re.M)
     # ['', t0, tc0, t1, tc1]
     t0, tc0, t1, tc1 = float(parts[1]), parts[2], float(parts[3]), parts[4]
-    b0, p0, _ = root_counters(tc0)
-    b1, p1, _ = root_counters(tc1)
+    b0, p0, _ = tcjson.counters(tcjson.root(tcjson.parse(tc0)))
+    b1, p1, _ = tcjson.counters(tcjson.root(tcjson.parse(tc1)))
     end = rep["end"]
     mss = rep["start"].get("tcp_mss_default") or 1448
     return {
@@ -181,7 +164,7 @@ def goodput_case(shaper: str, rate_mbit: float, delay_ms: float, seconds: int, r
         plan = net.sh("client", "tc qdisc show dev eth0; tc class show dev eth0").strip()
         for _ in range(reps):
             runs.append(iperf_once(net, seconds))
-        drops = all_drops(net.sh("client", "tc -s qdisc show dev eth0"))
+        drops = tcjson.drops(tcjson.parse(net.sh("client", "tc -s -j qdisc show dev eth0")))
     g = median([r["goodput_bps"] for r in runs])
     mss = runs[0]["mss"]
     scaled = g * (mss + HEADERS_B) / mss

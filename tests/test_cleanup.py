@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import ROOT, WEARLAB, wearlab
@@ -30,15 +31,10 @@ matrix: {{size: [200KB]}}
 def _leftovers() -> list[str]:
     """What wearlab (or these tests) made and left: never a user's nginx or another program's VM."""
     found = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                guest = any(a.startswith(b"umid=wearlab-") for a in (d / "cmdline").read_bytes().split(b"\0"))
-                state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if guest and state != "Z":
-                found.append(f"guest[{d.name}]")
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and \
+                any(a.startswith("umid=wearlab-") for a in proc.info["cmdline"] or []):
+            found.append(f"guest[{proc.pid}]")
     found += [f"in a wearlab namespace[{p}]" for p in namespace_pids()]
     found += [f"marked[{p}]" for p in marked_pids()]
     found += [str(p) for p in Path("/tmp").glob("wearlab-*")]

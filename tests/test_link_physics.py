@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from wearlab.realize import tcjson
 from netutil import median, ping_rtts, two_nodes
 
 pytestmark = pytest.mark.netem
@@ -83,8 +84,8 @@ def test_queue_limit_drops_and_bounds_queueing_delay(tmp_path):
             blast.wait(timeout=20)
         finally:
             srv.kill()
-        stats = net.sh("client", "tc -s qdisc show dev eth0")
-        dropped = int(stats.split("dropped ")[1].split(",")[0])
+        stats = tcjson.parse(net.sh("client", "tc -s -j qdisc show dev eth0"))
+        dropped = tcjson.drops(stats)
         assert dropped > 0, stats
         # A full queue of `queue` frames ahead of a ping: at most (queue + 1) frame times of waiting.
         frame_s = 1514 * 8 / rate

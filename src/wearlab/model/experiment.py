@@ -23,6 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from wearlab.errors import InputError, Problem
 from wearlab.model import units
+from wearlab.model.timeline import STATIC, load_timeline
 from wearlab.model.topology import DOC_NAME, DOC_NAME_RULE, Topology, load_topology, resolve_kind, topology_from_mapping
 from wearlab.model.yamlsrc import (
     YamlPath,
@@ -36,6 +37,7 @@ from wearlab.model.yamlsrc import (
 )
 
 RUNTIMES = ("auto", "host", "uml")
+TIMELINE_KEY = "timeline"   # matrix key sweeping named timelines
 COMMAND_LINE = "command line"
 KIND_SHORTHAND = "command:"  # `phone.kind: "command: ./my-proxy {listen} {upstream}"`
 
@@ -85,8 +87,10 @@ class ExperimentSpec(BaseModel):
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     ratios: list[RatioSpec] = Field(default_factory=list)
     reference: ReferenceSpec | None = None
+    timeline: Any = None                    # a list of events, or the name of one of `timelines`
+    timelines: dict[str, Any] = Field(default_factory=dict)
 
-    @field_validator("matrix", "nodes", mode="before")
+    @field_validator("matrix", "nodes", "timelines", mode="before")
     @classmethod
     def _empty_mapping(cls, v: Any) -> Any:
         # `matrix:` with every line commented out is an empty matrix, not an error.
@@ -114,6 +118,14 @@ class Experiment(BaseModel):
     nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     ratios: tuple = ()                      # wearlab.workloads.base.Ratio, beyond the workload's own
     reference: ReferenceSpec | None = None
+    timelines: dict[str, Any] = Field(default_factory=dict)   # name -> model.timeline.Timeline
+    timeline: str = STATIC                  # the timeline of every cell, unless the matrix varies it
+
+    def timeline_of(self, cell: dict[str, Any]):
+        """The Timeline a cell runs under."""
+        from wearlab.model.timeline import Timeline
+        name = cell.get(TIMELINE_KEY, self.timeline)
+        return self.timelines.get(name) or Timeline(name, [])
 
     @property
     def workload_class(self):
@@ -145,7 +157,8 @@ class Experiment(BaseModel):
         settings the matrix varies. Node settings fixed for the whole experiment are in
         experiment.yaml, not in every row (so two experiments that differ only in the proxy under
         test have the same cells: `wearlab compare`)."""
-        return [*self.workload_class.params.names(), *[k for k in self.matrix if "." in k]]
+        return [*self.workload_class.params.names(), *([TIMELINE_KEY] if TIMELINE_KEY in self.matrix else []),
+                *[k for k in self.matrix if "." in k]]
 
     def node_settings(self, node: str, cell: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """(kind, options) of `node` in `cell`: the topology's, overridden by the experiment's
@@ -175,6 +188,8 @@ class Experiment(BaseModel):
         from wearlab.nodes.kinds import node_kinds
 
         def doc(key: str, value: Any) -> Any:
+            if key == TIMELINE_KEY:
+                return value
             if "." in key:
                 node, opt = key.split(".", 1)
                 if opt == "kind":
@@ -199,6 +214,9 @@ class Experiment(BaseModel):
                             "denominator": doc(r.param, r.denominator), "metrics": list(r.metrics), "title": r.title}
                            for r in self.ratios]} if self.ratios else {}),
             **({"reference": self.reference.model_dump()} if self.reference else {}),
+            **({"timeline": self.timeline} if self.timeline != STATIC else {}),
+            **({"timelines": {n: [c.describe() + f" at {c.at_s:g}s" for c in t.schedule(self.timeout_s)]
+                              for n, t in self.timelines.items()}} if self.timelines else {}),
         }
 
 
@@ -249,10 +267,14 @@ def load_experiment(path: str | Path, *, repetitions: int | None = None, runtime
     fixed: dict[str, Any] = {}
     matrix: dict[str, list[Any]] = {}
     nodes: dict[str, dict[str, Any]] = {}
+    timeline_choice: dict[str, Any] = {}
     if wclass is not None:
         data = _apply_overrides(src, overrides or {}, wclass, problems)
+        timeline_choice = _timeline_choice(src, data, problems)
         fixed, matrix, nodes, found = _resolve_parameters(src, data, wclass, fields, topology)
         problems += found
+        if timeline_choice.get("varied"):
+            matrix[TIMELINE_KEY] = timeline_choice["varied"]
 
     ratios: list = []
     if spec is not None and wclass is not None:
@@ -260,12 +282,75 @@ def load_experiment(path: str | Path, *, repetitions: int | None = None, runtime
         problems += found
     if problems or spec is None or topology is None or fields is None:
         raise InputError(sort_problems(problems))
-    return Experiment(
+    exp = Experiment(
         name=name, description=spec.description, file=file, topology=topology,
         runtime=runtime if runtime is not None else spec.runtime,
         repetitions=repetitions if repetitions is not None else spec.repetitions,
         seed=spec.seed, timeout_s=spec.timeout, workload=fields, fixed=fixed, matrix=matrix, nodes=nodes,
-        ratios=tuple(ratios), reference=spec.reference)
+        ratios=tuple(ratios), reference=spec.reference, timeline=timeline_choice.get("fixed", STATIC))
+    timelines = _load_timelines(src, exp, timeline_choice)
+    return exp.model_copy(update={"timelines": timelines}) if timelines else exp
+
+
+def _timeline_choice(src: YamlSource, data: dict, problems: list[Problem]) -> dict[str, Any]:
+    """Which timelines exist (`timelines:` by name, an inline `timeline:` list, `static`) and which
+    the cells run: one fixed name, or the names the matrix's `timeline:` sweeps."""
+    named = src.data.get("timelines") if isinstance(src.data.get("timelines"), dict) else {}
+    raw = data.get("timeline", src.data.get("timeline"))
+    sources: dict[str, tuple] = {n: ("timelines", n) for n in named}
+    out: dict[str, Any] = {"sources": sources}
+    names = [STATIC, *named]
+    if STATIC in named:
+        problems.append(Problem(src.file, src.line(("timelines", STATIC)), f"timelines.{STATIC}",
+                                f"'{STATIC}' is the built-in timeline without events; give yours another name"))
+    if isinstance(raw, list):
+        sources["timeline"] = ("timeline",)
+        out["fixed"] = "timeline"
+    elif isinstance(raw, str):
+        if raw not in names:
+            where = (COMMAND_LINE, None, "--set timeline") if "timeline" in data.get("overridden", ()) else \
+                (src.file, src.line(("timeline",)), "timeline")
+            problems.append(Problem(*where, f"no timeline '{raw}'{did_you_mean(raw, names)} (timelines: {', '.join(names)})"))
+        else:
+            out["fixed"] = raw
+    elif raw is not None:
+        problems.append(Problem(src.file, src.line(("timeline",)), "timeline",
+                                "timeline is a list of events or the name of one under timelines:"))
+    varied = data["matrix"].pop(TIMELINE_KEY, None)
+    if varied is not None:
+        if "fixed" in out:
+            problems.append(Problem(src.file, src.line(("matrix", TIMELINE_KEY)), f"matrix.{TIMELINE_KEY}",
+                                    "the timeline is both fixed (timeline:) and varied here; remove one of them"))
+        elif not isinstance(varied, list) or not varied:
+            problems.append(Problem(src.file, src.line(("matrix", TIMELINE_KEY)), f"matrix.{TIMELINE_KEY}",
+                                    f"a non-empty list of timeline names ({', '.join(names)})"))
+        else:
+            for i, v in enumerate(varied):
+                if v not in names:
+                    problems.append(Problem(src.file, src.line(("matrix", TIMELINE_KEY, i)), dotted(("matrix", TIMELINE_KEY, i)),
+                                            f"no timeline '{v}'{did_you_mean(str(v), names)} (timelines: {', '.join(names)})"))
+            out["varied"] = [str(v) for v in varied]
+    return out
+
+
+def _load_timelines(src: YamlSource, exp: Experiment, choice: dict[str, Any]) -> dict[str, Any]:
+    """The timelines the cells use, checked against the topology and the runs' lengths."""
+    used = set(choice.get("varied") or []) | ({choice["fixed"]} if "fixed" in choice else set())
+    problems: list[Problem] = []
+    out = {}
+    for name, at in choice.get("sources", {}).items():
+        if name not in used:
+            continue
+        cells = [c for c in exp.cells() if c.get(TIMELINE_KEY, exp.timeline) == name]
+        lengths = [exp.workload_class.run_length(c) for c in cells]
+        horizon = exp.timeout_s if not lengths or None in lengths else min(max(lengths), exp.timeout_s)
+        raw = src.data.get(at[0]) if len(at) == 1 else src.data["timelines"][at[1]]
+        tl, found = load_timeline(src, at, name, raw, exp.topology, horizon)
+        problems += found
+        out[name] = tl
+    if problems:
+        raise InputError(sort_problems(problems))
+    return out
 
 
 def _resolve_ratios(src: YamlSource, spec: ExperimentSpec, wclass, matrix: dict[str, list[Any]],
@@ -418,9 +503,12 @@ def _apply_overrides(src: YamlSource, overrides: dict[str, str], wclass, problem
     nodes = {k: dict(v) for k, v in (src.data.get("nodes") or {}).items() if isinstance(v, dict)} \
         if isinstance(src.data.get("nodes"), dict) else {}
     matrix = dict(src.data.get("matrix") or {}) if isinstance(src.data.get("matrix"), dict) else {}
+    out: dict[str, Any] = {}
     for key, value in overrides.items():
         matrix.pop(key, None)
-        if "." in key:
+        if key == TIMELINE_KEY:
+            out[TIMELINE_KEY] = value
+        elif "." in key:
             node, opt = key.split(".", 1)
             nodes.setdefault(node, {})[opt] = value
         elif key in wclass.params:
@@ -430,7 +518,7 @@ def _apply_overrides(src: YamlSource, overrides: dict[str, str], wclass, problem
                                     f"unknown parameter '{key}'{did_you_mean(key, wclass.params.names())} "
                                     f"({wclass.kind} parameters: {', '.join(wclass.params.names())}; node settings "
                                     "are written node.option)"))
-    return {"workload": wl, "nodes": nodes, "matrix": matrix, "overridden": set(overrides)}
+    return {"workload": wl, "nodes": nodes, "matrix": matrix, "overridden": set(overrides), **out}
 
 
 def _resolve_parameters(src: YamlSource, data: dict, wclass, fields, topo: Topology | None):

@@ -17,10 +17,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from wearlab.errors import EnvironmentProblem
 from wearlab.model.roles import TRANSIT_ROLES, Role
 from wearlab.model.topology import Topology
 from wearlab.realize.addressing import MAC_PREFIX, AddressPlan, plan
+from wearlab.realize import tcjson
 from wearlab.realize.shaping import netem_seed, qdisc_plan
 from wearlab.runtime import registry
 
@@ -110,8 +113,9 @@ class Network:
                 self.notes += [f"{node}:{intf.name} (link {link.a}-{link.b}): {n}" for n in qp.notes]
         return out
 
-    def qdisc_dump(self) -> dict[str, str]:
-        return {n: h.cmd("tc -s qdisc show") for n, h in self.hosts.items()}
+    def qdisc_dump(self) -> dict[str, list]:
+        """Per node: `tc -s -j qdisc show` (qdiscs with handles, options and counters)."""
+        return {n: tcjson.parse(h.cmd("tc -s -j qdisc show")) for n, h in self.hosts.items()}
 
     def snapshot(self) -> dict[str, dict]:
         """Per node: qdiscs (with counters), recorded sysctls and offload state, in one round
@@ -119,12 +123,12 @@ class Network:
         out = {}
         for n, h in self.hosts.items():
             intfs = [i.name for i in self.addresses.interfaces[n]]
-            text = h.cmd(f"tc -s qdisc show; echo {SECTION}; sysctl -e {' '.join(RECORDED_SYSCTLS)}; "
+            text = h.cmd(f"tc -s -j qdisc show; echo; echo {SECTION}; sysctl -e {' '.join(RECORDED_SYSCTLS)}; "
                          + "".join(f"echo {SECTION}; ethtool -k {i}; " for i in intfs))
             qdiscs, sysctls, *offloads = text.replace("\r", "").split(SECTION)
             feats = [dict(l.strip().split(": ", 1) for l in o.splitlines() if ": " in l) for o in offloads]
             out[n] = {
-                "qdiscs": qdiscs,
+                "qdiscs": tcjson.parse(qdiscs),
                 "sysctls": dict(l.split(" = ", 1) for l in sysctls.splitlines() if " = " in l),
                 "offloads": {i: {k: f.get(k, "?") for k in OFFLOADS} for i, f in zip(intfs, feats)},
             }
@@ -167,18 +171,15 @@ def marked_pids(run_id: str | None = None) -> list[int]:
     """PIDs whose environment carries our mark (for a given run, or any run)."""
     me = os.getpid()
     found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == me:
+    for proc in psutil.process_iter():
+        if proc.pid == me:
             continue
         try:
-            env = (d / "environ").read_bytes().split(b"\0")
-        except OSError:
+            mark = proc.environ().get(registry.MARK_ENV)
+        except (psutil.Error, OSError):
             continue
-        for kv in env:
-            if kv.startswith(registry.MARK_ENV.encode() + b"="):
-                if run_id is None or kv.split(b"=", 1)[1].decode() == run_id:
-                    found.append(int(d.name))
-                break
+        if mark is not None and (run_id is None or mark == run_id):
+            found.append(proc.pid)
     return found
 
 
@@ -189,11 +190,11 @@ def namespace_pids() -> list[int]:
     and never a process in someone else's namespace."""
     by_ns: dict[str, list[int]] = {}
     root = _netns(1)
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and int(d.name) != os.getpid():
-            ns = _netns(int(d.name))
+    for pid in psutil.pids():
+        if pid != os.getpid():
+            ns = _netns(pid)
             if ns and ns != root:
-                by_ns.setdefault(ns, []).append(int(d.name))
+                by_ns.setdefault(ns, []).append(pid)
     ours: list[int] = []
     for pids in by_ns.values():
         res = subprocess.run(["nsenter", "-t", str(pids[0]), "-n", "ip", "-o", "link", "show"],
@@ -204,6 +205,7 @@ def namespace_pids() -> list[int]:
 
 
 def _netns(pid: int) -> str | None:
+    # psutil has no namespace API; the ns link's target names the namespace.
     try:
         return os.readlink(f"/proc/{pid}/ns/net")
     except OSError:
@@ -212,37 +214,36 @@ def _netns(pid: int) -> str | None:
 
 def kill_marked(run_id: str | None = None) -> list[int]:
     # Never kill ourselves or our ancestors (a test harness may carry a mark too).
-    spare = set()
-    pid = os.getpid()
-    while pid > 1:
-        spare.add(pid)
+    me = psutil.Process()
+    spare = {me.pid, *(p.pid for p in me.parents())}
+    victims = []
+    for pid in marked_pids(run_id):
+        if pid in spare:
+            continue
         try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    victims = [p for p in marked_pids(run_id) if p not in spare]
-    for p in victims:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
+            proc = psutil.Process(pid)
+            proc.kill()
+            victims.append(proc)
+        except psutil.Error:
             pass
-    _wait_gone(victims, 10)
-    return victims
+    _wait_gone([p.pid for p in victims], 10)
+    return [p.pid for p in victims]
 
 
 def _wait_gone(pids: list[int], timeout: float) -> None:
+    """Until each pid is gone or a zombie (its parent reaps it, not us)."""
     deadline = time.monotonic() + timeout
     while pids and time.monotonic() < deadline:
-        pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _is_zombie(p)]
+        pids = [p for p in pids if _alive(p)]
         if pids:
             time.sleep(0.02)
 
 
-def _is_zombie(pid: int) -> bool:
+def _alive(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def build(topo: Topology, *, run_id: str, shaper: str = "netem", seed: int | None = None) -> Network:

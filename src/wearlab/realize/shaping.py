@@ -52,9 +52,12 @@ def _pct(p: float) -> str:
     return f"{p:.6g}%"
 
 
-def netem_seed(experiment_seed: int, src: str, dst: str) -> int:
-    """The netem PRNG seed for traffic sent from `src` to `dst` (a u64)."""
-    digest = hashlib.sha256(f"wearlab-netem:{experiment_seed}:{src}->{dst}".encode()).digest()
+def netem_seed(experiment_seed: int, src: str, dst: str, change: int = 0) -> int:
+    """The netem PRNG seed for traffic sent from `src` to `dst` (a u64). netem re-seeds itself on
+    every `tc qdisc change` (randomly, when no seed is given), so the n-th change of a direction
+    during a run passes its own derived seed: the same timeline draws the same losses twice."""
+    tag = f"{src}->{dst}" if change == 0 else f"{src}->{dst}#{change}"
+    digest = hashlib.sha256(f"wearlab-netem:{experiment_seed}:{tag}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
 
 
@@ -104,7 +107,7 @@ def netem_args(shape: Shape, *, with_rate: bool, seed: int | None = None) -> tup
 def qdisc_plan(dev: str, shape: Shape, *, shaper: str = "netem", verb: str = "add",
                seed: int | None = None) -> QdiscPlan:
     """Lines for `tc -batch`. verb is `add` for a fresh interface or `change` to retune in place.
-    `seed` seeds netem's PRNG (give it on `add`; on `change` omit it to continue the sequence)."""
+    `seed` seeds netem's PRNG (netem re-seeds on every change: see netem_seed)."""
     if shaper not in SHAPERS:
         raise ValueError(f"unknown shaper {shaper!r}; known: {', '.join(SHAPERS)}")
     if shaper == "netem" or not shape.rate_bps:

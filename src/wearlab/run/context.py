@@ -27,6 +27,9 @@ class RunContext:
     routes: dict[tuple[str, str], str] = field(default_factory=dict)  # (node, destination) -> via
     series: SeriesFiles | None = None
     cwd: Path = field(default_factory=Path.cwd)
+    links: Any = None      # realize.linkctl.LinkControl: the links, changed in place
+    changes: Any = None    # run.timeline.ChangeLog: every link change of the run in progress
+    run_start_ns: int | None = None  # time.time_ns() at the run's start: t = 0 of its series and timeline
 
     @property
     def timeout_s(self) -> float:

@@ -26,11 +26,13 @@ from wearlab.errors import EnvironmentProblem
 from wearlab.model.experiment import Experiment
 from wearlab.nodes.kinds import NodeKind, Relay, node_kinds
 from wearlab.realize import network
+from wearlab.realize.linkctl import LinkControl
 from wearlab.report import results
 from wearlab.report.metadata import RunRecord
 from wearlab.report.summary import ratios, summarize, to_document
 from wearlab.report.table import print_reference, print_summary
 from wearlab.run.context import RunContext, SeriesFiles
+from wearlab.run import timeline
 from wearlab.run.progress import Progress
 from wearlab.runtime import probe
 
@@ -61,7 +63,7 @@ def check_kernel(exp: Experiment) -> None:
 
 def columns(exp: Experiment) -> list[str]:
     return ["run", "repetition", *exp.param_columns(), "status", "error",
-            *[m.name for m in exp.workload_class.metrics], "started_utc", "wall_s"]
+            *[m.name for m in exp.workload_class.metrics], "link_changes", "started_utc", "wall_s"]
 
 
 class Nodes:
@@ -137,7 +139,11 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
         setup: dict[str, Any] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
         record.set(netem_seeds=net.netem_seeds, setup=setup)
         ctx = RunContext(net=net, exp=exp, out_dir=out_dir,
-                         series=SeriesFiles(out_dir / "series", {s.name: s.columns for s in W.series}, param_cols))
+                         series=SeriesFiles(out_dir / "series", {**{s.name: s.columns for s in W.series},
+                                                                 "timeline": timeline.COLUMNS}, param_cols))
+        ctx.links = LinkControl(net)
+        ctx.changes = timeline.ChangeLog()
+        player = timeline.TimelinePlayer(ctx.links, ctx.changes)
         cells = exp.cells()
         workload = W(exp.workload, ctx)
         t = time.monotonic()
@@ -171,7 +177,7 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
                             record.set(warmup=warmups)
                         for cell in group:
                             n += 1
-                            nxt = _one_run(workload, ctx, cell, rep, n, param_cols)
+                            nxt = _one_run(workload, ctx, player, cell, rep, n, param_cols)
                             # The previous run's teardown is on the wire by now: finish its row.
                             if pending is not None:
                                 rows.append(_finish(pending, runs, progress))
@@ -202,6 +208,8 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
                 nodes.stop()
             if ctx is not None and ctx.series is not None:
                 ctx.series.close()
+            if ctx is not None and getattr(ctx, "links", None) is not None:
+                ctx.links.close()
         finally:
             if net is not None:
                 net.teardown()
@@ -222,13 +230,28 @@ class _Pending:
         self.row, self.finish = row, finish
 
 
-def _one_run(workload, ctx: RunContext, cell: dict[str, Any], rep: int, n: int, param_cols: list[str]) -> _Pending:
+def _one_run(workload, ctx: RunContext, player: timeline.TimelinePlayer, cell: dict[str, Any], rep: int, n: int,
+             param_cols: list[str]) -> _Pending:
     row: dict[str, Any] = {"run": n, "repetition": rep, **{p: cell.get(p, "") for p in param_cols},
                            "started_utc": datetime.now(timezone.utc).isoformat()}
     t0 = time.monotonic()
     finish = None
+    exp = ctx.exp
+    # Changes between runs (live ones) belong to no run; flush them with this run's prefix.
+    ctx.series.append("timeline", row, ctx.changes.take())
+    horizon = exp.workload_class.run_length(cell) or exp.timeout_s
+    ctx.run_start_ns = time.time_ns()
+    player.start(exp.timeline_of(cell), horizon, ctx.run_start_ns)
     try:
-        outcome = workload.run(cell, rep)
+        try:
+            outcome = workload.run(cell, rep)
+        finally:
+            errors = player.stop()
+            changes = ctx.changes.take()
+            row["link_changes"] = sum(1 for c in changes if c["source"] != "reset")
+            ctx.series.append("timeline", row, changes)
+        if errors:
+            raise RuntimeError(f"timeline: {errors[0]}")
         row.update(outcome.row)
         for name, samples in outcome.series.items():
             ctx.series.append(name, row, samples)

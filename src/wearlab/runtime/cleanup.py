@@ -15,23 +15,20 @@ import shutil
 import signal
 from pathlib import Path
 
+import psutil
+
 from wearlab.realize.network import kill_marked, namespace_pids
 from wearlab.runtime import cgroup, hostcpu, registry
 
 
 def _uml_guests() -> list[int]:
+    """Our guests carry our umid on their command line (the kernel binary's name varies with
+    its version and configuration); another program's VM does not."""
     found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes()
-        except OSError:
-            continue
-        # Our guests carry our umid on their command line (the kernel binary's name varies
-        # with its version and configuration).
-        if any(arg.startswith(b"umid=wearlab-") for arg in cmd.split(b"\0")[1:]):
-            found.append(int(d.name))
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = proc.info["cmdline"] or []
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and any(a.startswith("umid=wearlab-") for a in cmd[1:]):
+            found.append(proc.pid)
     return found
 
 

@@ -99,6 +99,12 @@ class Workload:
         return []
 
     @classmethod
+    def run_length(cls, cell: dict[str, Any]) -> float | None:
+        """How long one run of `cell` lasts by design (s), if the workload knows: a timeline's
+        events after it could never happen."""
+        return None
+
+    @classmethod
     def endpoints(cls, fields: BaseModel) -> dict[str, str]:
         """Role name -> node name of the nodes this workload runs on (e.g. client, server)."""
         return {}

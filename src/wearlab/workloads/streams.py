@@ -118,6 +118,13 @@ class _Streams(Workload):
     def check(cls, fields, fixed, matrix, where, topo, src) -> list[Problem]:
         return _check_nodes(fields, topo, fixed, matrix, where, src)
 
+    @classmethod
+    def run_length(cls, cell: dict[str, Any]) -> float | None:
+        # A stream sends for `duration` (a bulk stream of `bytes` lasts as long as it takes).
+        if cell.get("bytes") not in (None, ""):
+            return None
+        return float(cell["duration"]) if cell.get("duration") not in (None, "") else None
+
     # -- what a run sends --------------------------------------------------------------------
     def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
         raise NotImplementedError
@@ -166,7 +173,7 @@ class _Streams(Workload):
         sampler = _QueueSampler(self.ctx.net, cell["path"]) if proxying else None
         vq_start = _file_size(getattr(proxy, "series_file", None))
         events_start = _file_size(getattr(proxy, "events_file", None))
-        t0 = time.time_ns()
+        t0 = self.ctx.run_start_ns or time.time_ns()   # shared with the timeline's log
         if sampler:
             sampler.start()
         try:

@@ -1,0 +1,79 @@
+"""CPROXY bufferbloat (seed 003 section 4.2) and its virtual-queue mitigation (section 4.3), with the
+project's own experiment file: the server sends CBR 1.5 Mbit/s to the watch through the phone's
+relay with an 8 MB receive-buffer ceiling, over the BT profile (~1.1 Mbit/s).
+
+Physics of the unmitigated case: the phone receives faster than BT drains, so the message sent at
+time t leaves BT only after everything sent before it: OWD(t) ~ t * (rate / goodput - 1). The
+buffer (8 MB) is not reached in the run, so that line is the whole story; its median is OWD at D/2.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+
+import pytest
+
+from conftest import ROOT, wearlab
+
+pytestmark = pytest.mark.netem
+
+DURATION = 30.0   # s: the queue grows ~0.4 s per second, so the OWD passes 10 s by the end
+RATE = 1.5e6      # bit/s, the experiment's CBR rate (application bytes)
+
+
+@pytest.fixture(scope="module")
+def bufferbloat(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bufferbloat")
+    res = wearlab("run", str(ROOT / "experiments" / "bufferbloat.yaml"), "--out", str(out),
+                  "--set", f"duration={DURATION:g}s", "--set", "pattern=cbr", "--set", "phone.rmem_max=8291456",
+                  timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    d = out / "bufferbloat" / "latest"
+    with (d / "runs.csv").open() as f:
+        rows = {r["phone.mitigation"]: r for r in csv.DictReader(f)}
+    with (d / "series" / "owd.csv").open() as f:
+        owd = list(csv.DictReader(f))
+    assert set(rows) == {"none", "virtual-queue"} and all(r["status"] == "ok" for r in rows.values()), rows
+    return rows, owd, d
+
+
+def _owd_series(owd: list[dict], mitigation: str) -> list[tuple[float, float]]:
+    return [(float(o["t_send_s"]), float(o["owd_s"])) for o in owd if o.get("phone.mitigation") == mitigation]
+
+
+def test_unmitigated_owd_grows_to_many_seconds(bufferbloat):
+    rows, owd, _ = bufferbloat
+    r = rows["none"]
+    goodput = float(r["down_goodput_bps"])
+    expected = DURATION / 2 * (RATE / goodput - 1)          # OWD of the middle message
+    median = float(r["down_owd_median_s"])
+    assert 0.8 * expected <= median <= 1.2 * expected + 0.5, (median, expected, goodput)
+    assert median >= 3.0
+    series = _owd_series(owd, "none")
+    first = statistics.median(v for t, v in series if t < DURATION / 3)
+    last = statistics.median(v for t, v in series if t > 2 * DURATION / 3)
+    assert last >= first + 0.5 * (2 * DURATION / 3) * (RATE / goodput - 1)   # rising, at the queue's pace
+
+
+def test_phone_receive_buffer_holds_most_of_the_delay(bufferbloat):
+    r = bufferbloat[0]["none"]
+    d = {i: float(r[f"d{i}_median_s"]) for i in (1, 2, 3, 4)}
+    total = float(r["down_owd_median_s"])
+    assert d[2] >= 0.6 * total, d                          # the paper's d2: 26.1-28.6 of 27.9-30.1 s
+    assert d[2] > max(d[1], d[3], d[4]), d
+    assert 0 <= d[1] <= 0.1 and d[4] <= 0.3 * total, d
+
+
+def test_virtual_queue_keeps_owd_low_at_the_same_goodput(bufferbloat):
+    rows, _, d = bufferbloat
+    base, vq = rows["none"], rows["virtual-queue"]
+    assert float(vq["down_owd_median_s"]) <= 1.5
+    assert float(vq["down_goodput_bps"]) >= 0.95 * float(base["down_goodput_bps"])
+    # the controller engaged and recorded its estimate: BW near what BT carries
+    with (d / "series" / "vq.csv").open() as f:
+        series = list(csv.DictReader(f))
+    assert any(int(float(s["throttled"])) for s in series)
+    bw = statistics.median(float(s["bw_bps"]) for s in series if float(s["bw_bps"]) > 0)
+    goodput = float(vq["down_goodput_bps"])
+    assert 0.8 * goodput <= bw <= 1.5 * goodput, (bw, goodput)
