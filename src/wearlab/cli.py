@@ -52,6 +52,14 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("kinds", help="node kinds and workload kinds, with their options and parameters")
     sub.add_parser("clean", help="remove everything wearlab made (namespaces, processes, guests)")
 
+    lk = sub.add_parser("link", help="show or change the links of a running experiment (live)")
+    lk.add_argument("action", choices=("show", "set", "down", "up", "reset"))
+    lk.add_argument("link", nargs="?", help="a link, e.g. watch-phone (reset without one: every link)")
+    lk.add_argument("settings", nargs="*", metavar="KEY=VALUE", help="for set: delay=60ms rate=500kbit loss=1%% ...")
+    lk.add_argument("--direction", metavar="A->B", help="one direction only (default: both)")
+    lk.add_argument("--results", type=Path, default=Path("results"),
+                    help="the running experiment's results directory (default: the one live under results/)")
+
     e = sub.add_parser("exec", help="run a command where the emulated network would live")
     e.add_argument("--runtime", choices=RUNTIMES, default="auto")
     e.add_argument("argv", nargs=argparse.REMAINDER)
@@ -64,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("WEARLAB_ARGV", shlex.join(["wearlab", *argv]))
     try:
         return {"run": cmd_run, "validate": cmd_validate, "doctor": cmd_doctor, "profiles": cmd_profiles, "plot": cmd_plot,
-                "kinds": cmd_kinds, "clean": cmd_clean, "exec": cmd_exec}[args.command](args)
+                "kinds": cmd_kinds, "clean": cmd_clean, "exec": cmd_exec, "link": cmd_link}[args.command](args)
     except InputError as e:
         for p in e.problems:
             err_console.print(f"[red]error:[/red] {p}")
@@ -322,6 +330,35 @@ def cmd_plot(args) -> int:
     for d in args.results:
         for png in plot_results(d):
             console.print(str(png))
+    return 0
+
+
+def cmd_link(args) -> int:
+    from wearlab.run import control
+
+    if args.action != "show" and args.action != "reset" and not args.link:
+        raise InputError([Problem("<command line>", None, "link", f"`link {args.action}` needs a link, e.g. watch-phone")])
+    if args.action != "set" and args.settings:
+        raise InputError([Problem("<command line>", None, args.settings[0], f"`link {args.action}` takes no settings")])
+    req = {"action": args.action, "link": args.link, "direction": args.direction}
+    if args.action == "set":
+        if not args.settings:
+            raise InputError([Problem("<command line>", None, "settings", "give KEY=VALUE pairs, e.g. delay=60ms")])
+        req["set"] = control.parse_settings(args.settings)
+    answer = control.request(args.results, req)
+    if not answer.get("ok"):
+        raise InputError([Problem("<command line>", None, None, answer.get("error", "refused"))])
+    for line in answer.get("applied", []):
+        took = f" ({answer['latency_ms']:.1f} ms after the request)" if answer.get("latency_ms") is not None else ""
+        console.print(f"applied: {line}{took}")
+    from rich.table import Table
+    t = Table(title=f"links of {answer['run']}")
+    for col in ("direction", "rate", "delay", "jitter", "loss", "queue", "down"):
+        t.add_column(col)
+    for d, s in answer.get("shapes", {}).items():
+        t.add_row(d, str(s.get("rate", "-")), str(s.get("delay", "")), str(s.get("jitter", "")), str(s.get("loss", "-")),
+                  str(s.get("queue_packets", s.get("queue_bytes", "-"))), "down" if s.get("down") else "")
+    console.print(t)
     return 0
 
 

@@ -8,7 +8,9 @@ without shaping (Mininet's runtime change does that; see its PR #650). Each node
 tells us when the kernel has taken it: that moment is the change's logged time.
 
 State per direction: the shape in effect (`current`) and whether the link is down. Down is netem
-loss 100 % on top of the current shape; up restores it; reset returns to the topology's shape.
+loss 100 % on top of the current shape; up restores it. Each run starts from `start` - the
+topology's shaping plus any live change (a teacher's `wearlab link set` outlasts the run it was
+made in); a timeline's changes last for their run. A live `reset` returns to the topology's.
 """
 
 from __future__ import annotations
@@ -95,11 +97,13 @@ class LinkControl:
 
     def __init__(self, net):
         self.net = net
-        self.base: dict[tuple[str, str], Shape] = {}
+        self.topology: dict[tuple[str, str], Shape] = {}
         for link in net.topo.links:
-            self.base[(link.a, link.b)] = link.forward
-            self.base[(link.b, link.a)] = link.reverse
-        self.current = dict(self.base)
+            self.topology[(link.a, link.b)] = link.forward
+            self.topology[(link.b, link.a)] = link.reverse
+        self.start = dict(self.topology)          # where each run begins (topology + live changes)
+        self.start_down: set[tuple[str, str]] = set()
+        self.current = dict(self.topology)
         self.down: set[tuple[str, str]] = set()
         self.changes: dict[tuple[str, str], int] = {}
         self._batches: dict[str, TcBatch] = {}
@@ -124,9 +128,11 @@ class LinkControl:
         return shape
 
     def is_changed(self) -> bool:
-        return self.current != self.base or bool(self.down)
+        return self.current != self.topology or bool(self.down)
 
-    def apply(self, change: LinkChange) -> Applied:
+    def apply(self, change: LinkChange, *, live: bool = False) -> Applied:
+        """Apply a change now. `live`: it also changes where later runs begin (and a live reset
+        goes back to the topology's shaping, not to the run's start)."""
         with self._lock:
             for d in change.directions:
                 if change.action == "set":
@@ -136,10 +142,19 @@ class LinkControl:
                 elif change.action == "up":
                     self.down.discard(d)
                 elif change.action == "reset":
-                    self.current[d] = self.base[d]
-                    self.down.discard(d)
+                    self.current[d] = self.topology[d] if live else self.start[d]
+                    if live or d not in self.start_down:
+                        self.down.discard(d)
+                    else:
+                        self.down.add(d)
                 else:
                     raise ValueError(f"unknown link action {change.action!r}")
+                if live:
+                    self.start[d] = self.current[d]
+                    if d in self.down:
+                        self.start_down.add(d)
+                    else:
+                        self.start_down.discard(d)
             by_node: dict[str, list[str]] = {}
             for src, dst in change.directions:
                 intf = self.net.addresses.interface_to(src, dst)
@@ -156,14 +171,17 @@ class LinkControl:
             return Applied(done, (time.monotonic_ns() - t) / 1e6, change,
                            {f"{s}->{d}": self.effective((s, d)).to_document() for s, d in change.directions})
 
-    def reset_all(self) -> list[Applied]:
-        """Every direction that differs from the topology back to it (between runs)."""
+    def reset_all(self, *, live: bool = False) -> list[Applied]:
+        """Every direction back to where runs begin (between runs), or with `live` to the
+        topology's shaping."""
         out = []
+        target, target_down = (self.topology, set()) if live else (self.start, self.start_down)
         for link in self.net.topo.links:
             dirs = tuple(d for d in ((link.a, link.b), (link.b, link.a))
-                         if self.current[d] != self.base[d] or d in self.down)
+                         if self.current[d] != target[d] or (d in self.down) != (d in target_down))
             if dirs:
-                out.append(self.apply(LinkChange(0.0, (link.a, link.b), dirs, "reset", origin="end of run")))
+                out.append(self.apply(LinkChange(0.0, (link.a, link.b), dirs, "reset",
+                                                 origin="live" if live else "end of run"), live=live))
         return out
 
     def shapes(self) -> dict[str, dict[str, Any]]:

@@ -33,6 +33,7 @@ from wearlab.report.summary import ratios, summarize, to_document
 from wearlab.report.table import print_reference, print_summary
 from wearlab.run.context import RunContext, SeriesFiles
 from wearlab.run import timeline
+from wearlab.run.control import ControlServer
 from wearlab.run.progress import Progress
 from wearlab.runtime import probe
 
@@ -126,7 +127,7 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
     param_cols = exp.param_columns()
     runs = results.RunsCsv(out_dir / "runs.csv", columns(exp))
     old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
-    net = ctx = nodes = workload = None
+    net = ctx = nodes = workload = live = None
     rows: list[dict[str, Any]] = []
     status = 0
     try:
@@ -144,6 +145,8 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
         ctx.links = LinkControl(net)
         ctx.changes = timeline.ChangeLog()
         player = timeline.TimelinePlayer(ctx.links, ctx.changes)
+        live = ControlServer(out_dir / "control", ctx)
+        live.start()
         cells = exp.cells()
         workload = W(exp.workload, ctx)
         t = time.monotonic()
@@ -208,6 +211,8 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
                 nodes.stop()
             if ctx is not None and ctx.series is not None:
                 ctx.series.close()
+            if live is not None:
+                live.stop()
             if ctx is not None and getattr(ctx, "links", None) is not None:
                 ctx.links.close()
         finally:

@@ -1,0 +1,191 @@
+"""Live control of a running experiment: `wearlab link show|set|reset`.
+
+The channel is a directory, `control/` in the run's results directory, because that directory is
+the one thing every runtime shares with the user's shell (the uml runtime's guest sees it through
+hostfs; a Unix socket would not cross that boundary). The CLI drops a request file (written
+aside, then renamed: never read half-written) and waits for its answer; the runner polls every
+POLL_S, applies the change through the same LinkControl and change log as the timeline (marked
+`live`), and answers. `heartbeat` says the run is alive (a run killed with -9 leaves a stale one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from wearlab.errors import EnvironmentProblem, InputError, Problem
+from wearlab.model.shape import ShapeSpec
+from wearlab.model.timeline import LinkChange, resolve_link
+
+POLL_S = 0.02              # the runner's look at the directory: most of live control's latency
+HEARTBEAT_S = 1.0
+STALE_S = 5.0
+ANSWER_TIMEOUT_S = 5.0
+ACTIONS = ("show", "set", "down", "up", "reset")
+WHERE = "<command line>"
+
+
+def _write_atomic(path: Path, doc: Any) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)
+
+
+class ControlServer:
+    """In the runner: answers requests in `directory` until stopped."""
+
+    def __init__(self, directory: Path, ctx):
+        self.dir, self.ctx = directory, ctx
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="control", daemon=True)
+
+    def start(self) -> None:
+        self._beat()
+        self._thread.start()
+
+    def _beat(self) -> None:
+        _write_atomic(self.dir / "heartbeat", {"t_ns": time.time_ns(), "pid": os.getpid()})
+
+    def _serve(self) -> None:
+        last_beat = time.monotonic()
+        while not self._stop.wait(POLL_S):
+            if time.monotonic() - last_beat >= HEARTBEAT_S:
+                self._beat()
+                last_beat = time.monotonic()
+            try:
+                names = sorted(n for n in os.listdir(self.dir) if n.startswith("req-") and n.endswith(".json"))
+            except OSError:
+                continue
+            for name in names:
+                req_path = self.dir / name
+                try:
+                    req = json.loads(req_path.read_text())
+                    answer = self.handle(req)
+                except Exception as e:  # noqa: BLE001 - a bad request gets an answer, not a dead run
+                    answer = {"ok": False, "error": str(e)}
+                req_path.unlink(missing_ok=True)
+                _write_atomic(self.dir / name.replace("req-", "ans-"), answer)
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        links = self.ctx.links
+        action = req.get("action")
+        if action == "show":
+            return {"ok": True, "shapes": links.shapes(), "changed": links.is_changed()}
+        if action not in ACTIONS:
+            return {"ok": False, "error": f"unknown action {action!r}; one of {', '.join(ACTIONS)}"}
+        topo = self.ctx.exp.topology
+        if action == "reset" and not req.get("link"):
+            applied = links.reset_all(live=True)
+            for a in applied:
+                self.ctx.changes.add(a, a.change, "live")
+            return {"ok": True, "applied": [a.change.describe() for a in applied], "shapes": links.shapes()}
+        link = resolve_link(topo, req.get("link") or "")
+        if link is None:
+            names = ", ".join(f"{l.a}-{l.b}" for l in topo.links)
+            return {"ok": False, "error": f"no link '{req.get('link')}' (links: {names})"}
+        directions = ((link[0], link[1]), (link[1], link[0]))
+        if req.get("direction"):
+            parts = tuple(p.strip() for p in req["direction"].split("->"))
+            if parts not in directions:
+                return {"ok": False, "error": f"'{req['direction']}' is not a direction of {link[0]}-{link[1]}; "
+                                              f"write {link[0]}->{link[1]} or {link[1]}->{link[0]}"}
+            directions = (parts,)
+        spec = None
+        if action == "set":
+            try:
+                spec = ShapeSpec.model_validate(req.get("set") or {})
+            except ValidationError as e:
+                return {"ok": False, "error": "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())}
+            if not spec.written():
+                return {"ok": False, "error": "nothing to set; give KEY=VALUE pairs (delay=60ms rate=500kbit loss=1%)"}
+        change = LinkChange(0.0, link, directions, action, spec, origin=f"live (pid {req.get('pid')})")
+        applied = links.apply(change, live=True)
+        self.ctx.changes.add(applied, change, "live")
+        asked = req.get("t_ns")
+        return {"ok": True, "applied": [change.describe()], "t_ns": applied.t_ns, "apply_ms": applied.apply_ms,
+                "latency_ms": (applied.t_ns - asked) / 1e6 if isinstance(asked, int) else None,
+                "shapes": applied.shapes}
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        for p in self.dir.glob("*"):
+            p.unlink(missing_ok=True)
+        try:
+            self.dir.rmdir()
+        except OSError:
+            pass
+
+
+# -- the CLI's side ----------------------------------------------------------------------------
+
+
+def live_runs(base: Path) -> list[Path]:
+    """Control directories of runs under `base` (a results directory, an experiment's, or the
+    results base) whose heartbeat is fresh, newest first."""
+    candidates = [base / "control"] if (base / "control").is_dir() else \
+        list(base.glob("*/control")) + list(base.glob("*/*/control"))
+    candidates = list({c.resolve(): None for c in candidates})   # `latest` is a second name of one
+    live = []
+    for c in candidates:
+        try:
+            beat = json.loads((c / "heartbeat").read_text())
+        except (OSError, ValueError):
+            continue
+        age = (time.time_ns() - beat["t_ns"]) / 1e9
+        if age < STALE_S:
+            live.append((beat["t_ns"], c))
+    return [c for _, c in sorted(live, reverse=True)]
+
+
+def request(base: Path, req: dict[str, Any]) -> dict[str, Any]:
+    runs = live_runs(base)
+    if not runs:
+        raise EnvironmentProblem(f"no running experiment under {base} (a live run has a fresh control/heartbeat; "
+                                 "give its results directory with --results)")
+    if len(runs) > 1 and not (base / "control").is_dir():
+        raise InputError([Problem(WHERE, None, "--results", "several experiments are running: "
+                                  + ", ".join(str(r.parent) for r in runs) + "; name one")])
+    control = runs[0]
+    name = f"req-{time.time_ns()}-{os.getpid()}.json"
+    _write_atomic(control / name, {**req, "pid": os.getpid(), "t_ns": time.time_ns()})
+    answer = control / name.replace("req-", "ans-")
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if answer.exists():
+            doc = json.loads(answer.read_text())
+            answer.unlink(missing_ok=True)
+            return {**doc, "run": str(control.parent)}
+        time.sleep(0.005)
+    (control / name).unlink(missing_ok=True)
+    raise EnvironmentProblem(f"the run in {control.parent} did not answer within {ANSWER_TIMEOUT_S:g} s")
+
+
+def parse_settings(pairs: list[str]) -> dict[str, Any]:
+    """delay=60ms rate=500kbit loss=1% -> the `set:` mapping (checked by the runner's ShapeSpec,
+    and here first for a clear exit 2)."""
+    out: dict[str, Any] = {}
+    problems = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            problems.append(Problem(WHERE, None, pair, "not KEY=VALUE (e.g. delay=60ms)"))
+            continue
+        value = value.strip()
+        out[key.strip()] = {"true": True, "false": False}.get(value.lower(), value)
+    if not problems:
+        try:
+            ShapeSpec.model_validate(out)
+        except ValidationError as e:
+            problems += [Problem(WHERE, None, ".".join(map(str, x["loc"])) or None, x["msg"]) for x in e.errors()]
+    if problems:
+        raise InputError(problems)
+    return out

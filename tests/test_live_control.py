@@ -1,0 +1,105 @@
+"""`wearlab link` changes a running experiment's link at once: the next messages of a CBR stream
+carry the new delay from the logged moment on, the change is in the run's timeline log, and it
+took <= 100 ms from request to kernel. Bad requests are exit 2 and leave the run alone."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, WEARLAB, wearlab
+
+EXPERIMENT = """
+name: live
+topology:
+  nodes: {watch: {role: wearable}, server: {role: server}}
+  links: [{between: [watch, server], rate: 10Mbit, delay: 20ms}]
+repetitions: 1
+workload: {kind: stream, client: watch, server: server, direction: down, pattern: cbr,
+           rate: 80kbit, message_size: 100, duration: 8s}
+"""
+
+
+def test_no_running_experiment_is_a_clear_error(tmp_path):
+    res = wearlab("link", "show", "--results", str(tmp_path))
+    assert res.returncode == 2 and "no running experiment" in res.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["set", "watch-server", "dealy=1ms"], "dealy"),
+    (["set", "watch-server"], "KEY=VALUE"),
+    (["down"], "needs a link"),
+])
+def test_bad_requests_are_refused_before_sending(tmp_path, argv, message):
+    res = wearlab("link", *argv, "--results", str(tmp_path))
+    assert res.returncode == 2 and message in res.stderr, res.stderr
+
+
+@pytest.mark.netem
+def test_live_set_changes_the_next_messages(tmp_path):
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT)
+    out = tmp_path / "r"
+    run = subprocess.Popen([*WEARLAB, "run", str(tmp_path / "exp.yaml"), "--out", str(out)], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("live/*/control/heartbeat")):
+            assert run.poll() is None and time.monotonic() < deadline, run.stdout.read() if run.poll() is not None else "no heartbeat"
+            time.sleep(0.05)
+        time.sleep(4.0)   # into the run (setup takes ~1-2 s)
+        bad = wearlab("link", "set", "watch-moon", "delay=1ms", "--results", str(out))
+        assert bad.returncode == 2 and "no link 'watch-moon'" in bad.stderr, bad.stderr
+        res = wearlab("link", "set", "watch-server", "delay=60ms", "--direction", "server->watch", "--results", str(out))
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "applied: server->watch set delay" in res.stdout
+        shown = wearlab("link", "show", "--results", str(out))
+        assert shown.returncode == 0 and "60ms" in shown.stdout, shown.stdout
+        assert run.wait(timeout=120) == 0, run.stdout.read()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    d = out / "live" / "latest"
+    assert not (d / "control").exists()
+    with (d / "series" / "timeline.csv").open() as f:
+        (change,) = [r for r in csv.DictReader(f) if r["source"] == "live"]
+    with (d / "series" / "owd.csv").open() as f:
+        owd = [(float(r["t_send_s"]), float(r["owd_s"])) for r in csv.DictReader(f)]
+    with (d / "runs.csv").open() as f:
+        (row,) = list(csv.DictReader(f))
+    assert int(row["link_changes"]) == 1
+    t = float(change["t_s"])
+    assert 2.0 < t < 7.0, t
+    frame = (100 + 66) * 8 / 10e6
+    before = [o for s, o in owd if s < t - 0.001]
+    after = [o for s, o in owd if s > t + 0.001]
+    assert before and after
+    assert max(sorted(before)[: int(0.9 * len(before))]) <= 0.020 + frame + 0.001
+    assert min(after) >= 0.060 + frame - 0.0005          # every message after the change: the new delay
+    assert "took" not in change["error"]
+
+
+@pytest.mark.netem
+def test_live_control_latency_is_under_100ms(tmp_path):
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT.replace("duration: 8s", "duration: 6s"))
+    out = tmp_path / "r"
+    run = subprocess.Popen([*WEARLAB, "run", str(tmp_path / "exp.yaml"), "--out", str(out)], cwd=ROOT,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("live/*/control/heartbeat")):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(3.0)
+        from wearlab.run import control
+        latencies = []
+        for delay in ("30ms", "40ms", "20ms"):
+            ans = control.request(out, {"action": "set", "link": "watch-server", "set": {"delay": delay}})
+            assert ans["ok"], ans
+            latencies.append(ans["latency_ms"])
+        assert all(0 < x <= 100 for x in latencies), latencies
+    finally:
+        run.wait(timeout=120)
