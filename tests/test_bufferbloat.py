@@ -68,7 +68,14 @@ def test_phone_receive_buffer_holds_most_of_the_delay(bufferbloat):
 def test_virtual_queue_keeps_owd_low_at_the_same_goodput(bufferbloat):
     rows, _, d = bufferbloat
     base, vq = rows["none"], rows["virtual-queue"]
-    assert float(vq["down_owd_median_s"]) <= 1.5
+    # The phone's part (receive buffer, relay, BT) is what the controller bounds: the virtual queue
+    # oscillates between Q_LB and Q_UB = 0.4..0.7 s of BT at T = 1 s, plus BT's own 50-packet
+    # queue (0.55 s). Throttled, the server's TCP keeps the rest in its send buffer (d1, ~0.7 s
+    # here), and the sender is paced by it.
+    phone_part = float(vq["d23_median_s"]) + float(vq["d4_median_s"])
+    assert phone_part <= 0.7 + 0.55, vq
+    assert float(vq["down_owd_median_s"]) <= 2.0
+    assert float(vq["down_owd_median_s"]) * 3 <= float(base["down_owd_median_s"])
     assert float(vq["down_goodput_bps"]) >= 0.95 * float(base["down_goodput_bps"])
     # the controller engaged and recorded its estimate: BW near what BT carries
     with (d / "series" / "vq.csv").open() as f:

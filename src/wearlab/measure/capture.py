@@ -124,8 +124,9 @@ def add_tap(net, node: str, intf: str) -> str:
     """Mirror everything `intf` sends (before its qdiscs) and receives into a dummy device;
     returns the device's name. u32 match-all works on kernels without the matchall classifier."""
     tap = tap_name(intf)
-    # Priority 1: before any other clsact filter (e.g. a redirect into an ifb throttle).
-    match = "prio 1 protocol all u32 match u32 0 0 action mirred egress mirror dev " + tap
+    # Priority 1: before any other clsact filter (e.g. a redirect into an ifb throttle), and
+    # `continue` so that those filters still see the packet (a plain mirror ends classification).
+    match = f"prio 1 protocol all u32 match u32 0 0 action mirred egress mirror dev {tap} continue"
     net.sh(node, f"ip link add {tap} type dummy && ip link set {tap} up && "
                  f"(tc qdisc show dev {intf} | grep -q clsact || tc qdisc add dev {intf} clsact) && "
                  f"tc filter add dev {intf} egress {match} && tc filter add dev {intf} ingress {match}")

@@ -37,7 +37,7 @@ LISTEN_BASE = 20000          # the proxy's port for the i-th upstream: LISTEN_BA
 THROTTLE_DEV = "ifb-vq"      # ingress of the phone's uplink is redirected here when throttling
 THROTTLE_CLASS = "1:1"
 UNTHROTTLED = "10gbit"
-THROTTLE_QUEUE = 16          # packets: ~0.35 s at BW/2 of a 1.1 Mbit/s BT link
+THROTTLE_QUEUE = 8           # packets: ~0.18 s at BW/2 of a 1.1 Mbit/s BT link
 
 TCP_MEM_DEFAULTS = {"rmem_max": (4096, 131072), "wmem_max": (4096, 16384)}  # Linux's min, default
 

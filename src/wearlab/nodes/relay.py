@@ -1,73 +1,306 @@
-"""The phone's TCP relay (the seeds' CPROXY mode, plain for now): it accepts the wearable's
-connection and opens its own to the server, splitting the TCP connection in two as Wear OS's
-phone proxy does. Run as `python -m wearlab.nodes.relay LISTEN_PORT=HOST:PORT ...`; prints
-`ready` once every listener is up."""
+"""The phone's TCP relay (the seeds' CPROXY mode): it accepts the watch's connection and opens its
+own to the server, splitting the TCP connection in two as Wear OS's phone proxy does.
+
+    python -m wearlab.nodes.relay LISTEN_PORT=HOST:PORT ... [options]   (prints `ready`)
+
+Design, from measurements (bench/bench_relay.py): one thread per direction of each connection,
+blocking, moving bytes with splice(2) socket -> pipe -> socket, so the payload never enters
+Python and the GIL is free while a thread waits. The pipe is the relay's application buffer
+(`--app-buffer`, set with F_SETPIPE_SZ; the kernel rounds it up to a power-of-two number of pages,
+at least one page): a thread reads at most that much, writes it all out, reads again - so at most
+`app-buffer` bytes per direction sit in the relay, as in a proxy with a fixed buffer.
+
+Faithful relaying: TCP_NODELAY both ways (a relay forwards what it has at once; Nagle would hold
+TLS handshake messages for the peer's delayed ACK); an EOF is passed on as a half-close (the other
+direction goes on); a reset is passed on as a reset (SO_LINGER 0 then close); a failed upstream
+connect resets the watch's connection.
+
+`--events FILE`: CSV t_ns,conn,dir,op,offset - per direction (down = server -> watch) the
+cumulative bytes taken in (`in`) and handed on (`out`), with the shared kernel clock: the stream
+workload's d2/d3 split. A connection's events are written before its EOF is passed on, so they are
+on disk when the receiver sees the end of the stream.
+
+`--mitigation virtual-queue`: see wearlab.nodes.vqueue (the controller runs in this process).
+"""
 
 from __future__ import annotations
 
-import asyncio
+import argparse
+import errno
+import fcntl
+import os
 import signal
 import socket
+import struct
 import sys
+import threading
+import time
 
-CHUNK = 64 * 1024
+F_SETPIPE_SZ = 1031
+F_GETPIPE_SZ = 1032
+LISTEN_BACKLOG = 1024
+RESET_ERRNOS = (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+class EventLog:
+    """Buffered per connection, appended to the file in one write per flush."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+        self.lock = threading.Lock()
+        if path:
+            with open(path, "a") as f:
+                if f.tell() == 0:
+                    f.write("t_ns,conn,dir,op,offset\n")
+
+    def write(self, rows: list[tuple[int, int, str, str, int]]) -> None:
+        if not self.path or not rows:
+            return
+        text = "".join(f"{t},{c},{d},{op},{off}\n" for t, c, d, op, off in rows)
+        with self.lock, open(self.path, "a") as f:
+            f.write(text)
+
+
+class Connection:
+    """One watch connection and its upstream: two pumps, then both sockets closed."""
+
+    counter = 0
+    counter_lock = threading.Lock()
+
+    def __init__(self, client: socket.socket, upstream: socket.socket, relay: Relay):
+        with Connection.counter_lock:
+            Connection.counter += 1
+            self.id = Connection.counter
+        self.client, self.upstream, self.relay = client, upstream, relay
+        self.aborting = False
+        self.lock = threading.Lock()
+        self.open_pumps = 2
+
+    def start(self) -> None:
+        for src, dst, direction in ((self.upstream, self.client, "down"), (self.client, self.upstream, "up")):
+            threading.Thread(target=self._pump, args=(src, dst, direction), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, direction: str) -> None:
+        events: list[tuple[int, int, str, str, int]] | None = [] if self.relay.events.path else None
+        r, w = os.pipe()
+        try:
+            size = self.relay.app_buffer
+            try:
+                fcntl.fcntl(w, F_SETPIPE_SZ, size)
+            except OSError:
+                pass  # above /proc/sys/fs/pipe-max-size: the default pipe (64 KiB)
+            cap = fcntl.fcntl(w, F_GETPIPE_SZ)
+            took = gave = 0
+            while True:
+                try:
+                    n = os.splice(src.fileno(), w, min(size, cap))
+                except OSError as e:
+                    if e.errno in RESET_ERRNOS or self.aborting:
+                        self._abort(dst)
+                        return
+                    raise
+                if n == 0:
+                    if self.aborting:
+                        return
+                    if events is not None:
+                        self.relay.events.write(events)
+                        events.clear()
+                    try:
+                        dst.shutdown(socket.SHUT_WR)   # pass the half-close on
+                    except OSError:
+                        pass
+                    return
+                took += n
+                if events is not None:
+                    events.append((time.time_ns(), self.id, direction, "in", took))
+                left = n
+                while left:
+                    try:
+                        m = os.splice(r, dst.fileno(), left)
+                    except OSError as e:
+                        if e.errno in RESET_ERRNOS or self.aborting:
+                            self._abort(src)
+                            return
+                        raise
+                    left -= m
+                    gave += m
+                    if events is not None:
+                        events.append((time.time_ns(), self.id, direction, "out", gave))
+                if events is not None and len(events) >= 4096:
+                    self.relay.events.write(events)
+                    events.clear()
+        finally:
+            if events:
+                self.relay.events.write(events)
+            os.close(r)
+            os.close(w)
+            self._pump_done()
+
+    def _abort(self, other: socket.socket) -> None:
+        """A reset on one side: reset the other side too, and wake the reverse pump."""
+        with self.lock:
+            if self.aborting:
+                return
+            self.aborting = True
+        try:
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        for s in (self.client, self.upstream):
+            try:
+                s.shutdown(socket.SHUT_RD)   # the other pump's blocking read returns at once
+            except OSError:
+                pass
+
+    def _pump_done(self) -> None:
+        with self.lock:
+            self.open_pumps -= 1
+            last = self.open_pumps == 0
+        if last:
+            self.relay.forget(self)
+            for s in (self.client, self.upstream):
+                try:
+                    s.close()   # with SO_LINGER 0 (set by _abort), the close sends the reset
+                except OSError:
+                    pass
+
+
+class Relay:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.app_buffer = args.app_buffer
+        self.events = EventLog(args.events)
+        self.live: set[Connection] = set()
+        self.lock = threading.Lock()
+        self.listeners: list[tuple[socket.socket, tuple[str, int]]] = []
+        self.controller = None
+
+    def _tune(self, s: socket.socket) -> None:
+        if self.args.sndbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.args.sndbuf)
+        if self.args.rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.args.rcvbuf)
+
+    def listen(self, specs: list[tuple[int, tuple[str, int]]]) -> None:
+        for port, target in specs:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._tune(s)   # accepted sockets inherit the buffer sizes (set before the handshake)
+            s.bind((self.args.bind, port))
+            s.listen(LISTEN_BACKLOG)
+            self.listeners.append((s, target))
+
+    def serve(self) -> None:
+        for s, target in self.listeners:
+            threading.Thread(target=self._accept_loop, args=(s, target), daemon=True).start()
+
+    def _accept_loop(self, lst: socket.socket, target: tuple[str, int]) -> None:
+        while True:
+            try:
+                client, _ = lst.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._open, args=(client, target), daemon=True).start()
+
+    def _open(self, client: socket.socket, target: tuple[str, int]) -> None:
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        up = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._tune(up)
+        up.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            up.connect(target)
+        except OSError:
+            up.close()
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()   # the watch learns at once: reset
+            return
+        conn = Connection(client, up, self)
+        with self.lock:
+            self.live.add(conn)
+        conn.start()
+
+    def forget(self, conn: Connection) -> None:
+        with self.lock:
+            self.live.discard(conn)
+        if self.controller is not None:
+            self.controller.closed(conn)
+
+    def connections(self) -> list[Connection]:
+        with self.lock:
+            return list(self.live)
+
+
+def _spec(text: str) -> tuple[int, tuple[str, int]]:
     try:
-        while data := await reader.read(CHUNK):
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()  # keep half-closes end to end
-    except (ConnectionError, OSError):
-        writer.transport.abort()
-
-
-def _nodelay(w: asyncio.StreamWriter) -> None:
-    # A relay forwards what it has at once; Nagle would hold small segments (TLS handshake
-    # messages) for the peer's delayed ACK and add tens of ms the real proxy does not.
-    sock = w.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-async def _serve_one(target: tuple[str, int], cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-    try:
-        sr, sw = await asyncio.open_connection(*target)
-    except OSError:
-        cw.transport.abort()
-        return
-    _nodelay(cw)
-    _nodelay(sw)
-    await asyncio.gather(_pipe(cr, sw), _pipe(sr, cw))
-    for w in (cw, sw):
-        w.close()
-
-
-async def main(specs: list[str]) -> None:
-    servers = []
-    for spec in specs:
-        port, target = spec.split("=", 1)
+        port, target = text.split("=", 1)
         host, tport = target.rsplit(":", 1)
-        servers.append(await asyncio.start_server(
-            lambda r, w, t=(host, int(tport)): _serve_one(t, r, w), host="0.0.0.0", port=int(port),
-            reuse_address=True))
-    print("ready", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
+        p, tp = int(port), int(tport)
+        if not (0 < p < 65536 and 0 < tp < 65536) or not host:
+            raise ValueError
+        return p, (host, tp)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not LISTEN_PORT=HOST:PORT (e.g. 20000=10.0.0.2:80)") from None
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive number of bytes")
+    return v
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m wearlab.nodes.relay", description=__doc__.splitlines()[0])
+    ap.add_argument("specs", nargs="+", type=_spec, metavar="LISTEN_PORT=HOST:PORT")
+    ap.add_argument("--bind", default="0.0.0.0")
+    ap.add_argument("--sndbuf", type=_positive)
+    ap.add_argument("--rcvbuf", type=_positive)
+    ap.add_argument("--app-buffer", type=_positive, default=65536)
+    ap.add_argument("--events")
+    ap.add_argument("--mitigation", choices=("none", "virtual-queue"), default="none")
+    ap.add_argument("--vq-T", type=float, default=1.0)
+    ap.add_argument("--vq-epsilon", type=float, default=0.3)
+    ap.add_argument("--throttle-dev")
+    ap.add_argument("--throttle-classid", default="1:1")
+    ap.add_argument("--series")
+    args = ap.parse_args(argv)
+    if args.mitigation == "virtual-queue" and not args.throttle_dev:
+        ap.error("--mitigation virtual-queue needs --throttle-dev (the ifb whose htb class it changes)")
+    if not (0 < args.vq_epsilon < 0.5) or args.vq_T <= 0:
+        ap.error("--vq-epsilon must be in (0, 0.5) and --vq-T positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    relay = Relay(args)
+    try:
+        relay.listen(args.specs)
+    except OSError as e:
+        print(f"relay: cannot listen: {e}", file=sys.stderr)
+        return 2
+    if args.mitigation == "virtual-queue":
+        from wearlab.nodes.vqueue import VirtualQueueController
+        relay.controller = VirtualQueueController(relay, T=args.vq_T, epsilon=args.vq_epsilon,
+                                                  device=args.throttle_dev, classid=args.throttle_classid,
+                                                  series=args.series)
+        relay.controller.start()
+    stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    for s in servers:
+        signal.signal(sig, lambda *_: stop.set())
+    relay.serve()
+    print("ready", flush=True)
+    while not stop.wait(1.0):
+        pass
+    if relay.controller is not None:
+        relay.controller.stop()
+    for s, _ in relay.listeners:
         s.close()
+    return 0
 
 
 if __name__ == "__main__":
-    import argparse
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("specs", nargs="+")
-    for opt in ("--app-buffer", "--events", "--sndbuf", "--rcvbuf"):  # accepted, not yet used
-        ap.add_argument(opt)
-    asyncio.run(main(ap.parse_args().specs))
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""wearlab's relay process on loopback (no namespaces, no netem): its events say how many bytes it
+took in and handed on, in order and to the last byte; it stops promptly on SIGTERM; a bad
+command line is exit 2 with the reason."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+
+@pytest.fixture
+def echo_server():
+    lst = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        while True:
+            try:
+                c, _ = lst.accept()
+            except OSError:
+                return
+            with c:
+                data = b""
+                while chunk := c.recv(65536):
+                    data += chunk
+                c.sendall(hashlib.sha256(data).digest() + data)
+    threading.Thread(target=serve, daemon=True).start()
+    yield lst.getsockname()[1]
+    lst.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_relay(*args: str) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-m", "wearlab.nodes.relay", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready", p.stderr.read()
+    return p
+
+
+def test_events_account_for_every_byte(tmp_path, echo_server):
+    port, events = free_port(), tmp_path / "ev.csv"
+    relay = start_relay(f"{port}={'127.0.0.1'}:{echo_server}", "--bind", "127.0.0.1", "--events", str(events),
+                        "--app-buffer", "16384")
+    try:
+        data = os.urandom(1_000_000)
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+        assert got == hashlib.sha256(data).digest() + data
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        assert relay.wait(timeout=5) == 0
+    with events.open() as f:
+        rows = list(csv.DictReader(f))
+    for direction, total in (("up", len(data)), ("down", len(data) + 32)):
+        for op in ("in", "out"):
+            offs = [int(r["offset"]) for r in rows if r["dir"] == direction and r["op"] == op]
+            assert offs == sorted(offs) and offs[-1] == total, (direction, op)
+        # never more than the application buffer (a 16 KiB pipe) inside the relay
+        ins = [(int(r["t_ns"]), int(r["offset"])) for r in rows if r["dir"] == direction and r["op"] == "in"]
+        outs = [(int(r["t_ns"]), int(r["offset"])) for r in rows if r["dir"] == direction and r["op"] == "out"]
+        assert max(b - a for (_, a), (_, b) in zip([(0, 0), *outs], ins)) <= 16384
+
+
+def test_sigterm_stops_it_promptly(echo_server):
+    relay = start_relay(f"{free_port()}=127.0.0.1:{echo_server}", "--bind", "127.0.0.1")
+    t = time.monotonic()
+    relay.send_signal(signal.SIGTERM)
+    assert relay.wait(timeout=5) == 0
+    assert time.monotonic() - t < 2.5
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["20000"], "is not LISTEN_PORT=HOST:PORT"),
+    (["20000=host:99999"], "is not LISTEN_PORT=HOST:PORT"),
+    (["20000=10.0.0.1:80", "--app-buffer", "-5"], "not a positive number"),
+    (["20000=10.0.0.1:80", "--mitigation", "virtual-queue"], "needs --throttle-dev"),
+])
+def test_bad_command_lines(argv, message):
+    res = subprocess.run([sys.executable, "-m", "wearlab.nodes.relay", *argv], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and message in res.stderr, res.stderr
