@@ -52,6 +52,19 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("kinds", help="node kinds and workload kinds, with their options and parameters")
     sub.add_parser("clean", help="remove everything wearlab made (namespaces, processes, guests)")
 
+    c = sub.add_parser("compare", help="compare two results directories of one experiment (exit 1 on a regression)")
+    c.add_argument("baseline", type=Path)
+    c.add_argument("candidate", type=Path)
+    c.add_argument("--alpha", type=float, help="significance level (default 0.05)")
+    c.add_argument("--threshold", type=float, help="relative change that counts (default 0.05 = 5 %%)")
+    c.add_argument("--metric-threshold", action="append", default=[], metavar="METRIC=REL",
+                   help="a metric's own relative threshold; repeatable")
+    c.add_argument("--metric", action="append", default=[], help="compare only this metric; repeatable")
+    c.add_argument("--thresholds", type=Path, help="YAML: alpha, threshold, metrics: {name: {rel, abs}}, only")
+    c.add_argument("--markdown", type=Path, help="write the table as Markdown")
+    c.add_argument("--junit", type=Path, help="write JUnit XML (one testcase per cell x metric)")
+    c.add_argument("--json", type=Path, help="write the comparison as JSON")
+
     lk = sub.add_parser("link", help="show or change the links of a running experiment (live)")
     lk.add_argument("action", choices=("show", "set", "down", "up", "reset"))
     lk.add_argument("link", nargs="?", help="a link, e.g. watch-phone (reset without one: every link)")
@@ -72,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("WEARLAB_ARGV", shlex.join(["wearlab", *argv]))
     try:
         return {"run": cmd_run, "validate": cmd_validate, "doctor": cmd_doctor, "profiles": cmd_profiles, "plot": cmd_plot,
-                "kinds": cmd_kinds, "clean": cmd_clean, "exec": cmd_exec, "link": cmd_link}[args.command](args)
+                "kinds": cmd_kinds, "clean": cmd_clean, "exec": cmd_exec, "link": cmd_link,
+                "compare": cmd_compare}[args.command](args)
     except InputError as e:
         for p in e.problems:
             err_console.print(f"[red]error:[/red] {p}")
@@ -331,6 +345,52 @@ def cmd_plot(args) -> int:
         for png in plot_results(d):
             console.print(str(png))
     return 0
+
+
+def cmd_compare(args) -> int:
+    from rich.table import Table
+
+    from wearlab.report import compare as C
+
+    th = C.load_thresholds(args.thresholds)
+    updates: dict = {}
+    if args.alpha is not None:
+        if not 0 < args.alpha < 1:
+            raise InputError([Problem("<command line>", None, "--alpha", f"{args.alpha} is not in (0, 1)")])
+        updates["alpha"] = args.alpha
+    if args.threshold is not None:
+        if args.threshold < 0:
+            raise InputError([Problem("<command line>", None, "--threshold", "must be >= 0")])
+        updates["threshold"] = args.threshold
+    metrics = dict(th.metrics)
+    for pair in args.metric_threshold:
+        name, sep, value = pair.partition("=")
+        try:
+            metrics[name] = C.MetricThreshold(rel=float(value))
+            assert sep and name
+        except (ValueError, AssertionError):
+            raise InputError([Problem("<command line>", None, "--metric-threshold", f"'{pair}' is not METRIC=REL")]) from None
+    th = th.model_copy(update={**updates, "metrics": metrics})
+    base = C.load_side(args.baseline, "BASELINE")
+    cand = C.load_side(args.candidate, "CANDIDATE")
+    rep = C.compare(base, cand, th, args.metric or None)
+    t = Table(title=C.headline(rep))
+    for h in C.HEADER:
+        t.add_column(h)
+    colour = {"regression": "red", "improvement": "green", "inconclusive": "yellow"}
+    for row, r in zip(C.table_rows(rep), rep.rows, strict=True):
+        t.add_row(*row[:-1], f"[{colour[r.verdict]}]{r.verdict}[/]" if r.verdict in colour else r.verdict)
+    console.print(t)
+    for d in rep.environment_differences:
+        console.print(f"[yellow]environments differ:[/yellow] {d}")
+    if rep.only_baseline or rep.only_candidate:
+        console.print(f"cells only in the baseline: {', '.join(rep.only_baseline) or 'none'}; "
+                      f"only in the candidate: {', '.join(rep.only_candidate) or 'none'}")
+    for path, text in ((args.markdown, C.to_markdown), (args.junit, C.to_junit), (args.json, C.to_json)):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text(rep))
+    return 1 if rep.regressions else 0
 
 
 def cmd_link(args) -> int:
