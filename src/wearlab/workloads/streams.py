@@ -80,6 +80,9 @@ def _stream_metrics() -> tuple[Metric, ...]:
                 Metric(f"{d}_owd_max_s", "s", label=f"{d} OWD max"),
                 Metric(f"{d}_goodput_bps", "bit/s", better="higher", label=f"{d} goodput", summarised=True,
                        doc="message bytes delivered / (last - first delivery)"),
+                Metric(f"{d}_stall_share", "count", label=f"{d} no reception", summarised=True,
+                       doc="share of 200 ms bins between the first and last delivery with nothing delivered "
+                           "(seed 003 section 3.3: >= 10 % under undesired Sniff)"),
                 Metric(f"{d}_messages", "count", better="none"),
                 Metric(f"{d}_bytes", "B", better="none")]
     out += [Metric(f"d{i}_median_s", "s", label=f"d{i}", summarised=i == 2,
@@ -194,8 +197,11 @@ class _Streams(Workload):
             series["owd"] += [{"stream": name, "direction": spec["direction"], "seq": r[0],
                                "t_send_s": (r[1] - t0) / 1e9, "owd_s": (r[2] - r[1]) / 1e9, "size": r[3]}
                               for r in records]
-            series["goodput"] += _goodput_bins(records, t0, spec)
+            bins = _goodput_bins(records, t0, spec)
+            series["goodput"] += bins
             row.update(_owd_stats(spec["direction"] if name == "main" else "msg", records))
+            if name == "main" and bins:
+                row[f"{spec['direction']}_stall_share"] = sum(1 for b in bins if b["goodput_bps"] == 0) / len(bins)
         if sampler:
             series["queues"] = sampler.samples(t0)
         if proxying:

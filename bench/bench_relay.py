@@ -1,0 +1,133 @@
+"""The phone's relay must never be the bottleneck nor add latency of its own.
+
+Runs on any kernel (its links are unshaped, so no netem is needed):
+    .venv/bin/python bench/bench_relay.py                      (host kernel)
+    .venv/bin/wearlab exec -- .venv/bin/python bench/bench_relay.py   (the UML guest)
+
+watch -- phone -- server, unshaped veths. The phone runs wearlab's relay (the `relay` kind's
+program, default options) listening on RELAY_PORT and forwarding to the server. Two paths:
+direct (the watch connects to the server; the phone routes) and relayed (the watch connects to
+the relay). Measured per path:
+- latency: 64-byte request/response round trips on one connection (TCP_NODELAY both ends),
+  median of ROUNDS; the relay's added latency is relayed - direct;
+- throughput: iperf3, watch -> server, SECONDS, one stream.
+Targets (issue 6): added median latency <= 0.2 ms; on the host kernel >= 1 Gbit/s relayed; in the
+UML guest >= 50 % of the direct rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import Stopwatch, environment, table, verdict, write_result
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from netutil import live_network  # noqa: E402
+from wearlab.runtime import probe  # noqa: E402
+
+RELAY_PORT = 20000
+ECHO_PORT = 7000
+TOPOLOGY = """
+nodes: {watch: {role: wearable}, phone: {role: phone}, server: {role: server}}
+links: [{between: [watch, phone]}, {between: [phone, server]}]
+"""
+
+ECHO = r"""
+import socket, sys, threading
+lst = socket.create_server(("0.0.0.0", int(sys.argv[1])), backlog=64)
+print("listening", flush=True)
+def serve(c):
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while (d := c.recv(64)):
+        c.sendall(d)
+while True:
+    c, _ = lst.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+PINGPONG = r"""
+import json, socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+msg, out = b"x" * 64, []
+for i in range(int(sys.argv[3]) + 50):
+    t = time.perf_counter_ns()
+    s.sendall(msg)
+    got = 0
+    while got < 64:
+        got += len(s.recv(64 - got))
+    if i >= 50:                      # warm-up round trips left out
+        out.append((time.perf_counter_ns() - t) / 1e6)
+print(json.dumps(out))
+"""
+
+
+def median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def latency(net, ip: str, port: int, rounds: int) -> float:
+    res = net.run("watch", [sys.executable, "-c", PINGPONG, ip, str(port), str(rounds)], timeout=300, check=True)
+    return median(json.loads(res.stdout))
+
+
+def throughput(net, ip: str, port: int, seconds: int) -> float:
+    res = net.run("watch", ["iperf3", "-c", ip, "-p", str(port), "-t", str(seconds), "-J"], timeout=seconds + 60,
+                  check=True)
+    return json.loads(res.stdout)["end"]["sum_received"]["bits_per_second"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=2000)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    runtime = "uml" if probe.in_uml_guest() else "host"
+    results: dict[str, list[float]] = {"lat_direct": [], "lat_relay": [], "tput_direct": [], "tput_relay": []}
+    with Stopwatch() as total, live_network(None, TOPOLOGY) as net:
+        server = net.addresses.address_of("server")
+        phone = net.addresses.interface_to("watch", "phone").peer_ip
+        net.sh("watch", f"ip route replace {server}/32 via {phone}")
+        echo = net.popen("server", [sys.executable, "-c", ECHO, str(ECHO_PORT)], stdout=subprocess.PIPE, text=True)
+        assert echo.stdout.readline().strip() == "listening"
+        net.popen("server", ["iperf3", "-s", "-p", "5201"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        relay = net.popen("phone", [sys.executable, "-m", "wearlab.nodes.relay", f"{RELAY_PORT}={server}:{ECHO_PORT}",
+                                    f"{RELAY_PORT + 1}={server}:5201"], stdout=subprocess.PIPE, text=True)
+        assert relay.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        for _ in range(a.reps):   # interleaved, so a drift of the machine hits both paths alike
+            results["lat_direct"].append(latency(net, server, ECHO_PORT, a.rounds))
+            results["lat_relay"].append(latency(net, phone, RELAY_PORT, a.rounds))
+            results["tput_direct"].append(throughput(net, server, 5201, a.seconds))
+            results["tput_relay"].append(throughput(net, phone, RELAY_PORT + 1, a.seconds))
+    lat_d, lat_r = median(results["lat_direct"]), median(results["lat_relay"])
+    tp_d, tp_r = median(results["tput_direct"]), median(results["tput_relay"])
+    added = lat_r - lat_d
+    print(table(["path", "RTT median ms (64 B)", "throughput Mbit/s"],
+                [["direct", lat_d, tp_d / 1e6], ["relay", lat_r, tp_r / 1e6]],
+                title=f"\nRelay vs direct ({runtime} kernel)"))
+    print(f"added latency {added * 1000:.0f} us; relayed / direct throughput {tp_r / tp_d:.2f}")
+    doc = {"benchmark": "relay", "environment": environment(runtime=runtime),
+           "parameters": vars(a), "samples": results,
+           "latency_ms": {"direct": lat_d, "relay": lat_r, "added": added},
+           "throughput_bps": {"direct": tp_d, "relay": tp_r, "share": tp_r / tp_d},
+           "targets": "added median latency <= 0.2 ms; host >= 1 Gbit/s; uml >= 50 % of direct",
+           "duration_s": total.s}
+    path = write_result(f"relay-{runtime}", doc)
+    print(f"\nwrote {path}")
+    return verdict({
+        "added median latency <= 0.2 ms": added <= 0.2,
+        "relayed >= 1 Gbit/s on the host kernel": tp_r >= 1e9 if runtime == "host" else None,
+        "relayed >= 50 % of direct in the UML guest": tp_r >= 0.5 * tp_d if runtime == "uml" else None,
+    })
+
+
+if __name__ == "__main__":
+    sys.exit(main())
