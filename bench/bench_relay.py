@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -67,6 +68,58 @@ print(json.dumps(out))
 """
 
 
+class PlainNamespaces:
+    """watch -- phone -- server as bare `ip netns` namespaces and veths (no qdisc at all): the host
+    kernel here has no netem, which wearlab's own network build puts on every link."""
+
+    NODES = ("watch", "phone", "server")
+
+    def __init__(self):
+        self.tag = f"wearlab-bench-{os.getpid()}"
+        self.procs: list[subprocess.Popen] = []
+
+    def ns(self, node: str) -> str:
+        return f"{self.tag}-{node}"
+
+    def __enter__(self):
+        sh = lambda c: subprocess.run(c, shell=True, check=True)  # noqa: E731
+        for n in self.NODES:
+            sh(f"ip netns add {self.ns(n)} && ip -n {self.ns(n)} link set lo up")
+        for i, (a, b) in enumerate((("watch", "phone"), ("phone", "server")), 1):
+            sh(f"ip link add wlb{i}a netns {self.ns(a)} type veth peer wlb{i}b netns {self.ns(b)}")
+            sh(f"ip -n {self.ns(a)} addr add 10.77.{i}.1/24 dev wlb{i}a && ip -n {self.ns(a)} link set wlb{i}a up")
+            sh(f"ip -n {self.ns(b)} addr add 10.77.{i}.2/24 dev wlb{i}b && ip -n {self.ns(b)} link set wlb{i}b up")
+            for dev, n in ((f"wlb{i}a", a), (f"wlb{i}b", b)):   # as on wearlab's emulated links
+                subprocess.run(f"ip netns exec {self.ns(n)} ethtool -K {dev} gro off gso off tso off",
+                               shell=True, check=False, capture_output=True)
+        sh(f"ip -n {self.ns('watch')} route add 10.77.2.0/24 via 10.77.1.2")
+        sh(f"ip -n {self.ns('server')} route add 10.77.1.0/24 via 10.77.2.1")
+        sh(f"ip netns exec {self.ns('phone')} sysctl -qw net.ipv4.ip_forward=1")
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for n in self.NODES:
+            subprocess.run(["ip", "netns", "del", self.ns(n)], check=False)
+
+    def popen(self, node: str, argv: list[str], **kw) -> subprocess.Popen:
+        p = subprocess.Popen(["ip", "netns", "exec", self.ns(node), *argv], **kw)
+        self.procs.append(p)
+        return p
+
+    def run(self, node: str, argv: list[str], timeout: float, check: bool) -> subprocess.CompletedProcess:
+        return subprocess.run(["ip", "netns", "exec", self.ns(node), *argv], capture_output=True, text=True,
+                              timeout=timeout, check=check)
+
+    def sh(self, node: str, script: str) -> str:
+        return self.run(node, ["sh", "-c", script], 30, True).stdout
+
+    server, phone = "10.77.2.2", "10.77.1.2"
+
+
 def median(xs: list[float]) -> float:
     xs = sorted(xs)
     return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
@@ -91,10 +144,14 @@ def main() -> int:
     a = ap.parse_args()
     runtime = "uml" if probe.in_uml_guest() else "host"
     results: dict[str, list[float]] = {"lat_direct": [], "lat_relay": [], "tput_direct": [], "tput_relay": []}
-    with Stopwatch() as total, live_network(None, TOPOLOGY) as net:
-        server = net.addresses.address_of("server")
-        phone = net.addresses.interface_to("watch", "phone").peer_ip
-        net.sh("watch", f"ip route replace {server}/32 via {phone}")
+    netem = probe.probe_qdisc("netem").works
+    with Stopwatch() as total, (live_network(None, TOPOLOGY) if netem else PlainNamespaces()) as net:
+        if netem:
+            server = net.addresses.address_of("server")
+            phone = net.addresses.interface_to("watch", "phone").peer_ip
+            net.sh("watch", f"ip route replace {server}/32 via {phone}")
+        else:
+            server, phone = net.server, net.phone
         echo = net.popen("server", [sys.executable, "-c", ECHO, str(ECHO_PORT)], stdout=subprocess.PIPE, text=True)
         assert echo.stdout.readline().strip() == "listening"
         net.popen("server", ["iperf3", "-s", "-p", "5201"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
