@@ -57,7 +57,7 @@ def test_default_kinds_follow_roles(tmp_path):
     (tmp_path / "t.yaml").write_text(TOPO)
     t = load_topology(tmp_path / "t.yaml")
     assert {n.name: n.kind for n in t.nodes.values()} == {
-        "watch": "host", "phone": "relay", "ap": "host", "server": "nginx"}
+        "watch": "wearable", "phone": "relay", "ap": "host", "server": "nginx"}
     assert t.nodes["phone"].options == {"rmem_max": 8291456}
     assert DEFAULT_KIND[t.nodes["phone"].role] == "relay"
 

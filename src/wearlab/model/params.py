@@ -125,6 +125,19 @@ def fraction(value: Any) -> float:
     return f
 
 
+def flag(name: str) -> Normalizer:
+    """true/false (YAML also reads on/off/yes/no as booleans); --set gives the words."""
+    words = {"true": True, "on": True, "yes": True, "false": False, "off": False, "no": False}
+
+    def check(value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in words:
+            return words[value.strip().lower()]
+        raise ValueError(f"{name} {value!r} is not true or false")
+    return check
+
+
 def text(name: str) -> Normalizer:
     def check(value: Any) -> str:
         if isinstance(value, str) and value.strip() and "\n" not in value:

@@ -73,6 +73,7 @@ class NodeKind:
     roles: ClassVar[frozenset[Role]] = frozenset(Role)
     options: ClassVar[ParamSet] = ParamSet()
     SERVICES: ClassVar[tuple[Service, ...]] = ()
+    series: ClassVar[tuple] = ()    # workloads.base.Series this kind records per run (take_series)
 
     def __init__(self, net: Network, node: str, options: dict[str, Any], workdir: Path, *, seed: int = 0):
         self.net, self.node, self.settings, self.workdir, self.seed = net, node, options, workdir, seed
@@ -103,6 +104,10 @@ class NodeKind:
 
     def version(self) -> str | None:
         return None
+
+    def take_series(self, t0_ns: int) -> dict[str, list[dict[str, Any]]]:
+        """Rows of its declared series since the last call, times from t0_ns (the run's start)."""
+        return {}
 
     def facts(self) -> dict[str, Any]:
         """What metadata.json records about this node's software."""
@@ -141,7 +146,7 @@ def wait_listening(net: Network, node: str, ports: set[int], what: str, timeout:
 
 REGISTRY: dict[str, type[NodeKind]] = {}
 DEFAULT_KIND: dict[Role, str] = {
-    Role.WEARABLE: "host", Role.PHONE: "relay", Role.AP: "host", Role.ROUTER: "host", Role.SERVER: "nginx",
+    Role.WEARABLE: "wearable", Role.PHONE: "relay", Role.AP: "host", Role.ROUTER: "host", Role.SERVER: "nginx",
 }
 
 
@@ -152,7 +157,7 @@ def register(cls: type[NodeKind]) -> type[NodeKind]:
 
 def node_kinds() -> dict[str, type[NodeKind]]:
     # Importing the modules registers their kinds.
-    from wearlab.nodes import host as _host, nginx as _nginx, proxies as _proxies  # noqa: F401
+    from wearlab.nodes import host as _host, nginx as _nginx, proxies as _proxies, wearable as _wearable  # noqa: F401
     return REGISTRY
 
 

@@ -15,6 +15,7 @@ made in); a timeline's changes last for their run. A live `reset` returns to the
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -39,38 +40,53 @@ class LinkControlError(EnvironmentProblem):
 
 
 class TcBatch:
-    """One `tc -j -force -batch -` in a node, fed line by line; its answers come back on a pty
+    """One `tc -s -j -force -batch -` in a node, fed line by line; its answers come back on a pty
     (tc's stdout to a pipe would be block-buffered and arrive only at exit)."""
 
     def __init__(self, net, node: str):
         self.node = node
         master, slave = pty.openpty()
         tty.setraw(slave)
-        self.proc = net.popen(node, ["tc", "-j", "-force", "-batch", "-"], stdin=subprocess.PIPE,
+        self.proc = net.popen(node, ["tc", "-s", "-j", "-force", "-batch", "-"], stdin=subprocess.PIPE,
                               stdout=slave, stderr=slave)
         os.close(slave)
         self.fd = master
         self.lock = threading.Lock()
 
     def run(self, lines: list[str]) -> str:
-        """Send `lines`, wait until tc has processed them; returns what tc said about them
-        (empty when all went well)."""
+        """Send `lines` (changes: silent when they work), wait until tc has processed them;
+        returns what tc said about them (empty when all went well)."""
+        said, _ = self._exchange(lines, 0)
+        return said
+
+    def query(self, lines: list[str]) -> list[Any]:
+        """Send `show` lines (each answers one JSON line, -j); returns their answers."""
+        said, answers = self._exchange(lines, len(lines))
+        if said:
+            raise LinkControlError(f"{self.node}: tc said: {said[:300]}")
+        return answers
+
+    def _exchange(self, lines: list[str], shows: int) -> tuple[str, list[Any]]:
+        # A final `qdisc show dev lo` marks the end: tc answers each show with one JSON line,
+        # so after shows + 1 such lines, everything else it printed is about our lines (errors).
         with self.lock:
-            self.proc.stdin.write(("\n".join(lines) + "\nqdisc show dev lo\n").encode())
+            self.proc.stdin.write(("\n".join([*lines, "qdisc show dev lo"]) + "\n").encode())
             self.proc.stdin.flush()
             buf = b""
             deadline = time.monotonic() + ANSWER_TIMEOUT_S
-            # The `qdisc show` answer is one JSON list on one line: everything before it is
-            # what tc said about our lines (errors).
-            while not buf.rstrip().endswith(b"]"):
+            while True:
+                text = buf.decode(errors="replace").replace("\r", "")
+                done = [l for l in text.split("\n")[:-1] if l.startswith("[")]
+                if len(done) >= shows + 1:
+                    break
                 left = deadline - time.monotonic()
                 ready, _, _ = select.select([self.fd], [], [], max(0.0, left))
                 if not ready:
                     raise LinkControlError(f"{self.node}: tc did not answer within {ANSWER_TIMEOUT_S:g} s "
-                                           f"(said: {buf.decode(errors='replace')[-300:]!r})")
+                                           f"(said: {text[-300:]!r})")
                 buf += os.read(self.fd, 65536)
-            said = buf.decode(errors="replace").replace("\r", "")
-            return said[: said.rstrip().rfind("\n") + 1].strip() if "\n" in said.rstrip() else ""
+            said = "\n".join(l for l in text.split("\n") if l.strip() and not l.startswith("[")).strip()
+            return said, [json.loads(l) for l in done[:shows]]
 
     def close(self) -> None:
         try:

@@ -141,6 +141,8 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
         record.set(netem_seeds=net.netem_seeds, setup=setup)
         ctx = RunContext(net=net, exp=exp, out_dir=out_dir,
                          series=SeriesFiles(out_dir / "series", {**{s.name: s.columns for s in W.series},
+                                                                 **{s.name: s.columns for k in node_kinds().values()
+                                                                    for s in k.series},
                                                                  "timeline": timeline.COLUMNS}, param_cols))
         ctx.links = LinkControl(net)
         ctx.changes = timeline.ChangeLog()
@@ -230,6 +232,13 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
     return status
 
 
+def _node_series(ctx: RunContext, row: dict[str, Any], t0_ns: int) -> None:
+    """What node kinds recorded (e.g. the BT radio's states), into their series files."""
+    for kind in ctx.nodes.values():
+        for name, rows in kind.take_series(t0_ns).items():
+            ctx.series.append(name, row, rows)
+
+
 class _Pending:
     def __init__(self, row: dict[str, Any], finish=None):
         self.row, self.finish = row, finish
@@ -242,8 +251,10 @@ def _one_run(workload, ctx: RunContext, player: timeline.TimelinePlayer, cell: d
     t0 = time.monotonic()
     finish = None
     exp = ctx.exp
-    # Changes between runs (live ones) belong to no run; flush them with this run's prefix.
+    # Changes between runs (live ones, a radio falling asleep) belong to no run; flush them with
+    # this run's prefix.
     ctx.series.append("timeline", row, ctx.changes.take())
+    _node_series(ctx, row, time.time_ns())
     horizon = exp.workload_class.run_length(cell) or exp.timeout_s
     ctx.run_start_ns = time.time_ns()
     player.start(exp.timeline_of(cell), horizon, ctx.run_start_ns)
@@ -255,6 +266,7 @@ def _one_run(workload, ctx: RunContext, player: timeline.TimelinePlayer, cell: d
             changes = ctx.changes.take()
             row["link_changes"] = sum(1 for c in changes if c["source"] != "reset")
             ctx.series.append("timeline", row, changes)
+            _node_series(ctx, row, ctx.run_start_ns)
         if errors:
             raise RuntimeError(f"timeline: {errors[0]}")
         row.update(outcome.row)
