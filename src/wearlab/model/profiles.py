@@ -38,9 +38,9 @@ PROFILES: dict[str, Profile] = {
             f"Rate 1.1 Mbit/s: {_SEED_003}, section 4 - proxy-side bufferbloat 'will always occur "
             "when the WiFi/cellular link throughput becomes higher than ~1.1Mbps', i.e. the usable "
             "BT rate measured phone->watch (LG Urbane + Nexus 5X); the same rate is assumed for "
-            "watch->phone. Delay 15 ms one-way is an ASSUMPTION: the paper reports no BT RTT. Not "
-            "modelled: BT Sniff mode (0.5-1.2 s stalls about every 5 s of receive-only traffic, "
-            "section 3), which a static netem link cannot express.",
+            "watch->phone. Delay 15 ms one-way is an ASSUMPTION: the paper reports no BT RTT. BT Sniff mode "
+            "(0.5-1.2 s stalls about every 5 s of receive-only traffic, section 3) is the "
+            "wearable kind's `radio: bt`, not part of the profile.",
             rate_bps=1_100_000, delay_s=0.015,
         ),
         _symmetric(

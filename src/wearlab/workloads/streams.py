@@ -83,6 +83,8 @@ def _stream_metrics() -> tuple[Metric, ...]:
                 Metric(f"{d}_stall_share", "count", label=f"{d} no reception", summarised=True,
                        doc="share of 200 ms bins between the first and last delivery with nothing delivered "
                            "(seed 003 section 3.3: >= 10 % under undesired Sniff)"),
+                Metric(f"{d}_transfer_s", "s", label=f"{d} transfer time", summarised=True,
+                       doc="first message sent -> last delivered (a download's duration)"),
                 Metric(f"{d}_messages", "count", better="none"),
                 Metric(f"{d}_bytes", "B", better="none")]
     out += [Metric(f"d{i}_median_s", "s", label=f"d{i}", summarised=i == 2,
@@ -431,6 +433,7 @@ def _owd_stats(prefix: str, records) -> dict[str, Any]:
            f"{prefix}_owd_max_s": s[-1], f"{prefix}_messages": len(records)}
     if prefix in DIRECTIONS:
         out[f"{prefix}_bytes"] = size
+        out[f"{prefix}_transfer_s"] = (records[-1][2] - records[0][1]) / 1e9
         out[f"{prefix}_goodput_bps"] = (size - records[0][3]) * 8 / span if span > 0 else None
     return out
 
