@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from textwrap import dedent
 
+from pathlib import Path
+
 import pytest
 
 from conftest import wearlab
@@ -156,3 +158,18 @@ def test_resolved_experiment_loads_back_with_node_settings(tmp_path):
         YAML().dump(e.to_document(), fh)
     again = load_experiment(out)
     assert again.cells() == e.cells() and again.nodes == e.nodes
+
+
+def test_experiment_overrides_keep_the_topologys_normalised_options(tmp_path):
+    # The topology's sniff_timer is normalised once (5.0 s); an experiment overriding another
+    # option of the same node must not normalise it again ("'5' has no unit").
+    from wearlab.model import load_experiment
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "e.yaml").write_text(f"""
+topology: {root / "topologies" / "bt-sniff.yaml"}
+workload: {{kind: stream, client: watch, server: server, path: phone, duration: 5s}}
+nodes: {{watch: {{uplink_keepalive: true}}}}
+""")
+    exp = load_experiment(tmp_path / "e.yaml")
+    kind, options = exp.node_settings("watch")
+    assert kind == "wearable" and options["sniff_timer"] == 5.0 and options["uplink_keepalive"] is True

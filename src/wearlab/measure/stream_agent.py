@@ -72,28 +72,32 @@ def send_stream(sock: socket.socket, spec: dict[str, Any]) -> dict[str, Any]:
 
 def receive_stream(sock: socket.socket, spec: dict[str, Any]) -> dict[str, Any]:
     """Read messages until EOF; write `seq,send_ns,recv_ns,size` per message to spec["out"]."""
+    with open(spec["out"], "w", buffering=1 << 20) as out:
+        out.write("seq,send_ns,recv_ns,size\n")
+        return _receive_into(sock, spec, out)
+
+
+def _receive_into(sock: socket.socket, spec: dict[str, Any], out) -> dict[str, Any]:
     size = max(MIN_MESSAGE, int(spec["message_size"]))
     buf = bytearray()
     received = messages = 0
     first_ns = last_ns = None
-    with open(spec["out"], "w", buffering=1 << 20) as out:
-        out.write("seq,send_ns,recv_ns,size\n")
-        while True:
-            chunk = sock.recv(CHUNK)
-            now = time.time_ns()
-            if not chunk:
-                break
-            first_ns = first_ns or now
-            last_ns = now
-            received += len(chunk)
-            buf += chunk
-            while len(buf) >= size:
-                magic, _, _, seq, send_ns = MESSAGE_HEADER.unpack_from(buf)
-                if magic != MAGIC:
-                    raise ValueError(f"stream {spec['stream']}: lost message framing at message {messages}")
-                out.write(f"{seq},{send_ns},{now},{size}\n")
-                messages += 1
-                del buf[:size]
+    while True:
+        chunk = sock.recv(CHUNK)
+        now = time.time_ns()
+        if not chunk:
+            break
+        first_ns = first_ns or now
+        last_ns = now
+        received += len(chunk)
+        buf += chunk
+        while len(buf) >= size:
+            magic, _, _, seq, send_ns = MESSAGE_HEADER.unpack_from(buf)
+            if magic != MAGIC:
+                raise ValueError(f"stream {spec['stream']}: lost message framing at message {messages}")
+            out.write(f"{seq},{send_ns},{now},{size}\n")
+            messages += 1
+            del buf[:size]
     return {"received_messages": messages, "received_bytes": received, "first_recv_ns": first_ns,
             "last_recv_ns": last_ns}
 
@@ -136,7 +140,46 @@ def _read_spec(sock: socket.socket) -> dict[str, Any]:
     return json.loads(_read_exactly(sock, n))
 
 
+def client_reconnecting(spec: dict[str, Any]) -> dict[str, Any]:
+    """A receiving app that notices silence and reconnects (seed 003 section 6, P4): after
+    `silence_s` without data it drops the connection and connects again, attempting every
+    `retry_s` (each attempt waits at most that long), until `duration_s` is over. The server
+    starts a fresh stream on each connection; the records of all connections go to one file."""
+    rc = spec["reconnect"]
+    t0 = time.time_ns()
+    end = time.monotonic() + float(spec["duration_s"])
+    connections = attempts = messages = received = 0
+    with open(spec["out"], "w", buffering=1) as out:
+        out.write("seq,send_ns,recv_ns,size\n")
+        while time.monotonic() < end:
+            attempt = time.monotonic()
+            attempts += 1
+            try:
+                sock = socket.create_connection((spec["server"], spec["port"]), timeout=rc["retry_s"])
+            except OSError:
+                time.sleep(max(0.0, min(end, attempt + rc["retry_s"]) - time.monotonic()))
+                continue
+            connections += 1
+            with sock:
+                sub = {**spec, "duration_s": max(0.1, end - time.monotonic())}
+                sub.pop("reconnect")
+                body = json.dumps(sub).encode()
+                try:
+                    sock.sendall(struct.pack("!I", len(body)) + body)
+                    sock.settimeout(rc["silence_s"])
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    r = _receive_into(sock, spec, out)
+                    messages += r["received_messages"]
+                    received += r["received_bytes"]
+                except (OSError, ValueError):
+                    pass   # silence or a dead connection: the app reconnects at once
+    return {"stream": spec["stream"], "ok": True, "start_ns": t0, "received_messages": messages,
+            "received_bytes": received, "connections": connections, "attempts": attempts}
+
+
 def client_stream(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec.get("reconnect"):
+        return client_reconnecting(spec)
     t0 = time.time_ns()
     try:
         sock = socket.create_connection((spec["server"], spec["port"]), timeout=30)

@@ -132,6 +132,13 @@ class Experiment(BaseModel):
         from wearlab.workloads.base import workload_kinds
         return workload_kinds()[self.workload.kind]
 
+    def metrics(self) -> tuple:
+        """What a run's row reports: the workload's metrics, then those of the node kinds the
+        cells run (e.g. the wearable kind's handover phases)."""
+        from wearlab.nodes.kinds import node_kinds
+        used = {self.node_settings(n, c)[0] for n in self.topology.nodes for c in self.cells()}
+        return (*self.workload_class.metrics, *[m for k in sorted(used) for m in node_kinds()[k].metrics])
+
     def cells(self) -> list[dict[str, Any]]:
         """Every combination to run: matrix keys first (first key varies slowest), then the fixed
         workload parameters. A parameter that does not apply in a cell (TLS settings of plain
@@ -360,8 +367,10 @@ def _resolve_ratios(src: YamlSource, spec: ExperimentSpec, wclass, matrix: dict[
     the experiment on purpose)."""
     from wearlab.workloads.base import Ratio
 
+    from wearlab.nodes.kinds import node_kinds
+
     problems: list[Problem] = []
-    metrics = [m.name for m in wclass.metrics]
+    metrics = [m.name for m in wclass.metrics] + [m.name for k in node_kinds().values() for m in k.metrics]
     out = []
 
     def problem(path: YamlPath, message: str) -> None:
@@ -643,9 +652,8 @@ def _node_overrides(raw: dict, topo: Topology | None, overridden: set[str], src:
         n = topo.nodes[node]
         kind_value = settings.get("kind", n.kind)
         kind, extra = split_kind(kind_value) if isinstance(kind_value, str) else (kind_value, {})
-        given = {**({k: v for k, v in n.options.items()} if kind == n.kind else {}), **extra,
-                 **{k: v for k, v in settings.items() if k != "kind"}}
-        options, bad = resolve_kind(kind, n.role, given)
+        given = {**extra, **{k: v for k, v in settings.items() if k != "kind"}}
+        options, bad = resolve_kind(kind, n.role, given, n.options if kind == n.kind else None)
         for key, message in bad:
             field_key = f"{node}.{key}"
             if field_key in overridden or (key == "kind" and f"{node}.kind" in overridden):

@@ -327,9 +327,11 @@ def _resolve_node(name: str, spec: NodeSpec, problem: _Report) -> Node | None:
     return Node(name=name, role=spec.role, kind=kind_name, options=options, sysctls=dict(spec.sysctls))
 
 
-def resolve_kind(kind_name: str, role: Role, given: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """Check a kind name against a role and normalise its options. Returns (options as given,
-    normalised; [(key, problem)])."""
+def resolve_kind(kind_name: str, role: Role, given: dict[str, Any],
+                 normalised: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """Check a kind name against a role and normalise its options. `normalised`: options already
+    normalised (the topology's, under an experiment's overrides), taken as they are. Returns
+    (options, normalised; [(key, problem)])."""
     from wearlab.nodes.kinds import node_kinds
 
     kinds = node_kinds()
@@ -340,7 +342,7 @@ def resolve_kind(kind_name: str, role: Role, given: dict[str, Any]) -> tuple[dic
     if role not in kind.roles:
         problems.append(("kind", f"kind {kind_name} runs on {', '.join(r.value for r in sorted(kind.roles))} "
                                  f"nodes, not on a {role.value}"))
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {k: v for k, v in (normalised or {}).items() if k in kind.options}
     for key, value in given.items():
         if key not in kind.options:
             allowed = ["role", "kind", "sysctls", *kind.options.names()]

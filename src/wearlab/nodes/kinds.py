@@ -74,6 +74,7 @@ class NodeKind:
     options: ClassVar[ParamSet] = ParamSet()
     SERVICES: ClassVar[tuple[Service, ...]] = ()
     series: ClassVar[tuple] = ()    # workloads.base.Series this kind records per run (take_series)
+    metrics: ClassVar[tuple] = ()   # workloads.base.Metric this kind adds to each run's row (run_metrics)
 
     def __init__(self, net: Network, node: str, options: dict[str, Any], workdir: Path, *, seed: int = 0):
         self.net, self.node, self.settings, self.workdir, self.seed = net, node, options, workdir, seed
@@ -104,6 +105,16 @@ class NodeKind:
 
     def version(self) -> str | None:
         return None
+
+    def run_started(self, t0_ns: int) -> None:
+        """A run begins (t0_ns: its start, time.time_ns); `self.ctx` is the run's context."""
+
+    def run_ended(self) -> None:
+        """The run's workload is done (before the links go back to the topology's)."""
+
+    def run_metrics(self) -> dict[str, Any]:
+        """Values of its declared metrics for the run that just ended."""
+        return {}
 
     def take_series(self, t0_ns: int) -> dict[str, list[dict[str, Any]]]:
         """Rows of its declared series since the last call, times from t0_ns (the run's start)."""

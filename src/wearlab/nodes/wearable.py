@@ -1,5 +1,10 @@
 """The `wearable` kind: a watch (or glasses) with its Bluetooth radio's state machine.
 
+With `handover: reactive` (or `wifi-always`) the watch walks away from its phone during each run
+and moves from BT to WiFi as Wear OS does (seed 003 section 6; wearlab.nodes.handover documents
+the mobility and quality model and the phases); it needs a BT link to a phone and a WiFi link
+to an AP.
+
 With `radio: bt` the BT link to the wearable's phone runs the Active/Sniff state machine of
 seed 003 section 3 (wearlab.nodes.radio documents the model): `sniff_timer` (the watch's
 Active->Sniff timer: the paper saw 5 s and 2 s), the phone's `phone_timer`, the blackout's
@@ -18,8 +23,10 @@ from wearlab.model.params import Param, ParamSet
 from wearlab.model.roles import Role
 from wearlab.model.units import format_duration
 from wearlab.nodes.kinds import KindError, NodeKind, register
-from wearlab.workloads.base import Series
+from wearlab.workloads.base import Metric, Series
 
+HANDOVER_SERIES = Series("handover", ("t_s", "t_ns", "event", "detail"),
+                         "the handover's actions and what the watch's interfaces showed (handover: ...)")
 RADIO_SERIES = Series("radio", ("t_s", "t_ns", "link", "state", "reason", "recovery_s"),
                       "the BT radio's state changes (wearable kind, radio: bt)")
 
@@ -28,12 +35,36 @@ def _dur(v: float) -> str:
     return format_duration(float(v))
 
 
+def _number(name: str):
+    def check(v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise ValueError(f"{name} must be a number, got {v!r}")
+        try:
+            return float(v)
+        except ValueError:
+            raise ValueError(f"{name} must be a number, got {v!r}") from None
+    return check
+
+
+def _positive_number(name: str):
+    def check(v: Any) -> float:
+        x = _number(name)(v)
+        if x <= 0:
+            raise ValueError(f"{name} must be more than 0, got {v!r}")
+        return x
+    return check
+
+
 @register
 class Wearable(NodeKind):
     name = "wearable"
     doc = "a watch; radio: bt emulates its Bluetooth radio's Active/Sniff states (seed 003 section 3)"
     roles = frozenset({Role.WEARABLE})
-    series = (RADIO_SERIES,)
+    series = (RADIO_SERIES, HANDOVER_SERIES)
+    metrics = tuple(Metric(f"handover_p{i}_s", "s", label=f"P{i}", summarised=True, doc=doc) for i, doc in (
+        (1, "BT's last reception -> BT interface down (BT connected but unusable)"),
+        (2, "BT down -> WiFi interface up (no network)"),
+        (3, "WiFi up -> its first reception (association)")))
     options = ParamSet((
         Param("radio", P.choice("radio", ("none", "bt")), "none", "bt: the BT link to the phone sleeps (Sniff) as a "
               "watch's does; none: the link alone"),
@@ -49,10 +80,30 @@ class Wearable(NodeKind):
               to_doc=_dur, shown=_dur),
         Param("uplink_keepalive", P.flag("uplink_keepalive"), False, "the paper's fix: a small uplink packet "
               "just before the watch's timer expires"),
+        Param("handover", P.choice("handover", ("none", "reactive", "wifi-always")), "none",
+              "reactive: Wear OS's BT->WiFi handover with phases P1-P3 from timers; wifi-always: WiFi "
+              "associated all along (no P2/P3); none: the watch stays put"),
+        Param("walk_start", P.duration, 5.0, "when the user starts walking away from the phone",
+              to_doc=_dur, shown=_dur),
+        Param("walk_speed", _positive_number("walk_speed"), 1.0, "walking speed, m/s"),
+        Param("rssi_1m", _number("rssi_1m"), -50.0, "BT RSSI at 1 m, dBm (the paper's watch on a desk)"),
+        Param("path_loss_exponent", _positive_number("path_loss_exponent"), 2.5,
+              "log-distance path-loss exponent (ASSUMPTION: indoor, body-worn)"),
+        Param("shadowing_db", _number("shadowing_db"), 2.0, "Gaussian shadowing sigma, dB (seeded)"),
+        Param("bt_unusable", _number("bt_unusable"), -85.0, "RSSI below which BT carries nothing, dBm (ASSUMPTION)"),
+        Param("p1", P.duration, 12.9, "P1: BT connected but unusable (paper mean)", to_doc=_dur, shown=_dur),
+        Param("p2", P.duration, 15.5, "P2: no network (paper mean)", to_doc=_dur, shown=_dur),
+        Param("p3", P.duration, 8.3, "P3: WiFi association (paper mean)", to_doc=_dur, shown=_dur),
     ))
 
     def prepare(self) -> None:
-        self.controller = None
+        self.controller = self.handover = None
+        if self.settings.get("handover", "none") != "none":
+            from wearlab.nodes.handover import HandoverController
+            digest = hashlib.sha256(f"wearlab-walk:{self.seed}:{self.node}".encode()).digest()
+            self.handover = HandoverController(self, bt_peer=self._bt_peer(), ap=self._wifi_peer(),
+                                               settings=self.settings,
+                                               rng=random.Random(int.from_bytes(digest[:8], "big")))
         if self.settings.get("radio") != "bt":
             return
         s = self.settings
@@ -67,6 +118,27 @@ class Wearable(NodeKind):
                         rng=random.Random(int.from_bytes(digest[:8], "big")))
         self.controller = RadioController(self.net, self.node, phone, radio, keepalive=s["uplink_keepalive"])
         self.controller.install()
+
+    def _wifi_peer(self) -> str:
+        topo = self.net.topo
+        peers = [l.other(self.node) for l in topo.links if self.node in (l.a, l.b)
+                 and (l.profile or "").startswith("wifi") and topo.nodes[l.other(self.node)].role == Role.AP]
+        if len(peers) != 1:
+            raise KindError(f"{self.node}: handover needs a BT path and a WiFi path: exactly one WiFi link "
+                            f"(profile wifi-*) to an AP; found {len(peers)}")
+        return peers[0]
+
+    def run_started(self, t0_ns: int) -> None:
+        if self.handover is not None:
+            server = self.ctx.exp.workload_class.endpoints(self.ctx.exp.workload).get("server")
+            self.handover.run_started(t0_ns, self.ctx.address(server))
+
+    def run_ended(self) -> None:
+        if self.handover is not None:
+            self.handover.run_ended()
+
+    def run_metrics(self) -> dict[str, Any]:
+        return self.handover.phases() if self.handover is not None else {}
 
     def _bt_peer(self) -> str:
         topo = self.net.topo
@@ -84,11 +156,16 @@ class Wearable(NodeKind):
     def stop(self) -> None:
         if getattr(self, "controller", None) is not None:
             self.controller.stop()
+        if getattr(self, "handover", None) is not None:
+            self.handover.close()
 
     def take_series(self, t0_ns: int) -> dict[str, list[dict[str, Any]]]:
-        if getattr(self, "controller", None) is None:
-            return {}
-        return {"radio": self.controller.take(t0_ns)}
+        out = {}
+        if getattr(self, "controller", None) is not None:
+            out["radio"] = self.controller.take(t0_ns)
+        if getattr(self, "handover", None) is not None:
+            out["handover"] = self.handover.take()
+        return out
 
     def facts(self) -> dict[str, Any]:
         out = super().facts()

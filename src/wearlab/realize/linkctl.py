@@ -43,11 +43,14 @@ class TcBatch:
     """One `tc -s -j -force -batch -` in a node, fed line by line; its answers come back on a pty
     (tc's stdout to a pipe would be block-buffered and arrive only at exit)."""
 
+    TOOL = "tc"
+    SENTINEL = {"tc": "qdisc show dev lo", "ip": "link show dev lo"}
+
     def __init__(self, net, node: str):
         self.node = node
         master, slave = pty.openpty()
         tty.setraw(slave)
-        self.proc = net.popen(node, ["tc", "-s", "-j", "-force", "-batch", "-"], stdin=subprocess.PIPE,
+        self.proc = net.popen(node, [self.TOOL, "-s", "-j", "-force", "-batch", "-"], stdin=subprocess.PIPE,
                               stdout=slave, stderr=slave)
         os.close(slave)
         self.fd = master
@@ -70,7 +73,7 @@ class TcBatch:
         # A final `qdisc show dev lo` marks the end: tc answers each show with one JSON line,
         # so after shows + 1 such lines, everything else it printed is about our lines (errors).
         with self.lock:
-            self.proc.stdin.write(("\n".join([*lines, "qdisc show dev lo"]) + "\n").encode())
+            self.proc.stdin.write(("\n".join([*lines, self.SENTINEL[self.TOOL]]) + "\n").encode())
             self.proc.stdin.flush()
             buf = b""
             deadline = time.monotonic() + ANSWER_TIMEOUT_S

@@ -121,7 +121,7 @@ class RunRecord:
             "machine": machine(runtime_label), "versions": versions(),
             # What compare and plots need to read runs.csv without knowing the workload.
             "columns": {"params": exp.param_columns(),
-                        "metrics": {m.name: m.describe() for m in wl.metrics},
+                        "metrics": {m.name: m.describe() for m in exp.metrics()},
                         "series": {s.name: list(s.columns) for s in wl.series}},
             "notes": [], "status": "running",
         }

@@ -64,7 +64,7 @@ def check_kernel(exp: Experiment) -> None:
 
 def columns(exp: Experiment) -> list[str]:
     return ["run", "repetition", *exp.param_columns(), "status", "error",
-            *[m.name for m in exp.workload_class.metrics], "link_changes", "started_utc", "wall_s"]
+            *[m.name for m in exp.metrics()], "link_changes", "started_utc", "wall_s"]
 
 
 class Nodes:
@@ -88,6 +88,7 @@ class Nodes:
             kind = node_kinds()[kind_name](self.ctx.net, node, options, self.ctx.workdir(f"{node}-{len(self.facts.get(node, []))}"),
                                            seed=self.ctx.exp.seed)
             mine = [n for n in self.needs if n.node == node and (kind.accepts(n) or not isinstance(n, Relay))]
+            kind.ctx = self.ctx
             kind.configure(mine)  # a need it cannot provide is a KindError (exit 2)
             kind.prepare()
             kind.start()
@@ -260,8 +261,13 @@ def _one_run(workload, ctx: RunContext, player: timeline.TimelinePlayer, cell: d
     player.start(exp.timeline_of(cell), horizon, ctx.run_start_ns)
     try:
         try:
+            for kind in ctx.nodes.values():
+                kind.run_started(ctx.run_start_ns)
             outcome = workload.run(cell, rep)
         finally:
+            for kind in ctx.nodes.values():
+                kind.run_ended()
+                row.update(kind.run_metrics())
             errors = player.stop()
             changes = ctx.changes.take()
             row["link_changes"] = sum(1 for c in changes if c["source"] != "reset")
@@ -302,15 +308,16 @@ def _write_summary(out_dir: Path, exp: Experiment, rows: list[dict[str, Any]], c
     param_cols = exp.param_columns()
     varied = [p for p in param_cols if len({str(r.get(p, "")) for r in rows} - {""}) > 1]
     declared = (*W.ratios, *exp.ratios)
-    wanted = {m.name for m in W.metrics if m.summarised} | {m for r in declared for m in r.metrics}
+    metrics = exp.metrics()
+    wanted = {m.name for m in metrics if m.summarised} | {m for r in declared for m in r.metrics}
     if exp.reference:
         wanted |= {m for c in exp.reference.cells for m in c.values}
-    cells = summarize(rows, param_cols, [m.name for m in W.metrics if m.name in wanted])
+    cells = summarize(rows, param_cols, [m.name for m in metrics if m.name in wanted])
     ratio_rows = ratios(cells, declared)
     results.write_json(out_dir / "summary.json", to_document(cells, ratio_rows))
     if rows:
         shown = {p.name: p.shown for p in W.params}
-        print_summary(console, exp.name, cells, ratio_rows, varied or param_cols[:1], W.metrics, shown, declared)
+        print_summary(console, exp.name, cells, ratio_rows, varied or param_cols[:1], metrics, shown, declared)
         if exp.reference:
             fixed = {**exp.fixed, **{f"{n}.{k}": v for n, opts in exp.nodes.items() for k, v in opts.items()}}
-            print_reference(console, exp.reference, cells, W.metrics, shown, fixed)
+            print_reference(console, exp.reference, cells, metrics, shown, fixed)

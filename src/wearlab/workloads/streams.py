@@ -66,6 +66,9 @@ def _direction_param(default: str = "down") -> Param:
                  "down: server -> client; up; both at once")
 
 
+# App reconnect behaviours: (silence before reconnecting, retry interval), seconds.
+RECONNECT: dict[str, tuple[float, float] | None] = {"none": None, "rtapp": (3.0, 5.0), "tinycam": (10.0, 30.0)}
+
 PATH = Param("path", _path, None, "the client's first hop (a phone proxies, an AP routes)")
 DURATION = Param("duration", P.positive_duration, 30.0, "how long the sender sends", to_doc=format_duration,
                  shown=lambda v: format_duration(float(v)))
@@ -83,6 +86,8 @@ def _stream_metrics() -> tuple[Metric, ...]:
                 Metric(f"{d}_stall_share", "count", label=f"{d} no reception", summarised=True,
                        doc="share of 200 ms bins between the first and last delivery with nothing delivered "
                            "(seed 003 section 3.3: >= 10 % under undesired Sniff)"),
+                Metric(f"{d}_gap_max_s", "s", label=f"{d} longest gap", summarised=True,
+                       doc="longest time between two deliveries (a handover's delay, as the app sees it)"),
                 Metric(f"{d}_transfer_s", "s", label=f"{d} transfer time", summarised=True,
                        doc="first message sent -> last delivered (a download's duration)"),
                 Metric(f"{d}_messages", "count", better="none"),
@@ -291,14 +296,24 @@ class Stream(_Streams):
               to_doc=format_size, shown=lambda v: format_size(int(v)), applies=_is_bulk,
               applies_doc="pattern is bulk"),
         PATH,
+        Param("reconnect", P.choice("reconnect", tuple(RECONNECT)), "none",
+              "a down-stream app's reaction to silence (seed 003 section 6, P4): rtapp reconnects "
+              "after 3 s of silence and retries every 5 s; tinycam after 10 s, every 30 s "
+              "(ASSUMPTIONS shaped on the paper's P4 means 5.6 s and 33.3 s); none: one connection",
+              applies=lambda c: c.get("direction") == "down", applies_doc="direction is down"),
     ))
 
     def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
         dirs = DIRECTIONS if cell["direction"] == "both" else (cell["direction"],)
         by_bytes = cell.get("bytes") not in (None, "")
-        return [self._spec(i, d, cell["pattern"], cell["message_size"], rate=cell.get("rate") or None,
-                           duration=None if by_bytes else cell["duration"], bytes_=cell["bytes"] if by_bytes else None,
-                           out=cell["_dir"] / f"{d}.csv") for i, d in enumerate(dirs)]
+        specs = [self._spec(i, d, cell["pattern"], cell["message_size"], rate=cell.get("rate") or None,
+                            duration=None if by_bytes else cell["duration"], bytes_=cell["bytes"] if by_bytes else None,
+                            out=cell["_dir"] / f"{d}.csv") for i, d in enumerate(dirs)]
+        app = RECONNECT.get(cell.get("reconnect") or "none")
+        if app is not None:
+            for spec in specs:
+                spec["reconnect"] = {"silence_s": app[0], "retry_s": app[1]}
+        return specs
 
 
 def _messages_metrics() -> tuple[Metric, ...]:
@@ -434,6 +449,8 @@ def _owd_stats(prefix: str, records) -> dict[str, Any]:
     if prefix in DIRECTIONS:
         out[f"{prefix}_bytes"] = size
         out[f"{prefix}_transfer_s"] = (records[-1][2] - records[0][1]) / 1e9
+        arrivals = sorted(r[2] for r in records)
+        out[f"{prefix}_gap_max_s"] = max((b - a for a, b in zip(arrivals, arrivals[1:])), default=0) / 1e9
         out[f"{prefix}_goodput_bps"] = (size - records[0][3]) * 8 / span if span > 0 else None
     return out
 

@@ -1,0 +1,65 @@
+"""BT -> WiFi handover (seed 003 section 6): the phases measured on the watch's interfaces are
+the configured timers, the app's gap is their sum plus its own reconnect, and always-on WiFi
+skips P2 and P3. A handover without a WiFi path is a clear error."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from conftest import ROOT, wearlab
+
+pytestmark = pytest.mark.netem
+
+P1, P2, P3 = 2.0, 2.0, 1.0
+SILENCE, RETRY = 3.0, 5.0      # the rtapp preset
+POLL = 0.02                    # the interface monitor's period
+
+
+def within(measured: float, timer: float) -> bool:
+    return 0.9 * timer - 2 * POLL <= measured <= 1.1 * timer + 2 * POLL
+
+
+def test_reactive_phases_are_the_timers_and_wifi_always_skips_two(tmp_path):
+    (tmp_path / "exp.yaml").write_text(f"""
+name: ho
+topology: {ROOT / "topologies" / "handover.yaml"}
+repetitions: 1
+seed: 2
+workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
+           rate: 150kbit, message_size: 3000, duration: 25s, reconnect: rtapp}}
+nodes:
+  watch: {{walk_start: 1s, walk_speed: 5, p1: {P1}s, p2: {P2}s, p3: {P3}s}}
+matrix:
+  watch.handover: [reactive, wifi-always]
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with (tmp_path / "r" / "ho" / "latest" / "runs.csv").open() as f:
+        rows = {r["watch.handover"]: r for r in csv.DictReader(f)}
+    r = rows["reactive"]
+    p = [float(r[f"handover_p{i}_s"]) for i in (1, 2, 3)]
+    assert within(p[0], P1) and within(p[1], P2) and within(p[2], P3), p
+    gap = float(r["down_gap_max_s"])
+    # the app's gap: the phases, then its own reconnect (P4: at most one retry interval + a connect)
+    assert sum(p) <= gap <= sum(p) + RETRY + 1.0, (gap, p)
+    w = rows["wifi-always"]
+    assert within(float(w["handover_p1_s"]), P1) and float(w["handover_p2_s"]) == 0
+    assert float(w["handover_p3_s"]) <= 0.3            # the route moves at once; one exchange with the AP
+    # silence noticed after SILENCE, the next attempt goes over WiFi
+    assert float(w["handover_p1_s"]) <= float(w["down_gap_max_s"]) <= max(float(w["handover_p1_s"]), SILENCE) + 1.0
+    assert float(w["down_gap_max_s"]) < gap
+
+
+def test_handover_needs_a_wifi_path(tmp_path):
+    (tmp_path / "exp.yaml").write_text(f"""
+name: ho-bad
+topology: {ROOT / "topologies" / "bt-sniff.yaml"}
+repetitions: 1
+workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, duration: 5s}}
+nodes:
+  watch: {{handover: reactive}}
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 2 and "needs a BT path and a WiFi path" in res.stderr, res.stdout + res.stderr
