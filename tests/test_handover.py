@@ -63,3 +63,30 @@ nodes:
 """)
     res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
     assert res.returncode == 2 and "needs a BT path and a WiFi path" in res.stderr, res.stdout + res.stderr
+
+
+def test_proactive_multipath_handover_loses_nothing_and_stalls_under_600ms(tmp_path):
+    (tmp_path / "exp.yaml").write_text(f"""
+name: pro
+topology: {ROOT / "topologies" / "handover.yaml"}
+repetitions: 1
+seed: 2
+workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
+           rate: 150kbit, message_size: 3000, duration: 20s, mptcp: true}}
+nodes:
+  watch: {{handover: proactive, walk_start: 1s, walk_speed: 2, p1: {P1}s, p3: {P3}s}}
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    d = tmp_path / "r" / "pro" / "latest"
+    with (d / "runs.csv").open() as f:
+        (r,) = list(csv.DictReader(f))
+    with (d / "series" / "handover.csv").open() as f:
+        events = [e["event"] for e in csv.DictReader(f)]
+    # the flow moved before BT failed, and BT did fail during the run
+    assert events.index("WiFi subflow") < events.index("P1 start") < events.index("BT disconnected")
+    interval = 3000 * 8 / 150_000                               # one message every 160 ms
+    assert float(r["down_gap_max_s"]) < 0.6                    # the paper's proactive figure
+    assert float(r["down_gap_max_s"]) >= interval * 0.5
+    sent = 20 / interval
+    assert sent - 1 <= int(r["down_messages"]) <= sent + 1     # no message lost: one connection, all of it

@@ -107,8 +107,35 @@ def _play(sock: socket.socket, spec: dict[str, Any], role: str) -> dict[str, Any
     return send_stream(sock, spec) if role == "send" else receive_stream(sock, spec)
 
 
+IPPROTO_MPTCP = 262
+
+
+def _mptcp_available() -> bool:
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP).close()
+        return True
+    except OSError:
+        return False
+
+
+def _connect(spec: dict[str, Any], timeout: float) -> socket.socket:
+    """TCP, or MPTCP when the spec asks (an MPTCP connection starts as one subflow; the
+    kernel's path manager adds more, e.g. when the watch's WiFi comes up)."""
+    if not spec.get("mptcp"):
+        return socket.create_connection((spec["server"], spec["port"]), timeout=timeout)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
+    sock.settimeout(timeout)
+    try:
+        sock.connect((spec["server"], spec["port"]))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def serve(port: int) -> None:
-    lst = socket.socket()
+    # An MPTCP listener where the kernel has MPTCP: it accepts plain TCP too.
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP if _mptcp_available() else 0)
     lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lst.bind(("0.0.0.0", port))
     lst.listen(64)
@@ -155,7 +182,7 @@ def client_reconnecting(spec: dict[str, Any]) -> dict[str, Any]:
             attempt = time.monotonic()
             attempts += 1
             try:
-                sock = socket.create_connection((spec["server"], spec["port"]), timeout=rc["retry_s"])
+                sock = _connect(spec, rc["retry_s"])
             except OSError:
                 time.sleep(max(0.0, min(end, attempt + rc["retry_s"]) - time.monotonic()))
                 continue
@@ -182,7 +209,7 @@ def client_stream(spec: dict[str, Any]) -> dict[str, Any]:
         return client_reconnecting(spec)
     t0 = time.time_ns()
     try:
-        sock = socket.create_connection((spec["server"], spec["port"]), timeout=30)
+        sock = _connect(spec, 30)
         sock.settimeout(None)
         with sock:
             body = json.dumps(spec).encode()

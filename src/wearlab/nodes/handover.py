@@ -17,6 +17,15 @@ Reactive policy (Wear OS's default), the paper's four phases:
 - P4 "app reconnect": the app's own behaviour (the stream workload's `reconnect`).
 `wifi-always`: WiFi is associated all along, so after P1 the route moves at once (P2 = P3 = 0).
 
+Proactive policy (the paper's section 6.3, on-demand WiFi): a Kalman filter smooths the RSSI
+samples (random-walk model: process noise KALMAN_Q dB^2 per sample, measurement noise the
+shadowing's variance); when the estimate falls below `proactive_dbm` (-66 dBm, the paper's) WiFi
+comes up and associates (P3), then an MPTCP subflow over WiFi joins the app's connection (an
+`ip mptcp endpoint ... subflow` on the watch, source-routed through the AP) and the BT subflow is
+marked backup (MP_PRIO), so the flow moves to WiFi and stays there; when BT later fails (P1,
+then its interface goes down) nothing is left on it. The app must use MPTCP (`mptcp: true`) and
+the phone must route (kind host), so the connection is end to end.
+
 Measured, not copied from the timers: a monitor polls the watch's interfaces every POLL_S
 (operational state and packets received, `ip -s -j link`) and logs what it sees - BT's last
 reception, BT down, WiFi up, WiFi's first reception - into series/handover.csv; the workload's
@@ -36,7 +45,24 @@ from wearlab.realize.linkctl import TcBatch
 
 POLL_S = 0.02
 RSSI_STEP_S = 0.1
-POLICIES = ("reactive", "wifi-always")
+POLICIES = ("reactive", "wifi-always", "proactive")
+KALMAN_Q = 0.5
+WIFI_TABLE = 100                # the watch's routing table for sources on its WiFi address
+
+
+def kalman(samples: list[tuple[float, float]], measurement_var: float, q: float = KALMAN_Q) -> list[tuple[float, float]]:
+    """(t, smoothed RSSI): a one-dimensional Kalman filter with a random-walk state."""
+    out, x, p = [], None, 0.0
+    for t, z in samples:
+        if x is None:
+            x, p = z, measurement_var
+        else:
+            p += q
+            k = p / (p + max(measurement_var, 1e-9))
+            x += k * (z - x)
+            p *= 1 - k
+        out.append((t, x))
+    return out
 
 
 def rssi_trace(*, walk_start: float, speed: float, rssi_1m: float, exponent: float, shadowing_db: float,
@@ -77,6 +103,13 @@ class HandoverController:
         self._stop.clear()
         wifi_on = self.s["handover"] == "wifi-always"
         self.net.sh(self.watch, f"ip link set {self.wifi_dev} {'up' if wifi_on else 'down'}")
+        if self.s["handover"] == "proactive":
+            server = self.kind.ctx.exp.workload_class.endpoints(self.kind.ctx.exp.workload)["server"]
+            wifi_ip = self.net.addresses.interface_to(self.watch, self.ap).ip
+            for node in (self.watch, server):
+                self.net.sh(node, "ip mptcp endpoint flush && ip mptcp limits set subflow 2 add_addr_accepted 2")
+            self.net.sh(self.watch, f"(ip rule del from {wifi_ip} table {WIFI_TABLE} 2>/dev/null; true) && "
+                                    f"ip rule add from {wifi_ip} table {WIFI_TABLE}")
         self._threads = [threading.Thread(target=self._policy, daemon=True, name="handover"),
                          threading.Thread(target=self._monitor, daemon=True, name="handover-monitor")]
         for th in self._threads:
@@ -88,6 +121,8 @@ class HandoverController:
             th.join(timeout=5)
         # Back to the start: BT up (its routes return with it), WiFi down, the server via the phone.
         self.net.sh(self.watch, f"ip link set {self.bt_dev} up && ip link set {self.wifi_dev} down")
+        if self.s["handover"] == "proactive":
+            self.net.sh(self.watch, "ip mptcp endpoint flush", check=False)
         phone_ip = self.net.addresses.interface_to(self.watch, self.phone).peer_ip
         self.net.sh(self.watch, f"ip route replace {self.server_ip}/32 via {phone_ip} dev {self.bt_dev}")
 
@@ -103,7 +138,10 @@ class HandoverController:
         return rows
 
     def phases(self) -> dict[str, float | None]:
-        """P1-P3 of the run that just ended, from what the interfaces showed."""
+        """P1-P3 of the run that just ended, from what the interfaces showed (the reactive path's
+        phases; a proactive handover has none: the app's gap is its measure)."""
+        if self.s["handover"] == "proactive":
+            return {f"handover_p{i}_s": None for i in (1, 2, 3)}
         with self.lock:
             seen = {e["event"]: e["t_ns"] for e in [*self.taken, *self.events] if e["event"].startswith("seen:")}
         marks = [seen.get("seen: BT last reception"), seen.get("seen: BT DOWN"), seen.get("seen: WiFi UP"),
@@ -136,6 +174,8 @@ class HandoverController:
         crossing = next((t for t, r in trace if r < s["bt_unusable"] and t >= s["walk_start"]), None)
         self._log("walk", f"from {s['walk_start']:g} s at {s['walk_speed']:g} m/s; BT below "
                           f"{s['bt_unusable']:g} dBm at {crossing if crossing is None else round(crossing, 1)} s")
+        if s["handover"] == "proactive" and not self._proactive(trace):
+            return
         if crossing is None or not self._sleep_until(crossing):
             return
         self._link(self.phone, "down", "BT unusable")
@@ -145,6 +185,8 @@ class HandoverController:
             return
         self.net.sh(self.watch, f"ip link set {self.bt_dev} down")
         self._log("BT disconnected", "the OS gives up on BT (end of P1)")
+        if s["handover"] == "proactive":
+            return   # the flow is on WiFi already; BT's end changes nothing
         if s["handover"] == "reactive":
             t += s["p2"]
             if not self._sleep_until(t):
@@ -161,6 +203,27 @@ class HandoverController:
         # which is what the monitor sees as WiFi's first reception.
         self.net.sh(self.watch, f"ping -n -c 1 -W 2 {self.ap_ip} >/dev/null", check=False)
         self._log("WiFi connected", "the server is routed through the AP (end of P3)")
+
+    def _proactive(self, trace: list[tuple[float, float]]) -> bool:
+        """WiFi up and a WiFi subflow in before BT fails; False when the run ended first."""
+        s = self.s
+        smooth = kalman(trace, s["shadowing_db"] ** 2)
+        predicted = next((t for t, x in smooth if x < s["proactive_dbm"] and t >= s["walk_start"]), None)
+        if predicted is None or not self._sleep_until(predicted):
+            return False
+        self._log("predicted", f"Kalman-smoothed RSSI below {s['proactive_dbm']:g} dBm: WiFi on")
+        self._link(self.ap, "down", "associating")
+        self.net.sh(self.watch, f"ip link set {self.wifi_dev} up")
+        if not self._sleep_until(predicted + s["p3"]):
+            return False
+        self._link(self.ap, "up", "associated")
+        wifi_ip = self.net.addresses.interface_to(self.watch, self.ap).ip
+        bt_ip = self.net.addresses.interface_to(self.watch, self.phone).ip
+        self.net.sh(self.watch, f"ip route replace default via {self.ap_ip} dev {self.wifi_dev} table {WIFI_TABLE} && "
+                                f"ip mptcp endpoint add {wifi_ip} dev {self.wifi_dev} subflow && "
+                                f"ip mptcp endpoint add {bt_ip} dev {self.bt_dev} backup")
+        self._log("WiFi subflow", "an MPTCP subflow over WiFi joins; BT marked backup")
+        return True
 
     # -- what the interfaces show --------------------------------------------------------------
     def _state(self) -> dict[str, tuple[str, int]]:

@@ -80,9 +80,12 @@ class Wearable(NodeKind):
               to_doc=_dur, shown=_dur),
         Param("uplink_keepalive", P.flag("uplink_keepalive"), False, "the paper's fix: a small uplink packet "
               "just before the watch's timer expires"),
-        Param("handover", P.choice("handover", ("none", "reactive", "wifi-always")), "none",
+        Param("handover", P.choice("handover", ("none", "reactive", "wifi-always", "proactive")), "none",
               "reactive: Wear OS's BT->WiFi handover with phases P1-P3 from timers; wifi-always: WiFi "
-              "associated all along (no P2/P3); none: the watch stays put"),
+              "associated all along (no P2/P3); proactive: predicted from Kalman-smoothed RSSI, the flow "
+              "moves to an MPTCP subflow over WiFi before BT fails (needs mptcp: true); none: stays put"),
+        Param("proactive_dbm", _number("proactive_dbm"), -66.0, "proactive: smoothed RSSI that brings WiFi up "
+              "(the paper's -66 dBm)"),
         Param("walk_start", P.duration, 5.0, "when the user starts walking away from the phone",
               to_doc=_dur, shown=_dur),
         Param("walk_speed", _positive_number("walk_speed"), 1.0, "walking speed, m/s"),

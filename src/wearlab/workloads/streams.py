@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from wearlab.errors import Problem
+from wearlab.errors import EnvironmentProblem, Problem
 from wearlab.model import params as P
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.units import format_duration, format_rate, format_size
@@ -146,6 +146,12 @@ class _Streams(Workload):
 
     def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         f = self.fields
+        if any(c.get("mptcp") for c in cells):
+            from wearlab.runtime import probe
+            found = probe.probe_feature("mptcp")
+            if not found.works:
+                raise EnvironmentProblem(f"mptcp: true needs Multipath TCP, which this kernel "
+                                         f"({probe.kernel_release()}) lacks ({found.detail}); run with --runtime uml")
         self.server = _Agent(self.ctx.net, f.server, ["serve", "--port", str(STREAM_PORT)])
         self.client = _Agent(self.ctx.net, f.client, [])
         self.dir = self.ctx.out_dir / "streams"
@@ -301,6 +307,8 @@ class Stream(_Streams):
               "after 3 s of silence and retries every 5 s; tinycam after 10 s, every 30 s "
               "(ASSUMPTIONS shaped on the paper's P4 means 5.6 s and 33.3 s); none: one connection",
               applies=lambda c: c.get("direction") == "down", applies_doc="direction is down"),
+        Param("mptcp", P.flag("mptcp"), False, "Multipath TCP end to end (needs MPTCP in the kernel: the "
+              "uml runtime's has it); a wearable's proactive handover moves the flow to a WiFi subflow"),
     ))
 
     def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
@@ -310,9 +318,10 @@ class Stream(_Streams):
                             duration=None if by_bytes else cell["duration"], bytes_=cell["bytes"] if by_bytes else None,
                             out=cell["_dir"] / f"{d}.csv") for i, d in enumerate(dirs)]
         app = RECONNECT.get(cell.get("reconnect") or "none")
-        if app is not None:
-            for spec in specs:
+        for spec in specs:
+            if app is not None:
                 spec["reconnect"] = {"silence_s": app[0], "retry_s": app[1]}
+            spec["mptcp"] = bool(cell.get("mptcp"))
         return specs
 
 
