@@ -10,6 +10,7 @@ WEARLAB := $(VENV)/bin/wearlab
 ROOTFS ?= /var/cache/wearlab/uml-rootfs
 KERNEL_CACHE ?= /var/cache/wearlab/kernel
 EXPERIMENT ?= experiments/quickstart.yaml
+WEARLAB_ARGS ?=
 APT_PACKAGES := python3 python3-venv mininet iproute2 iputils-ping ethtool kmod procps psmisc curl \
 	openssl ca-certificates nginx-light tcpdump iperf3 socat haproxy iptables clang libbpf-dev
 # The guest: its root filesystem (debootstrap) and its kernel (built from Debian's source).
@@ -61,7 +62,7 @@ $(STAMPS)/venv: pyproject.toml $(STAMPS)/apt
 	@touch $@
 
 experiment: setup
-	$(WEARLAB) run $(EXPERIMENT)
+	$(WEARLAB) run $(EXPERIMENT) $(WEARLAB_ARGS)
 
 # Regression-test a phone proxy: the same experiment with a baseline and a candidate proxy kind,
 # then `wearlab compare` (exit 1 on a significant regression). E.g.

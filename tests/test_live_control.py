@@ -103,3 +103,61 @@ def test_live_control_latency_is_under_100ms(tmp_path):
         assert all(0 < x <= 100 for x in latencies), latencies
     finally:
         run.wait(timeout=120)
+
+
+CLASSROOM = """
+name: classroom
+topology: {topology}
+repetitions: 1
+seed: 3
+workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
+           rate: 150kbit, message_size: 3KB, duration: 16s, reconnect: rtapp}}
+nodes:
+  watch: {{radio: bt, uplink_keepalive: true, handover: reactive, walk_start: manual, walk_speed: 20,
+          p1: 1s, p2: 1s, p3: 1s}}
+"""
+
+
+@pytest.mark.netem
+def test_classroom_controls_top_radio_and_handover_now(tmp_path):
+    (tmp_path / "exp.yaml").write_text(CLASSROOM.format(topology=ROOT / "topologies" / "handover.yaml"))
+    out = tmp_path / "r"
+    run = subprocess.Popen([*WEARLAB, "run", str(tmp_path / "exp.yaml"), "--out", str(out)], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("classroom/*/control/heartbeat")):
+            assert run.poll() is None and time.monotonic() < deadline, run.stdout.read() if run.poll() is not None else ""
+            time.sleep(0.05)
+        time.sleep(4.0)
+        top = wearlab("top", "--once", "--results", str(out))
+        assert top.returncode == 0 and "main down" in top.stdout and "radio: active" in top.stdout, top.stdout
+        sleep = wearlab("radio", "sleep", "--results", str(out))
+        assert sleep.returncode == 0 and "sleep requested" in sleep.stdout, sleep.stdout + sleep.stderr
+        time.sleep(2.0)
+        now = wearlab("handover", "now", "--results", str(out))
+        assert now.returncode == 0 and "starts walking away now" in now.stdout, now.stdout + now.stderr
+        again = wearlab("handover", "now", "--results", str(out))
+        assert "walking away already" in again.stdout
+        assert run.wait(timeout=120) == 0, run.stdout.read()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    d = out / "classroom" / "latest"
+    with (d / "series" / "radio.csv").open() as f:
+        radio = list(csv.DictReader(f))
+    forced = [r for r in radio if r["reason"] == "forced: wearlab radio sleep"]
+    assert len(forced) == 1
+    # the usual rule brings it back: the phone's request, after the recovery
+    wake = next(r for r in radio if float(r["t_s"]) > float(forced[0]["t_s"]) and r["state"] == "active")
+    assert 0.5 <= float(wake["t_s"]) - float(forced[0]["t_s"]) <= 1.2 + 0.1
+    with (d / "series" / "handover.csv").open() as f:
+        events = list(csv.DictReader(f))
+    walk = next(e for e in events if e["event"] == "walk")
+    assert "waiting" in [e["event"] for e in events]
+    assert any(e["event"] == "WiFi connected" for e in events)
+    with (d / "series" / "timeline.csv").open() as f:
+        logged = [r["change"] for r in csv.DictReader(f) if r["source"] == "live"]
+    assert any(c.startswith("radio sleep") for c in logged) and any(c.startswith("handover now") for c in logged)
+    assert walk

@@ -73,6 +73,21 @@ def _parser() -> argparse.ArgumentParser:
     lk.add_argument("--results", type=Path, default=Path("results"),
                     help="the running experiment's results directory (default: the one live under results/)")
 
+    tp = sub.add_parser("top", help="a live view of a running experiment (OWD, goodput, queues, radio, links)")
+    tp.add_argument("--results", type=Path, default=Path("results"),
+                    help="the running experiment's results directory (default: the one live under results/)")
+    tp.add_argument("--once", action="store_true", help="print one frame and exit")
+
+    rd = sub.add_parser("radio", help="force a running experiment's BT radio to sleep or wake (wearable kind, radio: bt)")
+    rd.add_argument("action", choices=("show", "sleep", "wake"))
+    rd.add_argument("--node", help="the wearable (default: the only one with a radio)")
+    rd.add_argument("--results", type=Path, default=Path("results"))
+
+    ho = sub.add_parser("handover", help="start a running experiment's walk-away now (wearable kind, walk_start: manual)")
+    ho.add_argument("action", choices=("now",))
+    ho.add_argument("--node", help="the wearable (default: the only one with a handover)")
+    ho.add_argument("--results", type=Path, default=Path("results"))
+
     e = sub.add_parser("exec", help="run a command where the emulated network would live")
     e.add_argument("--runtime", choices=RUNTIMES, default="auto")
     e.add_argument("argv", nargs=argparse.REMAINDER)
@@ -86,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"run": cmd_run, "validate": cmd_validate, "doctor": cmd_doctor, "profiles": cmd_profiles, "plot": cmd_plot,
                 "kinds": cmd_kinds, "clean": cmd_clean, "exec": cmd_exec, "link": cmd_link,
-                "compare": cmd_compare}[args.command](args)
+                "compare": cmd_compare, "top": cmd_top, "radio": cmd_node_action, "handover": cmd_node_action}[args.command](args)
     except InputError as e:
         for p in e.problems:
             err_console.print(f"[red]error:[/red] {p}")
@@ -344,6 +359,41 @@ def cmd_plot(args) -> int:
     for d in args.results:
         for png in plot_results(d):
             console.print(str(png))
+    return 0
+
+
+def cmd_top(args) -> int:
+    import time as _time
+
+    from rich.live import Live
+
+    from wearlab.run import control
+    from wearlab.report.live import render
+
+    doc = control.read_live(args.results)
+    if doc is None:
+        raise EnvironmentProblem(f"no running experiment under {args.results} (give its results directory with --results)")
+    if args.once:
+        console.print(render(doc))
+        return 0
+    with Live(render(doc), console=console, refresh_per_second=4, screen=False) as live:
+        while True:
+            _time.sleep(0.25)
+            doc = control.read_live(args.results)
+            if doc is None:
+                break
+            live.update(render(doc))
+    console.print("the experiment has ended")
+    return 0
+
+
+def cmd_node_action(args) -> int:
+    from wearlab.run import control
+
+    answer = control.request(args.results, {"action": args.command, "arg": args.action, "node": args.node})
+    if not answer.get("ok"):
+        raise InputError([Problem("<command line>", None, None, answer.get("error", "refused"))])
+    console.print(answer.get("said", "done"))
     return 0
 
 

@@ -34,6 +34,7 @@ MESSAGE_HEADER = struct.Struct("!HHIIQ")
 MAGIC = 0x574C  # "WL"
 MIN_MESSAGE = MESSAGE_HEADER.size
 CHUNK = 1 << 16
+LIVE_FLUSH_S = 0.2
 
 
 def send_stream(sock: socket.socket, spec: dict[str, Any]) -> dict[str, Any]:
@@ -82,11 +83,15 @@ def _receive_into(sock: socket.socket, spec: dict[str, Any], out) -> dict[str, A
     buf = bytearray()
     received = messages = 0
     first_ns = last_ns = None
+    flushed = time.monotonic()
     while True:
         chunk = sock.recv(CHUNK)
         now = time.time_ns()
         if not chunk:
             break
+        if time.monotonic() - flushed > LIVE_FLUSH_S:   # a live view reads the file as it grows
+            out.flush()
+            flushed = time.monotonic()
         first_ns = first_ns or now
         last_ns = now
         received += len(chunk)

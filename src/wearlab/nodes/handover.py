@@ -95,6 +95,8 @@ class HandoverController:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.ip = IpBatch(self.net, self.watch)
+        self.walk = threading.Event()      # `wearlab handover now` (walk_start: manual)
+        self.walk_at: float | None = None
 
     # -- per run -------------------------------------------------------------------------------
     def run_started(self, t0_ns: int, server_ip: str) -> None:
@@ -137,6 +139,11 @@ class HandoverController:
             self.taken += rows
         return rows
 
+    def last_event(self) -> dict[str, Any] | None:
+        with self.lock:
+            rows = [e for e in [*self.taken, *self.events] if not e["event"].startswith("seen:")]
+        return rows[-1] if rows else None
+
     def phases(self) -> dict[str, float | None]:
         """P1-P3 of the run that just ended, from what the interfaces showed (the reactive path's
         phases; a proactive handover has none: the app's gap is its measure)."""
@@ -166,15 +173,31 @@ class HandoverController:
         self.kind.ctx.changes.add(applied, change, "handover")
 
     # -- the policy ----------------------------------------------------------------------------
+    def walk_now(self) -> str:
+        if self.s["walk_start"] is not None:
+            return f"{self.watch} walks away at {self.s['walk_start']:g} s of each run already (walk_start)"
+        if self.walk.is_set():
+            return f"{self.watch} is walking away already"
+        self.walk_at = (time.time_ns() - self.t0_ns) / 1e9
+        self.walk.set()
+        return f"{self.watch} starts walking away now ({self.walk_at:.1f} s into the run)"
+
     def _policy(self) -> None:
-        s = self.s
+        s = dict(self.s)
+        if s["walk_start"] is None:        # manual: wait for `wearlab handover now`
+            self.walk.clear()
+            self._log("waiting", "for `wearlab handover now`")
+            while not self.walk.wait(0.1):
+                if self._stop.is_set():
+                    return
+            s["walk_start"] = self.walk_at
         trace = rssi_trace(walk_start=s["walk_start"], speed=s["walk_speed"], rssi_1m=s["rssi_1m"],
                            exponent=s["path_loss_exponent"], shadowing_db=s["shadowing_db"], rng=self.rng,
                            until=self.kind.ctx.exp.timeout_s + 600)
         crossing = next((t for t, r in trace if r < s["bt_unusable"] and t >= s["walk_start"]), None)
         self._log("walk", f"from {s['walk_start']:g} s at {s['walk_speed']:g} m/s; BT below "
                           f"{s['bt_unusable']:g} dBm at {crossing if crossing is None else round(crossing, 1)} s")
-        if s["handover"] == "proactive" and not self._proactive(trace):
+        if s["handover"] == "proactive" and not self._proactive(trace, s):
             return
         if crossing is None or not self._sleep_until(crossing):
             return
@@ -204,9 +227,8 @@ class HandoverController:
         self.net.sh(self.watch, f"ping -n -c 1 -W 2 {self.ap_ip} >/dev/null", check=False)
         self._log("WiFi connected", "the server is routed through the AP (end of P3)")
 
-    def _proactive(self, trace: list[tuple[float, float]]) -> bool:
+    def _proactive(self, trace: list[tuple[float, float]], s: dict[str, Any]) -> bool:
         """WiFi up and a WiFi subflow in before BT fails; False when the run ended first."""
-        s = self.s
         smooth = kalman(trace, s["shadowing_db"] ** 2)
         predicted = next((t for t, x in smooth if x < s["proactive_dbm"] and t >= s["walk_start"]), None)
         if predicted is None or not self._sleep_until(predicted):

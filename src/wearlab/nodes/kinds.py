@@ -112,6 +112,18 @@ class NodeKind:
     def run_ended(self) -> None:
         """The run's workload is done (before the links go back to the topology's)."""
 
+    def live(self) -> dict[str, Any]:
+        """Its state for a live view (called from another thread)."""
+        return {}
+
+    def controls(self, action: str) -> bool:
+        """Whether it answers live `action` requests (`wearlab radio`, `wearlab handover`)."""
+        return False
+
+    def control(self, action: str, arg: str | None) -> str:
+        """Carry out a live request; returns what happened (one line)."""
+        raise KindError(f"kind {self.name} takes no {action}")
+
     def run_metrics(self) -> dict[str, Any]:
         """Values of its declared metrics for the run that just ended."""
         return {}

@@ -115,6 +115,17 @@ class BtRadio:
         self.state = state
         return Transition(t, state, reason)
 
+    def force(self, t: float, what: str) -> Transition | None:
+        """A teacher's `wearlab radio sleep|wake`: the watch falls asleep now (and the usual rules
+        wake it), or wakes now."""
+        if what == "sleep" and self.state == ACTIVE:
+            return self._to(t, SNIFF, "forced: wearlab radio sleep")
+        if what == "wake" and self.state != ACTIVE:
+            self.wake_at = None
+            self.last_watch_tx = self.last_activity = t
+            return self._to(t, ACTIVE, "forced: wearlab radio wake")
+        return None
+
     def keepalive_due(self, t: float) -> bool:
         """The fix: the watch's timer is about to expire and the radio is awake."""
         return (self.state == ACTIVE and self.sniff_timer is not None
@@ -146,6 +157,7 @@ class RadioController:
         self.batches: dict[str, TcBatch] = {}
         self.keepalives = 0
         self._ka = None
+        self.forced: str | None = None    # `wearlab radio sleep|wake`, taken by the loop
 
     # -- set-up ------------------------------------------------------------------------------
     def _plug_parent(self, node: str, dev: str) -> str:
@@ -220,8 +232,12 @@ class RadioController:
             now = self._counters()
             t = time.monotonic()
             own, sent_w, sent_p, phone_waiting, watch_waiting = now
-            tr = self.radio.step(t, watch_own_tx=own > last[0], activity=sent_w > last[1] or sent_p > last[2],
-                                 phone_waiting=phone_waiting > 0, watch_waiting=watch_waiting > 0)
+            forced, self.forced = self.forced, None
+            if forced is not None:
+                tr = self.radio.force(t, forced)
+            else:
+                tr = self.radio.step(t, watch_own_tx=own > last[0], activity=sent_w > last[1] or sent_p > last[2],
+                                     phone_waiting=phone_waiting > 0, watch_waiting=watch_waiting > 0)
             last = now
             if tr is not None:
                 if tr.state == SNIFF:

@@ -35,6 +35,18 @@ def _dur(v: float) -> str:
     return format_duration(float(v))
 
 
+def _walk_start(v: Any) -> float | None:
+    if isinstance(v, str) and v.strip().lower() == "manual":
+        return None
+    if v is None:
+        return None
+    return P.duration(v)
+
+
+def _walk_doc(v: Any) -> str:
+    return "manual" if v is None else _dur(v)
+
+
 def _number(name: str):
     def check(v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float, str)):
@@ -86,8 +98,8 @@ class Wearable(NodeKind):
               "moves to an MPTCP subflow over WiFi before BT fails (needs mptcp: true); none: stays put"),
         Param("proactive_dbm", _number("proactive_dbm"), -66.0, "proactive: smoothed RSSI that brings WiFi up "
               "(the paper's -66 dBm)"),
-        Param("walk_start", P.duration, 5.0, "when the user starts walking away from the phone",
-              to_doc=_dur, shown=_dur),
+        Param("walk_start", _walk_start, 5.0, "when the user starts walking away from the phone; manual: "
+              "when `wearlab handover now` says so", to_doc=_walk_doc, shown=_walk_doc),
         Param("walk_speed", _positive_number("walk_speed"), 1.0, "walking speed, m/s"),
         Param("rssi_1m", _number("rssi_1m"), -50.0, "BT RSSI at 1 m, dBm (the paper's watch on a desk)"),
         Param("path_loss_exponent", _positive_number("path_loss_exponent"), 2.5,
@@ -139,6 +151,27 @@ class Wearable(NodeKind):
     def run_ended(self) -> None:
         if self.handover is not None:
             self.handover.run_ended()
+
+    def live(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if getattr(self, "controller", None) is not None:
+            out["radio"] = self.controller.radio.state
+        if getattr(self, "handover", None) is not None:
+            last = self.handover.last_event()
+            out["handover"] = f"{last['event']} ({last['t_s']:.1f} s)" if last else self.settings["handover"]
+        return out
+
+    def controls(self, action: str) -> bool:
+        return (action == "radio" and getattr(self, "controller", None) is not None) or \
+               (action == "handover" and getattr(self, "handover", None) is not None)
+
+    def control(self, action: str, arg: str | None) -> str:
+        if action == "radio":
+            if arg in ("sleep", "wake"):
+                self.controller.forced = arg
+                return f"{self.node}'s radio: {arg} requested (it was {self.controller.radio.state})"
+            return f"{self.node}'s radio is {self.controller.radio.state}"
+        return self.handover.walk_now()
 
     def run_metrics(self) -> dict[str, Any]:
         return self.handover.phases() if self.handover is not None else {}

@@ -179,7 +179,9 @@ class LinkControl:
                 intf = self.net.addresses.interface_to(src, dst)
                 n = self.changes[(src, dst)] = self.changes.get((src, dst), 0) + 1
                 seed = netem_seed(self.net.seed, src, dst, n) if self.net.seed is not None else None
-                plan = qdisc_plan(intf.name, self.effective((src, dst)), shaper=self.net.shaper, verb="change", seed=seed)
+                link = self.net.topo.link_between(src, dst)
+                plan = qdisc_plan(intf.name, self.effective((src, dst)), shaper=self.net.link_shaper(link), verb="change",
+                                  seed=seed)
                 by_node.setdefault(src, []).extend(plan.lines)
             t = time.monotonic_ns()
             for node, lines in by_node.items():

@@ -68,6 +68,7 @@ class Network:
     hosts: dict = field(default_factory=dict)      # node name -> mininet Host
     procs: list = field(default_factory=list)      # Popen objects started in nodes
     notes: list[str] = field(default_factory=list)  # conversions applied while shaping
+    radio_nodes: set = field(default_factory=set)   # wearables whose BT radio sleeps (see link_shaper)
 
     # -- processes in nodes --------------------------------------------------------------
     def popen(self, node: str, argv: list[str], **kw) -> subprocess.Popen:
@@ -98,6 +99,15 @@ class Network:
         return self.hosts[node].pid
 
     # -- shaping ----------------------------------------------------------------------------
+    def link_shaper(self, link) -> str:
+        """The shaper of one link: the run's, except where a wearable's BT radio sleeps on it.
+        Its blackouts are held in a plug below netem, and the rate limit must come after the
+        plug (htb above netem), so the backlog drains at the link's rate when the radio wakes
+        instead of leaving at once: the blackout's time is lost, as on a real radio."""
+        if (link.profile or "").startswith("bt") and {link.a, link.b} & self.radio_nodes:
+            return "htb"
+        return self.shaper
+
     def shape_commands(self, verb: str = "add") -> dict[str, list[str]]:
         """node -> tc batch lines for all its interfaces (each end shapes its own egress)."""
         out: dict[str, list[str]] = {n: [] for n in self.topo.nodes}
@@ -108,7 +118,7 @@ class Network:
                 seed = None
                 if self.seed is not None and verb == "add":
                     seed = self.netem_seeds[f"{node}->{peer}"] = netem_seed(self.seed, node, peer)
-                qp = qdisc_plan(intf.name, shape, shaper=self.shaper, verb=verb, seed=seed)
+                qp = qdisc_plan(intf.name, shape, shaper=self.link_shaper(link), verb=verb, seed=seed)
                 out[node] += qp.lines
                 self.notes += [f"{node}:{intf.name} (link {link.a}-{link.b}): {n}" for n in qp.notes]
         return out
@@ -246,7 +256,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def build(topo: Topology, *, run_id: str, shaper: str = "netem", seed: int | None = None) -> Network:
+def build(topo: Topology, *, run_id: str, shaper: str = "netem", seed: int | None = None,
+          radio_nodes: set[str] | None = None) -> Network:
     """Create namespaces, veths, addresses, routes, sysctls and qdiscs. Undone by teardown().
     With `seed`, every netem draws loss and jitter from its own seeded PRNG (reproducible)."""
     from mininet.node import Host  # imported late: Mininet is only needed when a network is built
@@ -257,7 +268,8 @@ def build(topo: Topology, *, run_id: str, shaper: str = "netem", seed: int | Non
     workdir = Path(tempfile.mkdtemp(prefix=f"wearlab-{run_id}-", dir="/tmp"))
     workdir.chmod(0o755)  # servers' unprivileged workers read their content from here
     registry.record("net", run_id, paths=[str(workdir)])
-    net = Network(topo=topo, addresses=plan(topo), run_id=run_id, workdir=workdir, shaper=shaper, seed=seed)
+    net = Network(topo=topo, addresses=plan(topo), run_id=run_id, workdir=workdir, shaper=shaper, seed=seed,
+                  radio_nodes=set(radio_nodes or ()))
     try:
         for name in topo.nodes:
             net.hosts[name] = Host(name, inNamespace=True)

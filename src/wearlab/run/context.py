@@ -29,6 +29,7 @@ class RunContext:
     cwd: Path = field(default_factory=Path.cwd)
     links: Any = None      # realize.linkctl.LinkControl: the links, changed in place
     changes: Any = None    # run.timeline.ChangeLog: every link change of the run in progress
+    workload: Any = None   # the experiment's Workload (a live view asks it for its state)
     run_start_ns: int | None = None  # time.time_ns() at the run's start: t = 0 of its series and timeline
 
     @property

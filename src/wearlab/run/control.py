@@ -25,9 +25,11 @@ from wearlab.model.timeline import LinkChange, resolve_link
 
 POLL_S = 0.02              # the runner's look at the directory: most of live control's latency
 HEARTBEAT_S = 1.0
+LIVE_S = 0.5               # live.json: what `wearlab top` shows
 STALE_S = 5.0
 ANSWER_TIMEOUT_S = 5.0
 ACTIONS = ("show", "set", "down", "up", "reset")
+NODE_ACTIONS = ("radio", "handover")   # handled by the node kind (NodeKind.control)
 WHERE = "<command line>"
 
 
@@ -54,11 +56,14 @@ class ControlServer:
         _write_atomic(self.dir / "heartbeat", {"t_ns": time.time_ns(), "pid": os.getpid()})
 
     def _serve(self) -> None:
-        last_beat = time.monotonic()
+        last_beat = last_live = time.monotonic()
         while not self._stop.wait(POLL_S):
             if time.monotonic() - last_beat >= HEARTBEAT_S:
                 self._beat()
                 last_beat = time.monotonic()
+            if time.monotonic() - last_live >= LIVE_S:
+                self._write_live()
+                last_live = time.monotonic()
             try:
                 names = sorted(n for n in os.listdir(self.dir) if n.startswith("req-") and n.endswith(".json"))
             except OSError:
@@ -73,9 +78,23 @@ class ControlServer:
                 req_path.unlink(missing_ok=True)
                 _write_atomic(self.dir / name.replace("req-", "ans-"), answer)
 
+    def _write_live(self) -> None:
+        ctx = self.ctx
+        try:
+            doc = {"t_ns": time.time_ns(), "experiment": ctx.exp.name,
+                   "run_s": (time.time_ns() - ctx.run_start_ns) / 1e9 if ctx.run_start_ns else None,
+                   "workload": ctx.workload.live() if getattr(ctx, "workload", None) is not None else {},
+                   "nodes": {n: k.live() for n, k in list(ctx.nodes.items())},
+                   "links": ctx.links.shapes() if ctx.links is not None else {}}
+            _write_atomic(self.dir / "live.json", doc)
+        except Exception as e:  # noqa: BLE001 - a live view must never stop a run
+            _write_atomic(self.dir / "live.json", {"t_ns": time.time_ns(), "error": str(e)})
+
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         links = self.ctx.links
         action = req.get("action")
+        if action in NODE_ACTIONS:
+            return self._node_action(action, req)
         if action == "show":
             return {"ok": True, "shapes": links.shapes(), "changed": links.is_changed()}
         if action not in ACTIONS:
@@ -112,6 +131,21 @@ class ControlServer:
         return {"ok": True, "applied": [change.describe()], "t_ns": applied.t_ns, "apply_ms": applied.apply_ms,
                 "latency_ms": (applied.t_ns - asked) / 1e6 if isinstance(asked, int) else None,
                 "shapes": applied.shapes}
+
+    def _node_action(self, action: str, req: dict[str, Any]) -> dict[str, Any]:
+        """`wearlab radio ...` / `wearlab handover now`: the node kind that can, answers."""
+        able = {n: k for n, k in list(self.ctx.nodes.items()) if k.controls(action)}
+        node = req.get("node")
+        if node is None:
+            if len(able) != 1:
+                return {"ok": False, "error": f"{len(able)} nodes take `{action}` here"
+                                              + (f" ({', '.join(able)}); give --node" if able else "")}
+            node = next(iter(able))
+        if node not in able:
+            return {"ok": False, "error": f"node {node!r} takes no `{action}` (nodes that do: {', '.join(able) or 'none'})"}
+        said = able[node].control(action, req.get("arg"))
+        self.ctx.changes.note(node, f"{action} {req.get('arg')}: {said}", f"live (pid {req.get('pid')})")
+        return {"ok": True, "said": said}
 
     def stop(self) -> None:
         self._stop.set()
@@ -167,6 +201,16 @@ def request(base: Path, req: dict[str, Any]) -> dict[str, Any]:
         time.sleep(0.005)
     (control / name).unlink(missing_ok=True)
     raise EnvironmentProblem(f"the run in {control.parent} did not answer within {ANSWER_TIMEOUT_S:g} s")
+
+
+def read_live(base: Path) -> dict[str, Any] | None:
+    runs = live_runs(base)
+    if not runs:
+        return None
+    try:
+        return {**json.loads((runs[0] / "live.json").read_text()), "run": str(runs[0].parent)}
+    except (OSError, ValueError):
+        return {"run": str(runs[0].parent)}
 
 
 def parse_settings(pairs: list[str]) -> dict[str, Any]:

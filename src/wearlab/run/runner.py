@@ -137,7 +137,10 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
         if not seeded.works:
             record.note(f"netem on this kernel cannot be seeded ({seeded.detail}): its loss and jitter draws "
                         "differ run to run; wearlab's own randomness (file contents) uses `seed`.")
-        net = network.build(exp.topology, run_id=run_id, shaper=shaper, seed=exp.seed if seeded.works else None)
+        # Wearables whose BT radio sleeps in some cell: their BT links get the radio's qdisc order.
+        radios = {n for n in exp.topology.nodes for c in exp.cells() if exp.node_settings(n, c)[1].get("radio") == "bt"}
+        net = network.build(exp.topology, run_id=run_id, shaper=shaper, seed=exp.seed if seeded.works else None,
+                            radio_nodes=radios)
         setup: dict[str, Any] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
         record.set(netem_seeds=net.netem_seeds, setup=setup)
         ctx = RunContext(net=net, exp=exp, out_dir=out_dir,
@@ -152,6 +155,7 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
         live.start()
         cells = exp.cells()
         workload = W(exp.workload, ctx)
+        ctx.workload = workload
         t = time.monotonic()
         nodes = Nodes(ctx, workload.needs(cells), record)
         nodes.apply(cells[0])

@@ -40,6 +40,14 @@ class ChangeLog:
                 "link": "-".join(change.link), "change": change.describe(), "origin": change.origin,
                 "error": error})
 
+    def note(self, link: str, change: str, origin: str, source: str = "live") -> None:
+        """A live action that is not a link change (wearlab radio, wearlab handover)."""
+        t_ns = time.time_ns()
+        with self.lock:
+            self.rows.append({"t_s": (t_ns - self.t0_ns) / 1e9 if self.t0_ns is not None else None, "t_ns": t_ns,
+                              "scheduled_s": None, "late_ms": None, "apply_ms": None, "source": source,
+                              "link": link, "change": change, "origin": origin, "error": ""})
+
     def take(self) -> list[dict[str, Any]]:
         with self.lock:
             rows, self.rows = self.rows, []

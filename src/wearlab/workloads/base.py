@@ -133,6 +133,10 @@ class Workload:
     def stop(self) -> None:
         """Stop what start() started (teardown kills whatever is left)."""
 
+    def live(self) -> dict[str, Any]:
+        """What a live view shows of the run in progress (called from another thread)."""
+        return {}
+
     def describe_cell(self, cell: dict[str, Any]) -> str:
         return " ".join(p.shown(cell[p.name]) for p in self.params
                         if cell.get(p.name) not in (None, "", "default"))

@@ -192,9 +192,11 @@ class _Streams(Workload):
         t0 = self.ctx.run_start_ns or time.time_ns()   # shared with the timeline's log
         if sampler:
             sampler.start()
+        self._live = _LiveTail(specs, sampler)
         try:
             results = self.client.run(specs, timeout=_timeout(specs, self.ctx.timeout_s))
         finally:
+            self._live = None
             if sampler:
                 sampler.stop()
         failed = [r for r in results if not r.get("ok")]
@@ -265,6 +267,10 @@ class _Streams(Workload):
 
     def describe_cell(self, cell: dict[str, Any]) -> str:
         return " ".join(f"{p.name}={p.shown(cell[p.name])}" for p in self.params if cell.get(p.name) not in (None, ""))
+
+    def live(self) -> dict[str, Any]:
+        tail = getattr(self, "_live", None)
+        return tail.sample() if tail is not None else {}
 
     def stop(self) -> None:
         for a in (getattr(self, "client", None), getattr(self, "server", None)):
@@ -408,6 +414,47 @@ class _Agent:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+class _LiveTail:
+    """The receiving side's records as they grow (the agent flushes every 0.2 s): the last
+    second's one-way delay and goodput, for a live view."""
+
+    def __init__(self, specs: list[dict[str, Any]], sampler):
+        self.specs, self.sampler = specs, sampler
+        self.offsets: dict[str, int] = {}
+        self.recent: dict[str, list[tuple[int, float, int]]] = {}
+        self.totals: dict[str, int] = {}
+
+    def sample(self) -> dict[str, Any]:
+        now = time.time_ns()
+        out: dict[str, Any] = {}
+        for spec in self.specs:
+            path, name = spec["out"], f"{spec.get('role_name', 'main')} {spec['direction']}"
+            try:
+                with open(path) as f:
+                    f.seek(self.offsets.get(path, 0))
+                    text = f.read()
+            except OSError:
+                continue
+            complete = text[: text.rfind("\n") + 1]
+            self.offsets[path] = self.offsets.get(path, 0) + len(complete)
+            rows = self.recent.setdefault(name, [])
+            for line in complete.splitlines():
+                parts = line.split(",")
+                if len(parts) == 4 and parts[0].isdigit():
+                    rows.append((int(parts[2]), (int(parts[2]) - int(parts[1])) / 1e9, int(parts[3])))
+                    self.totals[name] = self.totals.get(name, 0) + 1
+            rows[:] = [r for r in rows if now - r[0] < 30e9]
+            last = [r for r in rows if now - r[0] < 1e9]
+            out[name] = {"owd_s": statistics.median(r[1] for r in last) if last else None,
+                         "owd_max_s": max((r[1] for r in last), default=None),
+                         "goodput_bps": sum(r[2] for r in last) * 8, "messages": self.totals.get(name, 0),
+                         "owd_30s": [round(r[1], 4) for r in rows[-300:]]}
+        if self.sampler is not None and self.sampler.rows:
+            t, sock, rq, sq = self.sampler.rows[-1]
+            out["phone queues"] = {"recv_q": rq, "send_q": sq}
+        return out
 
 
 class _QueueSampler:
