@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from wearlab.runtime import probe  # noqa: E402
 
-BENCHES = ("link", "connect", "relay", "bufferbloat", "scale", "overhead", "guest", "clock", "setup")
+BENCHES = ("link", "connect", "relay", "bufferbloat", "timeline", "scale", "overhead", "guest", "clock", "setup")
 # `setup` clones the checkout and builds a guest from nothing (~12 min): only when asked for.
 DEFAULT = tuple(b for b in BENCHES if b != "setup")
 
@@ -52,6 +52,7 @@ def main() -> int:
                   *(["--wearables", "10", "--phones", "2", "--servers", "1", "--rounds", "1"] if a.quick else [])],
         "connect": [*where, venv_py, str(BENCH / "bench_connect.py"), *(["--quick"] if a.quick else [])],
         "relay": [*where, venv_py, str(BENCH / "bench_relay.py"), *(["--reps", "1"] if a.quick else [])],
+        "timeline": [*where, venv_py, str(BENCH / "bench_timeline.py")],
         "bufferbloat": [*where, venv_py, str(BENCH / "bench_bufferbloat.py"), *(["--duration", "60s"] if a.quick else [])],
         # Decides by itself what runs where (in-guest part via wearlab exec, host part here).
         "overhead": [venv_py, str(BENCH / "bench_overhead.py"), *(["--repetitions", "1"] if a.quick else [])],

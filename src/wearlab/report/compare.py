@@ -183,7 +183,10 @@ def compare(base: Side, cand: Side, th: Thresholds, metric_filter: list[str] | N
         raise InputError([Problem(WHERE, None, None, f"the two runs vary different parameters: {params} vs "
                                                      f"{cand.meta['columns']['params']}")])
     metrics = base.meta["columns"]["metrics"]
-    wanted = [m for m in (metric_filter or th.only or list(metrics))]
+    # By default the metrics the workload summarises (fewer tests, fewer chance findings); all
+    # with a direction when the metadata predates that flag.
+    default = [m for m, d in metrics.items() if d.get("summarised", True)]
+    wanted = [m for m in (metric_filter or th.only or default)]
     unknown = [m for m in wanted if m not in metrics]
     if unknown:
         raise InputError([Problem(WHERE, None, "--metric", f"unknown metric {', '.join(unknown)} "

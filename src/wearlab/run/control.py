@@ -47,23 +47,28 @@ class ControlServer:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="control", daemon=True)
+        # live.json in its own thread: asking the workload for its state (reading its files)
+        # must not delay a request's answer.
+        self._live_thread = threading.Thread(target=self._live_loop, name="control-live", daemon=True)
 
     def start(self) -> None:
         self._beat()
         self._thread.start()
+        self._live_thread.start()
+
+    def _live_loop(self) -> None:
+        while not self._stop.wait(LIVE_S):
+            self._write_live()
 
     def _beat(self) -> None:
         _write_atomic(self.dir / "heartbeat", {"t_ns": time.time_ns(), "pid": os.getpid()})
 
     def _serve(self) -> None:
-        last_beat = last_live = time.monotonic()
+        last_beat = time.monotonic()
         while not self._stop.wait(POLL_S):
             if time.monotonic() - last_beat >= HEARTBEAT_S:
                 self._beat()
                 last_beat = time.monotonic()
-            if time.monotonic() - last_live >= LIVE_S:
-                self._write_live()
-                last_live = time.monotonic()
             try:
                 names = sorted(n for n in os.listdir(self.dir) if n.startswith("req-") and n.endswith(".json"))
             except OSError:
@@ -149,8 +154,9 @@ class ControlServer:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        for th in (self._thread, self._live_thread):
+            if th.is_alive():
+                th.join(timeout=5)
         for p in self.dir.glob("*"):
             p.unlink(missing_ok=True)
         try:

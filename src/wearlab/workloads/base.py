@@ -44,8 +44,9 @@ class Metric:
     summarised: bool = False     # shown in the end-of-run table (median [IQR])
     doc: str = ""
 
-    def describe(self) -> dict[str, str]:
-        return {"unit": self.unit, "better": self.better, "label": self.label or self.name}
+    def describe(self) -> dict[str, Any]:
+        return {"unit": self.unit, "better": self.better, "label": self.label or self.name,
+                "summarised": self.summarised}
 
 
 @dataclass(frozen=True)
