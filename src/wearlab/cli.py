@@ -78,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="the running experiment's results directory (default: the one live under results/)")
     tp.add_argument("--once", action="store_true", help="print one frame and exit")
 
+    ex = sub.add_parser("exporter", help="serve Prometheus metrics of the experiments running under a results directory")
+    ex.add_argument("--results", type=Path, default=Path("results"))
+    ex.add_argument("--listen", default="127.0.0.1:9469", help="address:port (default 127.0.0.1:9469)")
+    ex.add_argument("--once", action="store_true", help="print the metrics once and exit")
+
     rd = sub.add_parser("radio", help="force a running experiment's BT radio to sleep or wake (wearable kind, radio: bt)")
     rd.add_argument("action", choices=("show", "sleep", "wake"))
     rd.add_argument("--node", help="the wearable (default: the only one with a radio)")
@@ -101,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"run": cmd_run, "validate": cmd_validate, "doctor": cmd_doctor, "profiles": cmd_profiles, "plot": cmd_plot,
                 "kinds": cmd_kinds, "clean": cmd_clean, "exec": cmd_exec, "link": cmd_link,
-                "compare": cmd_compare, "top": cmd_top, "radio": cmd_node_action, "handover": cmd_node_action}[args.command](args)
+                "compare": cmd_compare, "top": cmd_top, "exporter": cmd_exporter, "radio": cmd_node_action, "handover": cmd_node_action}[args.command](args)
     except InputError as e:
         for p in e.problems:
             err_console.print(f"[red]error:[/red] {p}")
@@ -385,6 +390,29 @@ def cmd_top(args) -> int:
             live.update(render(doc))
     console.print("the experiment has ended")
     return 0
+
+
+def cmd_exporter(args) -> int:
+    import time as _time
+
+    from prometheus_client import generate_latest
+
+    from wearlab.report import exporter
+
+    if args.once:
+        sys.stdout.write(generate_latest(exporter.registry(args.results)).decode())
+        return 0
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError([Problem("<command line>", None, "--listen", f"'{args.listen}' is not ADDRESS:PORT")])
+    try:
+        exporter.serve(args.results, host or "127.0.0.1", int(port))
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot listen on {args.listen}: {e} (is another exporter running? "
+                                 "choose another port with --listen)") from None
+    console.print(f"serving metrics of experiments under {args.results} on http://{host or '127.0.0.1'}:{port}/metrics")
+    while True:
+        _time.sleep(3600)
 
 
 def cmd_node_action(args) -> int:

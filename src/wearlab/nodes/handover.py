@@ -249,9 +249,10 @@ class HandoverController:
 
     # -- what the interfaces show --------------------------------------------------------------
     def _state(self) -> dict[str, tuple[str, int]]:
-        (links,) = self.ip.query(["link show"])
+        # One `link show dev X` each: a batch's `show dev` filter may stick to later plain shows.
+        answers = self.ip.query([f"link show dev {self.bt_dev}", f"link show dev {self.wifi_dev}"])
         return {l["ifname"]: (l.get("operstate", "?"), l.get("stats64", l.get("stats", {})).get("rx", {}).get("packets", 0))
-                for l in links if l.get("ifname") in (self.bt_dev, self.wifi_dev)}
+                for links in answers for l in links}
 
     def _monitor(self) -> None:
         prev = self._state()

@@ -205,6 +205,25 @@ class LinkControl:
                                                  origin="live" if live else "end of run"), live=live))
         return out
 
+    def counters(self) -> dict[str, dict[str, int]]:
+        """Per direction, what its root qdisc has sent, dropped and holds (`tc -s -j`, one
+        query per node)."""
+        out: dict[str, dict[str, int]] = {}
+        by_node: dict[str, list[tuple[str, str]]] = {}
+        for src, dst in self.current:
+            by_node.setdefault(src, []).append((src, dst))
+        for node, dirs in by_node.items():
+            # One `show dev X` per interface: in tc's batch mode a `show dev` filter sticks to
+            # later plain `show` lines (iproute2 keeps it in a static), so never rely on those.
+            devs = [self.net.addresses.interface_to(src, dst).name for src, dst in dirs]
+            answers = self._batch(node).query([f"qdisc show dev {d}" for d in devs])
+            for (src, dst), qdiscs in zip(dirs, answers, strict=True):
+                q = next((x for x in qdiscs if x.get("root")), {})
+                out[f"{src}->{dst}"] = {"bytes": q.get("bytes", 0), "packets": q.get("packets", 0),
+                                        "drops": q.get("drops", 0), "backlog_bytes": q.get("backlog", 0),
+                                        "backlog_packets": q.get("qlen", 0)}
+        return out
+
     def shapes(self) -> dict[str, dict[str, Any]]:
         return {f"{s}->{d}": {**self.effective((s, d)).to_document(), "down": (s, d) in self.down}
                 for (s, d) in self.current}

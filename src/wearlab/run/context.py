@@ -30,6 +30,7 @@ class RunContext:
     links: Any = None      # realize.linkctl.LinkControl: the links, changed in place
     changes: Any = None    # run.timeline.ChangeLog: every link change of the run in progress
     workload: Any = None   # the experiment's Workload (a live view asks it for its state)
+    progress: dict = field(default_factory=dict)   # runs done/total/failed, the current cell
     run_start_ns: int | None = None  # time.time_ns() at the run's start: t = 0 of its series and timeline
 
     @property

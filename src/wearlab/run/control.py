@@ -25,7 +25,8 @@ from wearlab.model.timeline import LinkChange, resolve_link
 
 POLL_S = 0.02              # the runner's look at the directory: most of live control's latency
 HEARTBEAT_S = 1.0
-LIVE_S = 0.5               # live.json: what `wearlab top` shows
+LIVE_S = 0.5               # live.json: what `wearlab top` and `wearlab exporter` show
+COUNTERS_S = 2.0           # qdisc counters: one tc query per node, so not every live.json
 STALE_S = 5.0
 ANSWER_TIMEOUT_S = 5.0
 ACTIONS = ("show", "set", "down", "up", "reset")
@@ -57,7 +58,14 @@ class ControlServer:
         self._live_thread.start()
 
     def _live_loop(self) -> None:
+        last = 0.0
         while not self._stop.wait(LIVE_S):
+            if time.monotonic() - last >= COUNTERS_S and self.ctx.links is not None:
+                try:
+                    self.counters = self.ctx.links.counters()
+                except Exception:  # noqa: BLE001 - a live view must never stop a run
+                    self.counters = {}
+                last = time.monotonic()
             self._write_live()
 
     def _beat(self) -> None:
@@ -90,7 +98,10 @@ class ControlServer:
                    "run_s": (time.time_ns() - ctx.run_start_ns) / 1e9 if ctx.run_start_ns else None,
                    "workload": ctx.workload.live() if getattr(ctx, "workload", None) is not None else {},
                    "nodes": {n: k.live() for n, k in list(ctx.nodes.items())},
-                   "links": ctx.links.shapes() if ctx.links is not None else {}}
+                   "links": ctx.links.shapes() if ctx.links is not None else {},
+                   "link_counters": getattr(self, "counters", {}),
+                   "changes": ctx.changes.totals() if ctx.changes is not None else {},
+                   "progress": dict(getattr(ctx, "progress", {}) or {})}
             _write_atomic(self.dir / "live.json", doc)
         except Exception as e:  # noqa: BLE001 - a live view must never stop a run
             _write_atomic(self.dir / "live.json", {"t_ns": time.time_ns(), "error": str(e)})

@@ -159,6 +159,7 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
         live = ControlServer(out_dir / "control", ctx)
         live.start()
         cells = exp.cells()
+        ctx.progress = {"total": len(cells) * exp.repetitions, "done": 0, "failed": 0}
         workload = W(exp.workload, ctx)
         ctx.workload = workload
         t = time.monotonic()
@@ -196,10 +197,12 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
                             # The previous run's teardown is on the wire by now: finish its row.
                             if pending is not None:
                                 rows.append(_finish(pending, runs, progress))
+                                _count(ctx, rows[-1])
                             pending = nxt
             finally:
                 if pending is not None:
                     rows.append(_finish(pending, runs, progress))
+                    _count(ctx, rows[-1])
         record.set(status="complete")
     except (Interrupted, KeyboardInterrupt) as e:
         record.set(status=f"interrupted ({e or 'SIGINT'})")
@@ -242,6 +245,12 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
     return status
 
 
+def _count(ctx: RunContext, row: dict[str, Any]) -> None:
+    ctx.progress["done"] = ctx.progress.get("done", 0) + 1
+    if row.get("status") != "ok":
+        ctx.progress["failed"] = ctx.progress.get("failed", 0) + 1
+
+
 def _node_series(ctx: RunContext, row: dict[str, Any], t0_ns: int) -> None:
     """What node kinds recorded (e.g. the BT radio's states), into their series files."""
     for kind in ctx.nodes.values():
@@ -267,6 +276,7 @@ def _one_run(workload, ctx: RunContext, player: timeline.TimelinePlayer, cell: d
     _node_series(ctx, row, time.time_ns())
     horizon = exp.workload_class.run_length(cell) or exp.timeout_s
     ctx.run_start_ns = time.time_ns()
+    ctx.progress.update(run=n, cell=workload.describe_cell(cell), repetition=rep)
     player.start(exp.timeline_of(cell), horizon, ctx.run_start_ns)
     try:
         try:

@@ -26,12 +26,17 @@ class ChangeLog:
         self.rows: list[dict[str, Any]] = []
         self.t0_ns: int | None = None       # the run's start (time.time_ns: the series' origin too)
         self.lock = threading.Lock()
+        self.counts: dict[tuple[str, str], int] = {}    # (link, source) -> changes so far (exporter)
+        self.last_ns: dict[str, int] = {}                # link -> time of its last change
 
     def add(self, applied: Applied | None, change: LinkChange, source: str, *, scheduled_s: float | None = None,
             error: str = "") -> None:
         t_ns = applied.t_ns if applied else time.time_ns()
         t_s = (t_ns - self.t0_ns) / 1e9 if self.t0_ns is not None else None
         with self.lock:
+            link = "-".join(change.link)
+            self.counts[(link, source)] = self.counts.get((link, source), 0) + 1
+            self.last_ns[link] = t_ns
             self.rows.append({
                 "t_s": t_s, "t_ns": t_ns,
                 "scheduled_s": scheduled_s,
@@ -47,6 +52,11 @@ class ChangeLog:
             self.rows.append({"t_s": (t_ns - self.t0_ns) / 1e9 if self.t0_ns is not None else None, "t_ns": t_ns,
                               "scheduled_s": None, "late_ms": None, "apply_ms": None, "source": source,
                               "link": link, "change": change, "origin": origin, "error": ""})
+
+    def totals(self) -> dict[str, Any]:
+        with self.lock:
+            return {"changes": [{"link": l, "source": s, "count": n} for (l, s), n in self.counts.items()],
+                    "last_change_ns": dict(self.last_ns)}
 
     def take(self) -> list[dict[str, Any]]:
         with self.lock:

@@ -416,15 +416,20 @@ class _Agent:
                 self.proc.kill()
 
 
+OWD_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # s
+
+
 class _LiveTail:
     """The receiving side's records as they grow (the agent flushes every 0.2 s): the last
-    second's one-way delay and goodput, for a live view."""
+    second's one-way delay and goodput, and the run's OWD histogram, for a live view and the
+    Prometheus exporter."""
 
     def __init__(self, specs: list[dict[str, Any]], sampler):
         self.specs, self.sampler = specs, sampler
         self.offsets: dict[str, int] = {}
         self.recent: dict[str, list[tuple[int, float, int]]] = {}
         self.totals: dict[str, int] = {}
+        self.hist: dict[str, dict[str, Any]] = {}
 
     def sample(self) -> dict[str, Any]:
         now = time.time_ns()
@@ -440,17 +445,26 @@ class _LiveTail:
             complete = text[: text.rfind("\n") + 1]
             self.offsets[path] = self.offsets.get(path, 0) + len(complete)
             rows = self.recent.setdefault(name, [])
+            hist = self.hist.setdefault(name, {"le": list(OWD_BUCKETS), "counts": [0] * len(OWD_BUCKETS),
+                                               "sum": 0.0, "count": 0, "bytes": 0})
             for line in complete.splitlines():
                 parts = line.split(",")
                 if len(parts) == 4 and parts[0].isdigit():
-                    rows.append((int(parts[2]), (int(parts[2]) - int(parts[1])) / 1e9, int(parts[3])))
+                    owd = (int(parts[2]) - int(parts[1])) / 1e9
+                    rows.append((int(parts[2]), owd, int(parts[3])))
                     self.totals[name] = self.totals.get(name, 0) + 1
+                    hist["sum"] += owd
+                    hist["count"] += 1
+                    hist["bytes"] += int(parts[3])
+                    for i, le in enumerate(OWD_BUCKETS):
+                        if owd <= le:
+                            hist["counts"][i] += 1   # cumulative, as Prometheus buckets are
             rows[:] = [r for r in rows if now - r[0] < 30e9]
             last = [r for r in rows if now - r[0] < 1e9]
             out[name] = {"owd_s": statistics.median(r[1] for r in last) if last else None,
                          "owd_max_s": max((r[1] for r in last), default=None),
                          "goodput_bps": sum(r[2] for r in last) * 8, "messages": self.totals.get(name, 0),
-                         "owd_30s": [round(r[1], 4) for r in rows[-300:]]}
+                         "owd_30s": [round(r[1], 4) for r in rows[-300:]], "owd_hist": hist}
         if self.sampler is not None and self.sampler.rows:
             t, sock, rq, sq = self.sampler.rows[-1]
             out["phone queues"] = {"recv_q": rq, "send_q": sq}

@@ -1,0 +1,119 @@
+"""The Prometheus exporter turns a live run's live.json into metrics named by Prometheus
+conventions, parseable by prometheus_client's own parser; nothing when nothing runs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from wearlab.cli import main
+from wearlab.report.exporter import registry
+
+LIVE = {
+    "experiment": "demo", "run_s": 12.5,
+    "progress": {"total": 4, "done": 1, "failed": 0, "run": 2, "cell": "pattern=cbr"},
+    "workload": {"main down": {"owd_s": 0.5, "owd_max_s": 0.9, "goodput_bps": 1.0e6, "messages": 10,
+                               "owd_hist": {"le": [0.1, 1.0], "counts": [3, 9], "sum": 4.2, "count": 10, "bytes": 10000}},
+                 "phone queues": {"recv_q": 1000, "send_q": 20}},
+    "nodes": {"watch": {"radio": "sniff"}},
+    "links": {"watch->phone": {"rate": "1.1Mbit", "delay": "15ms", "loss": "1%", "down": False},
+              "phone->watch": {"rate": "1.1Mbit", "delay": "15ms", "down": True}},
+    "link_counters": {"phone->watch": {"bytes": 5000, "packets": 5, "drops": 1, "backlog_bytes": 300}},
+    "changes": {"changes": [{"link": "watch-phone", "source": "live", "count": 2}],
+                "last_change_ns": {"watch-phone": 1_700_000_000_000_000_000}},
+}
+
+
+def live_dir(tmp_path):
+    c = tmp_path / "demo" / "20261122T000000Z" / "control"
+    c.mkdir(parents=True)
+    (c / "heartbeat").write_text(json.dumps({"t_ns": time.time_ns(), "pid": 1}))
+    (c / "live.json").write_text(json.dumps(LIVE))
+    return tmp_path
+
+
+def samples(results) -> dict[tuple, float]:
+    text = generate_latest(registry(results)).decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_of_a_live_run(tmp_path):
+    got = samples(live_dir(tmp_path))
+    e = ("experiment", "demo")
+    assert got[("wearlab_runs_done", (e,))] == 1 and got[("wearlab_runs", (e,))] == 4
+    pw = (("direction", "phone->watch"), e, ("link", "phone-watch"))
+    wp = (("direction", "watch->phone"), e, ("link", "phone-watch"))
+    assert got[("wearlab_link_rate_bits_per_second", wp)] == 1_100_000
+    assert abs(got[("wearlab_link_delay_seconds", wp)] - 0.015) < 1e-12
+    assert abs(got[("wearlab_link_loss_ratio", wp)] - 0.01) < 1e-12
+    assert got[("wearlab_link_down", pw)] == 1
+    assert got[("wearlab_link_sent_bytes_total", pw)] == 5000
+    assert got[("wearlab_link_dropped_packets_total", pw)] == 1
+    st = (e, ("stream", "main down"))
+    assert got[("wearlab_stream_owd_seconds", st)] == 0.5
+    assert got[("wearlab_stream_owd_histogram_seconds_bucket", (e, ("le", "1.0"), ("stream", "main down")))] == 9
+    assert got[("wearlab_stream_owd_histogram_seconds_count", st)] == 10
+    assert got[("wearlab_radio_state", (e, ("node", "watch"), ("state", "sniff")))] == 1
+    assert got[("wearlab_link_changes_total", (e, ("link", "watch-phone"), ("source", "live")))] == 2
+
+
+def test_nothing_running_gives_no_samples_and_a_stale_run_is_not_live(tmp_path):
+    assert not [k for k in samples(tmp_path) if k[0].startswith("wearlab_")]
+    d = live_dir(tmp_path)
+    (d / "demo" / "20261122T000000Z" / "control" / "heartbeat").write_text(json.dumps({"t_ns": 0, "pid": 1}))
+    assert not [k for k in samples(d) if k[0] == "wearlab_experiment_running"]
+
+
+def test_cli_once(tmp_path, capsys):
+    assert main(["exporter", "--once", "--results", str(live_dir(tmp_path))]) == 0
+    assert "wearlab_stream_owd_seconds" in capsys.readouterr().out
+    assert main(["exporter", "--listen", "nope"]) == 2
+
+
+@pytest.mark.netem
+def test_scraping_a_running_experiment(tmp_path):
+    """During a real run: the configured link values, counters that grow with the traffic, and a
+    stream's OWD no shorter than the path's physics."""
+    import subprocess
+
+    from conftest import ROOT, WEARLAB
+
+    (tmp_path / "exp.yaml").write_text(f"""
+name: scrape
+topology: {ROOT / "topologies" / "cproxy.yaml"}
+repetitions: 1
+workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
+           rate: 500kbit, message_size: 1000, duration: 10s}}
+""")
+    out = tmp_path / "r"
+    run = subprocess.Popen([*WEARLAB, "run", str(tmp_path / "exp.yaml"), "--out", str(out)], cwd=ROOT,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        got: dict = {}
+        while time.monotonic() < deadline:
+            got = samples(out)
+            sent = {k: v for k, v in got.items() if k[0] == "wearlab_link_sent_bytes_total"
+                    and ("direction", "phone->watch") in k[1]}
+            owd = [v for k, v in got.items() if k[0] == "wearlab_stream_owd_seconds"]
+            if sent and list(sent.values())[0] > 100_000 and owd:
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"no traffic seen in the metrics: {got}")
+        e = ("experiment", "scrape")
+        pw = (("direction", "phone->watch"), e, ("link", "phone-watch"))
+        assert got[("wearlab_link_rate_bits_per_second", pw)] == 1_100_000
+        # server -> ap -> phone -> watch: 10 + 2 + 15 ms one way, plus serialisation
+        assert 0.027 <= owd[0] <= 1.0
+        assert got[("wearlab_runs", (e,))] == 1
+    finally:
+        run.wait(timeout=120)
