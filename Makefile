@@ -12,7 +12,7 @@ KERNEL_CACHE ?= /var/cache/wearlab/kernel
 EXPERIMENT ?= experiments/quickstart.yaml
 WEARLAB_ARGS ?=
 APT_PACKAGES := python3 python3-venv mininet iproute2 iputils-ping ethtool kmod procps psmisc curl \
-	openssl ca-certificates nginx-light tcpdump iperf3 socat haproxy iptables clang libbpf-dev
+	openssl ca-certificates nginx-light tcpdump iperf3 socat haproxy iptables prometheus clang libbpf-dev
 # The guest: its root filesystem (debootstrap) and its kernel (built from Debian's source).
 GUEST_PACKAGES := debootstrap linux-source-6.12 build-essential bc flex bison libelf-dev libssl-dev
 STAMPS := build/stamps

@@ -20,6 +20,8 @@ from wearlab.model import units
 from wearlab.run import control
 
 RADIO_STATES = ("active", "sniff", "waking")
+# Buckets of per-run durations (connect, TLS handshake, transfer, handover phases ...), seconds.
+RUN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
 def _num(value: Any, parse) -> float | None:
@@ -42,8 +44,20 @@ class LiveRuns(Collector):
         for c in control.live_runs(self.results):
             doc = control.read_live(c.parent)
             if doc and not doc.get("error"):
-                out.append(doc)
+                out.append({**doc, "_dir": c.parent})
         return out
+
+    @staticmethod
+    def run_rows(d: Path) -> tuple[list[str], dict[str, Any], list[dict[str, str]]]:
+        """(parameter columns, metric declarations, finished rows) of a results directory."""
+        import csv
+        import json
+        try:
+            cols = json.loads((d / "metadata.json").read_text())["columns"]
+            with (d / "runs.csv").open(newline="") as f:
+                return cols["params"], cols["metrics"], list(csv.DictReader(f))
+        except (OSError, ValueError, KeyError):
+            return [], {}, []
 
     def collect(self):
         docs = self.docs()
@@ -81,7 +95,30 @@ class LiveRuns(Collector):
                                         labels=st)
         queue = GaugeMetricFamily("wearlab_proxy_socket_queue_bytes", "the phone's TCP socket queues",
                                   labels=[*exp, "queue"])
+        vq = GaugeMetricFamily("wearlab_proxy_virtual_queue_bytes", "the relay's virtual queue (mitigation)", labels=exp)
+        vq_bw = GaugeMetricFamily("wearlab_proxy_bt_rate_estimate_bits_per_second", "the relay's BW estimate",
+                                  labels=exp)
+        throttled = GaugeMetricFamily("wearlab_proxy_throttled", "1 while the relay throttles server->phone",
+                                      labels=exp)
         radio = GaugeMetricFamily("wearlab_radio_state", "1 for the BT radio's current state", labels=[*exp, "node", "state"])
+        per_run = HistogramMetricFamily("wearlab_run_duration_seconds", "per-run durations the workload and node "
+                                        "kinds report (metric: e.g. wire_connect_s, handover_p1_s), by cell",
+                                        labels=[*exp, "metric", "cell"])
+        for d in docs:
+            params, declared, rows = self.run_rows(d["_dir"])
+            by_cell: dict[tuple[str, str], list[float]] = {}
+            for r in rows:
+                if r.get("status") != "ok":
+                    continue
+                cell = " ".join(f"{p}={r[p]}" for p in params if r.get(p) not in (None, ""))
+                for m, decl in declared.items():
+                    if decl.get("unit") == "s":
+                        v = _num(r.get(m), float)
+                        if v is not None:
+                            by_cell.setdefault((m, cell), []).append(v)
+            for (m, cell), values in by_cell.items():
+                buckets = [(repr(le), sum(1 for v in values if v <= le)) for le in RUN_BUCKETS] + [("+Inf", len(values))]
+                per_run.add_metric([str(d.get("experiment", "?")), m, cell], buckets, sum(values))
         for d in docs:
             e = str(d.get("experiment", "?"))
             up.add_metric([e], 1)
@@ -118,6 +155,11 @@ class LiveRuns(Collector):
                     queue.add_metric([e, "receive"], v.get("recv_q", 0))
                     queue.add_metric([e, "send"], v.get("send_q", 0))
                     continue
+                if name == "virtual queue":
+                    vq.add_metric([e], v["vq_bytes"])
+                    vq_bw.add_metric([e], v["bw_bps"])
+                    throttled.add_metric([e], v["throttled"])
+                    continue
                 labels = [e, name]
                 for fam, key in ((owd, "owd_s"), (owd_max, "owd_max_s"), (goodput, "goodput_bps")):
                     if v.get(key) is not None:
@@ -132,7 +174,8 @@ class LiveRuns(Collector):
                     for s_ in RADIO_STATES:
                         radio.add_metric([e, node, s_], 1 if state["radio"] == s_ else 0)
         yield from (up, done, total, failed, current, run_s, rate, delay, loss, down, sent_b, sent_p, drops, backlog,
-                    changes, last_change, owd, owd_max, goodput, hist, delivered, queue, radio)
+                    changes, last_change, owd, owd_max, goodput, hist, delivered, queue, vq, vq_bw, throttled, radio,
+                    per_run)
 
 
 def registry(results: Path):

@@ -42,6 +42,10 @@ def render(doc: dict[str, Any]):
         if name == "phone queues":
             extra.append(Text(f"phone socket queues: receive {v['recv_q']:,} B, send {v['send_q']:,} B"))
             continue
+        if name == "virtual queue":
+            extra.append(Text(f"virtual queue {v['vq_bytes'] / 1000:,.0f} kB, BT estimate {v['bw_bps'] / 1e6:.2f} Mbit/s"
+                              + (", THROTTLED" if v["throttled"] else ""), style="bold" if v["throttled"] else ""))
+            continue
         peak = max(v.get("owd_30s") or [0])
         streams.add_row(name, _s(v.get("owd_s")), _s(v.get("owd_max_s")), f"{v.get('goodput_bps', 0) / 1e6:.2f} Mbit/s",
                         str(v.get("messages", 0)))

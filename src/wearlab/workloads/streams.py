@@ -192,7 +192,7 @@ class _Streams(Workload):
         t0 = self.ctx.run_start_ns or time.time_ns()   # shared with the timeline's log
         if sampler:
             sampler.start()
-        self._live = _LiveTail(specs, sampler)
+        self._live = _LiveTail(specs, sampler, getattr(proxy, "series_file", None) if proxying else None)
         try:
             results = self.client.run(specs, timeout=_timeout(specs, self.ctx.timeout_s))
         finally:
@@ -424,8 +424,8 @@ class _LiveTail:
     second's one-way delay and goodput, and the run's OWD histogram, for a live view and the
     Prometheus exporter."""
 
-    def __init__(self, specs: list[dict[str, Any]], sampler):
-        self.specs, self.sampler = specs, sampler
+    def __init__(self, specs: list[dict[str, Any]], sampler, vq_file=None):
+        self.specs, self.sampler, self.vq_file = specs, sampler, vq_file
         self.offsets: dict[str, int] = {}
         self.recent: dict[str, list[tuple[int, float, int]]] = {}
         self.totals: dict[str, int] = {}
@@ -468,6 +468,16 @@ class _LiveTail:
         if self.sampler is not None and self.sampler.rows:
             t, sock, rq, sq = self.sampler.rows[-1]
             out["phone queues"] = {"recv_q": rq, "send_q": sq}
+        if self.vq_file is not None:
+            try:
+                with open(self.vq_file, "rb") as f:
+                    f.seek(max(0, f.seek(0, 2) - 200))
+                    last = f.read().decode(errors="replace").strip().splitlines()[-1].split(",")
+                if len(last) == 6 and last[0].isdigit():
+                    out["virtual queue"] = {"vq_bytes": float(last[1]), "bw_bps": float(last[2]),
+                                            "q_ub_bytes": float(last[3]), "throttled": int(float(last[5]))}
+            except (OSError, IndexError, ValueError):
+                pass
         return out
 
 

@@ -1,0 +1,52 @@
+"""The provisioned dashboards are the generator's output, valid Grafana JSON, and every metric
+their queries name is one the exporter emits (a panel never waits for a series that cannot come)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from wearlab.report import dashboards
+from wearlab.report.exporter import LiveRuns
+
+ROOT = Path(__file__).resolve().parents[1]
+SUFFIXES = ("_bucket", "_count", "_sum", "_total")
+PROMQL_WORDS = {"sum", "by", "rate", "increase", "changes", "histogram_quantile", "label_values", "le", "metric",
+                "cell", "stream", "experiment", "link", "source", "direction", "queue", "node", "state"}
+
+
+def exported_names() -> set[str]:
+    names = set()
+    for fam in LiveRuns(ROOT / "nothing-here").collect():
+        names.add(fam.name)
+        names.update(fam.name + s for s in SUFFIXES)
+    return names
+
+
+def test_files_are_the_generators_output():
+    for name, doc in dashboards.all_dashboards().items():
+        assert json.loads((ROOT / "dashboards" / name).read_text()) == doc, f"regenerate {name}"
+
+
+def test_valid_grafana_json():
+    for path in sorted((ROOT / "dashboards").glob("*.json")):
+        doc = json.loads(path.read_text())
+        assert doc["schemaVersion"] >= 36 and doc["uid"] and doc["title"]
+        ids = [p["id"] for p in doc["panels"]]
+        assert len(ids) == len(set(ids)), path
+        for p in doc["panels"]:
+            assert p["datasource"] == {"type": "prometheus", "uid": "wearlab-prometheus"}
+            assert p["targets"] and all(t["expr"] and t["refId"] for t in p["targets"])
+
+
+def test_every_queried_metric_is_exported():
+    names = exported_names()
+    for path in sorted((ROOT / "dashboards").glob("*.json")):
+        doc = json.loads(path.read_text())
+        exprs = [t["expr"] for p in doc["panels"] for t in p["targets"]]
+        exprs += [a["expr"] for a in doc["annotations"]["list"]]
+        exprs += [doc["templating"]["list"][0]["definition"]]
+        for expr in exprs:
+            for word in re.findall(r"\bwearlab_[a-z0-9_]+", expr):
+                assert word in names, f"{path.name}: {word} is not exported ({expr})"

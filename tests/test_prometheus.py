@@ -1,0 +1,109 @@
+"""The dashboards against a real Prometheus (Debian's package): it scrapes `wearlab exporter`
+serving a live run, and every query of every dashboard panel returns at least one series."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from wearlab.report import dashboards, exporter
+from wearlab.report.results import RunsCsv
+
+pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,
+                                reason="needs Debian's prometheus (make setup installs it)")
+
+LIVE = {
+    "experiment": "demo", "run_s": 12.5,
+    "progress": {"total": 4, "done": 1, "failed": 0, "run": 2, "cell": "pattern=cbr"},
+    "workload": {"main down": {"owd_s": 0.5, "owd_max_s": 0.9, "goodput_bps": 1.0e6, "messages": 10,
+                               "owd_hist": {"le": [0.1, 1.0], "counts": [3, 9], "sum": 4.2, "count": 10, "bytes": 10000}},
+                 "phone queues": {"recv_q": 1000, "send_q": 20},
+                 "virtual queue": {"vq_bytes": 5e4, "bw_bps": 1.05e6, "q_ub_bytes": 9e4, "throttled": 1}},
+    "nodes": {"watch": {"radio": "sniff"}},
+    "links": {"watch->phone": {"rate": "1.1Mbit", "delay": "15ms", "loss": "1%", "down": False}},
+    "link_counters": {"watch->phone": {"bytes": 5000, "packets": 5, "drops": 1, "backlog_bytes": 300}},
+    "changes": {"changes": [{"link": "watch-phone", "source": "live", "count": 2}],
+                "last_change_ns": {"watch-phone": time.time_ns()}},
+}
+METRICS = {"wire_connect_s": {"unit": "s", "better": "lower"}, "handover_p1_s": {"unit": "s", "better": "lower"},
+           "down_gap_max_s": {"unit": "s", "better": "lower"}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def query(port: int, expr: str) -> list:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=5) as r:
+        doc = json.loads(r.read())
+    assert doc["status"] == "success", doc
+    return doc["data"]["result"]
+
+
+@pytest.fixture
+def live_run(tmp_path):
+    d = tmp_path / "results" / "demo" / "20261122T000000Z"
+    (d / "control").mkdir(parents=True)
+    (d / "metadata.json").write_text(json.dumps({"experiment": "demo", "columns": {"params": ["size"], "metrics": METRICS}}))
+    runs = RunsCsv(d / "runs.csv", ["run", "size", "status", *METRICS])
+    for i in range(3):
+        runs.append({"run": i, "size": "10KB", "status": "ok", "wire_connect_s": 0.03 + i / 1000,
+                     "handover_p1_s": 12.9, "down_gap_max_s": 38.6})
+    runs.close()
+    (d / "control" / "live.json").write_text(json.dumps(LIVE))
+    stop = threading.Event()
+
+    def beat():
+        while not stop.wait(0.5):
+            (d / "control" / "heartbeat").write_text(json.dumps({"t_ns": time.time_ns(), "pid": 1}))
+    (d / "control" / "heartbeat").write_text(json.dumps({"t_ns": time.time_ns(), "pid": 1}))
+    t = threading.Thread(target=beat, daemon=True)
+    t.start()
+    yield tmp_path / "results"
+    stop.set()
+
+
+def test_every_dashboard_query_returns_series(tmp_path, live_run):
+    exp_port, prom_port = free_port(), free_port()
+    server, _ = exporter.serve(live_run, "127.0.0.1", exp_port)
+    (tmp_path / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"scrape_configs:\n  - job_name: wearlab\n    static_configs: [{{targets: ['127.0.0.1:{exp_port}']}}]\n")
+    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if [r for r in query(prom_port, 'up{job="wearlab"}') if r["value"][1] == "1"]:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "Prometheus never scraped the exporter"
+            time.sleep(0.5)
+        time.sleep(12)   # enough scrapes for rate()/increase() windows
+        empty = []
+        for name, doc in dashboards.all_dashboards().items():
+            for p in doc["panels"]:
+                for t in p["targets"]:
+                    expr = t["expr"].replace("$experiment", ".*")
+                    if not query(prom_port, expr):
+                        empty.append(f"{name} / {p['title']}: {expr}")
+        assert not empty, "queries without a series:\n" + "\n".join(empty)
+    finally:
+        prom.terminate()
+        prom.wait(timeout=20)
+        server.shutdown()
