@@ -84,3 +84,13 @@ def test_tcp_info_counts_payload_bytes():
     assert tcp_bytes(srv)[1] == n          # bytes_received
     for s in (cli, srv, lst):
         s.close()
+
+
+def test_a_stalled_window_does_not_zero_the_estimate():
+    from wearlab.nodes.vqueue import MIN_BW_BPS
+    vq = VirtualQueue()
+    feed(vq, [50_000] * 30)
+    t, acked = 30 * STEP, int(BW / 8 * 30 * STEP)
+    for i in range(30):               # backlogged, nothing acknowledged: a blackout
+        vq.step(Sample(t + i * STEP, 60_000, acked))
+    assert vq.bw_bps >= MIN_BW_BPS

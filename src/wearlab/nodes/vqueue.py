@@ -16,7 +16,8 @@ BW, the BT side's rate, is estimated while the relay runs: the watch side's ackn
 (summed over connections, closed ones included) over a sliding window of WINDOW_S, counted only
 while the queue stayed backlogged (Q above BACKLOG_BYTES through the window) - an idle link says
 nothing about what BT can carry. Until the first estimate there are no thresholds and nothing is
-throttled. The estimate and thresholds are written every sample to the series file
+throttled; the estimate never falls below MIN_BW_BPS (a blackout inside a backlogged window would
+otherwise make it zero). The estimate and thresholds are written every sample to the series file
 (t_ns,vq_bytes,bw_bps,q_ub_bytes,q_lb_bytes,throttled).
 
 `Decision` logic is pure (`VirtualQueue.step`), so tests feed it samples; the controller does the
@@ -44,6 +45,8 @@ SAMPLE_S = 0.05
 WINDOW_S = 1.0
 BACKLOG_BYTES = 3000          # two full segments: the BT side had something to send
 RELEASED_RATE = "10gbit"
+MIN_BW_BPS = 64_000           # floor: a window of a stalled link (a BT blackout while backlogged)
+                              # must not drive the thresholds, and the throttle rate, to zero
 
 
 def tcp_bytes(sock: socket.socket) -> tuple[int, int]:
@@ -98,7 +101,7 @@ class VirtualQueue:
         first = self.window[0]
         span = s.t - first.t
         if span >= 0.8 * WINDOW_S and all(x.queue > BACKLOG_BYTES for x in self.window):
-            self.bw_bps = (s.acked_total - first.acked_total) * 8 / span
+            self.bw_bps = max(MIN_BW_BPS, (s.acked_total - first.acked_total) * 8 / span)
         q_ub, q_lb = self.thresholds()
         changed = False
         if q_ub is not None:

@@ -67,7 +67,7 @@ def _direction_param(default: str = "down") -> Param:
 
 
 # App reconnect behaviours: (silence before reconnecting, retry interval), seconds.
-RECONNECT: dict[str, tuple[float, float] | None] = {"none": None, "rtapp": (3.0, 5.0), "tinycam": (10.0, 30.0)}
+RECONNECT: dict[str, tuple[float, float] | None] = {"none": None, "rtapp": (3.0, 5.0), "tinycam": (10.0, 60.0)}
 
 PATH = Param("path", _path, None, "the client's first hop (a phone proxies, an AP routes)")
 DURATION = Param("duration", P.positive_duration, 30.0, "how long the sender sends", to_doc=format_duration,
@@ -310,8 +310,8 @@ class Stream(_Streams):
         PATH,
         Param("reconnect", P.choice("reconnect", tuple(RECONNECT)), "none",
               "a down-stream app's reaction to silence (seed 003 section 6, P4): rtapp reconnects "
-              "after 3 s of silence and retries every 5 s; tinycam after 10 s, every 30 s "
-              "(ASSUMPTIONS shaped on the paper's P4 means 5.6 s and 33.3 s); none: one connection",
+              "after 3 s of silence and retries every 5 s; tinycam after 10 s, every 60 s "
+              "(ASSUMPTIONS shaped on the paper's handover delays 38.6 s and 70.2 s); none: one connection",
               applies=lambda c: c.get("direction") == "down", applies_doc="direction is down"),
         Param("mptcp", P.flag("mptcp"), False, "Multipath TCP end to end (needs MPTCP in the kernel: the "
               "uml runtime's has it); a wearable's proactive handover moves the flow to a WiFi subflow"),
