@@ -1,4 +1,4 @@
-"""The `wearlab` command: run, validate, doctor, clean, exec.
+"""The `wearlab` command: run experiments, change and watch them live, compare and export results.
 
 Exit status: 0 success, 1 an unexpected failure, 2 bad input or a machine that cannot do what
 was asked (one line per problem, no traceback), 130 interrupted.
