@@ -101,7 +101,8 @@ matrix: {{watch.uplink_keepalive: [false, true]}}
     assert 3 <= len(sleeps) <= 5, off
     assert all(0.5 <= float(w["recovery_s"]) <= 1.2 for w in wakes)
     gaps = [s - r for r, s in zip(recovered, sleeps[1:])]
-    assert gaps and all(2.0 <= g <= 2.0 + 0.1 for g in gaps), gaps        # the timer, to a few polls
+    # the timer, to a poll either way (states are stamped after their tc change)
+    assert gaps and all(2.0 - 0.02 <= g <= 2.0 + 0.1 for g in gaps), gaps
     stall = float(rows["False"]["down_stall_share"])
     assert stall >= 0.10, stall                                               # the paper: >= 10 % no reception
     assert float(rows["False"]["down_owd_max_s"]) >= 0.5                     # held through a blackout

@@ -126,6 +126,7 @@ class LinkControl:
         self.down: set[tuple[str, str]] = set()
         self.changes: dict[tuple[str, str], int] = {}
         self._batches: dict[str, TcBatch] = {}
+        self._monitors: dict[str, TcBatch] = {}   # for counters: a query must never delay a change
         self._lock = threading.Lock()
 
     def _batch(self, node: str) -> TcBatch:
@@ -216,7 +217,9 @@ class LinkControl:
             # One `show dev X` per interface: in tc's batch mode a `show dev` filter sticks to
             # later plain `show` lines (iproute2 keeps it in a static), so never rely on those.
             devs = [self.net.addresses.interface_to(src, dst).name for src, dst in dirs]
-            answers = self._batch(node).query([f"qdisc show dev {d}" for d in devs])
+            if node not in self._monitors:
+                self._monitors[node] = TcBatch(self.net, node)
+            answers = self._monitors[node].query([f"qdisc show dev {d}" for d in devs])
             for (src, dst), qdiscs in zip(dirs, answers, strict=True):
                 q = next((x for x in qdiscs if x.get("root")), {})
                 out[f"{src}->{dst}"] = {"bytes": q.get("bytes", 0), "packets": q.get("packets", 0),
@@ -229,9 +232,10 @@ class LinkControl:
                 for (s, d) in self.current}
 
     def close(self) -> None:
-        for b in self._batches.values():
+        for b in [*self._batches.values(), *self._monitors.values()]:
             b.close()
         self._batches.clear()
+        self._monitors.clear()
 
 
 def spec_from(values: dict[str, Any]) -> ShapeSpec:
