@@ -44,6 +44,10 @@ TCP_MEM_DEFAULTS = {"rmem_max": (4096, 131072), "wmem_max": (4096, 16384)}  # Li
 BUFFER_OPTIONS = (
     Param("rmem_max", P.positive_size, None, "net.ipv4.tcp_rmem max of the phone (receive buffer "
           "autotuning ceiling; seed 003 Table 4: 8,291,456)", to_doc=format_size),
+    Param("rmem_default", lambda v: "max" if str(v).strip().lower() == "max" else P.positive_size(v), None,
+          "net.ipv4.tcp_rmem default of the phone: a new connection's receive buffer (Linux's 131072 "
+          "unless set; `max`: rmem_max from the start, so autotuning never holds the window back)",
+          to_doc=lambda v: v if v == "max" else format_size(v)),
     Param("wmem_max", P.positive_size, None, "net.ipv4.tcp_wmem max of the phone", to_doc=format_size),
 )
 
@@ -81,6 +85,9 @@ class ProxyKind(NodeKind):
             if self.settings.get(key):
                 lo, default = TCP_MEM_DEFAULTS[key]
                 top = int(self.settings[key])
+                if key == "rmem_max" and self.settings.get("rmem_default"):
+                    d = self.settings["rmem_default"]
+                    default = top if d == "max" else int(d)
                 lines.append(f"echo '{min(lo, top)} {min(default, top)} {top}' > /proc/sys/net/ipv4/{sysctl}")
         # Transparent interception: (server address, port) -> the proxy's port for that upstream.
         lines.append("iptables -t nat -F PREROUTING")
