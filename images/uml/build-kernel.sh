@@ -14,7 +14,10 @@ package=${WEARLAB_KERNEL_SOURCE_PACKAGE:-linux-source-6.12}
 tarball=/usr/src/$package.tar.xz
 [ -f "$tarball" ] || { echo "build-kernel.sh: $tarball missing (apt-get install $package)" >&2; exit 2; }
 version=$(dpkg-query -W -f='${Version}' "$package")
-key=$(cat "$here/kernel.config" "$here/build-kernel.sh" | sha256sum | cut -c1-12)
+# Our patches over Debian's source (patches/*.patch, applied in order with -p1).
+patches=("$here"/patches/*.patch)
+key=$(cat "$here/kernel.config" "$here/build-kernel.sh" "${patches[@]}" | sha256sum | cut -c1-12)
+patched=$(cat "${patches[@]}" | sha256sum | cut -c1-12)
 name="linux-$version-$key"
 out="$cache/$name"
 if [ -x "$out" ]; then
@@ -24,11 +27,12 @@ if [ -x "$out" ]; then
 fi
 mkdir -p "$cache"
 src="$cache/src-$version"
-if [ ! -f "$src/.extracted" ]; then
+if [ "$(cat "$src/.extracted" 2>/dev/null)" != "$patched" ]; then
   rm -rf "$src" "$src.tmp"
   mkdir -p "$src.tmp"
   tar -xf "$tarball" -C "$src.tmp" --strip-components=1
-  touch "$src.tmp/.extracted"
+  for p in "${patches[@]}"; do patch -s -d "$src.tmp" -p1 <"$p"; done
+  echo "$patched" > "$src.tmp/.extracted"
   mv "$src.tmp" "$src"
 fi
 build="$cache/build-$key"
