@@ -214,7 +214,14 @@ def _run_in(args, exp, runtime: str, reason: str) -> int:
         mounts = [*_project_paths(), out_dir.resolve(), args.experiment.resolve().parent]
         if exp.topology.file:
             mounts.append(Path(exp.topology.file).resolve().parent)
-        rc = run_in_guest(inner, mounts=mounts, cwd=Path.cwd(), env={"WEARLAB_ARGV": os.environ["WEARLAB_ARGV"]})
+        attach = None
+        if any(n.image for n in exp.topology.nodes.values()):
+            from functools import partial
+
+            from wearlab.realize.containers import for_guest
+            attach = partial(for_guest, exp.topology)
+        rc = run_in_guest(inner, mounts=mounts, cwd=Path.cwd(), env={"WEARLAB_ARGV": os.environ["WEARLAB_ARGV"]},
+                          attach=attach)
     else:
         if not probe.in_uml_guest():
             console.print(f"runtime: host ({reason})")

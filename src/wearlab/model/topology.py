@@ -41,6 +41,9 @@ NODE_NAME_RULE = ("node names are used for network namespaces and interface name
 DOC_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DOC_NAME_RULE = "names must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
+# A Docker image reference: [registry/]name[:tag] (lowercase path components; no digests needed).
+IMAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,127}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
+
 # Only the net.* tree is per network namespace; anything else would change the host itself.
 SYSCTL_NAME = re.compile(r"^net(\.[A-Za-z0-9_\-]+)+$")
 
@@ -75,7 +78,15 @@ class NodeSpec(BaseModel):
 
     role: Annotated[Role, BeforeValidator(_role)]
     kind: str | None = None
+    image: str | None = None
     sysctls: dict[str, Annotated[str, BeforeValidator(_sysctl_value)]] = Field(default_factory=dict)
+
+    @field_validator("image")
+    @classmethod
+    def _image_name(cls, v: str | None) -> str | None:
+        if v is not None and not IMAGE_NAME.match(v):
+            raise ValueError(f"'{v}' is not a Docker image reference (e.g. wearlab/server-nginx:latest)")
+        return v
 
 
 class LinkSpec(ShapeSpec):
@@ -115,6 +126,7 @@ class Node(BaseModel):
     kind: str
     options: dict[str, Any] = Field(default_factory=dict)  # the kind's options as written (normalised)
     sysctls: dict[str, str] = Field(default_factory=dict)
+    image: str | None = None  # runs as a Docker container of this image (realize.containers)
 
 
 class Link(BaseModel):
@@ -186,6 +198,8 @@ class Topology(BaseModel):
                 nodes[node.name]["kind"] = node.kind
             kind = node_kinds()[node.kind]
             nodes[node.name].update({k: kind.options[k].to_doc(v) for k, v in node.options.items()})
+            if node.image:
+                nodes[node.name]["image"] = node.image
             if node.sysctls:
                 nodes[node.name]["sysctls"] = dict(node.sysctls)
         links = []
@@ -324,7 +338,13 @@ def _resolve_node(name: str, spec: NodeSpec, problem: _Report) -> Node | None:
         problem(("nodes", name, key), message)
     if kind_name not in kinds:
         return None
-    return Node(name=name, role=spec.role, kind=kind_name, options=options, sysctls=dict(spec.sysctls))
+    if spec.image is not None and not kinds[kind_name].in_container:
+        able = [k for k, c in kinds.items() if c.in_container and spec.role in c.roles]
+        problem(("nodes", name, "image"),
+                f"kind {kind_name} cannot run in a container: its software is wearlab's own and runs in the "
+                f"node's namespace (kinds that can: {', '.join(able) or 'none for this role'})")
+    return Node(name=name, role=spec.role, kind=kind_name, options=options, sysctls=dict(spec.sysctls),
+                image=spec.image)
 
 
 def resolve_kind(kind_name: str, role: Role, given: dict[str, Any],
@@ -345,7 +365,7 @@ def resolve_kind(kind_name: str, role: Role, given: dict[str, Any],
     options: dict[str, Any] = {k: v for k, v in (normalised or {}).items() if k in kind.options}
     for key, value in given.items():
         if key not in kind.options:
-            allowed = ["role", "kind", "sysctls", *kind.options.names()]
+            allowed = ["role", "kind", "image", "sysctls", *kind.options.names()]
             hint = did_you_mean(key, allowed) or f" (kind {kind_name} takes: {', '.join(kind.options.names()) or 'no options'})"
             problems.append((key, f"unknown key '{key}'{hint}"))
             continue

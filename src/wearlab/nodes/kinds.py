@@ -73,6 +73,9 @@ class NodeKind:
     roles: ClassVar[frozenset[Role]] = frozenset(Role)
     options: ClassVar[ParamSet] = ParamSet()
     SERVICES: ClassVar[tuple[Service, ...]] = ()
+    # Whether the kind's software can run inside a container image (a node with `image:`): it
+    # starts its programs with Network.run_app, never as wearlab's own Python in the namespace.
+    in_container: ClassVar[bool] = False
     series: ClassVar[tuple] = ()    # workloads.base.Series this kind records per run (take_series)
     metrics: ClassVar[tuple] = ()   # workloads.base.Metric this kind adds to each run's row (run_metrics)
 
@@ -134,7 +137,11 @@ class NodeKind:
 
     def facts(self) -> dict[str, Any]:
         """What metadata.json records about this node's software."""
-        return {"kind": self.name, "settings": self.settings, "version": self.version()}
+        facts = {"kind": self.name, "settings": self.settings, "version": self.version()}
+        image = self.net.topo.nodes[self.node].image
+        if image:
+            facts["container"] = {"image": image, "id": getattr(self.net.hosts[self.node], "cid", None)}
+        return facts
 
     # -- services ----------------------------------------------------------------------------
     @classmethod

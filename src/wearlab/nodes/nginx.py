@@ -8,10 +8,7 @@ client pins the version and suite per run. RC4, used by seed 000, is gone from O
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
 from pathlib import Path
 
 from wearlab.model.roles import Role
@@ -31,6 +28,7 @@ class Nginx(NodeKind):
     name = "nginx"
     doc = "nginx: generated files over HTTP (80) and HTTPS (443 RSA-2048, 4443 ECDSA P-256), no caching"
     roles = frozenset({Role.SERVER})
+    in_container = True  # e.g. images/server-nginx: the same nginx, config and content
     SERVICES = (Service("http", HTTP_PORT),
                 *(Service("https", port, (("cert", cert),)) for cert, port in HTTPS_PORTS.items()))
 
@@ -50,7 +48,7 @@ class Nginx(NodeKind):
         conf.write_text(self._config(d))
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (d / "tmp" / sub).mkdir(parents=True, exist_ok=True)
-        res = self.net.run(self.node, ["nginx", "-c", str(conf), "-p", str(d)])
+        res = self.net.run_app(self.node, ["nginx", "-c", str(conf), "-p", str(d)])
         if res.returncode != 0:
             raise KindError(f"nginx on {self.node} failed to start: {res.stderr.strip()}")
 
@@ -102,16 +100,14 @@ http {{
 """
 
     def stop(self) -> None:
-        pid_file = self.workdir / "nginx.pid"
-        if pid_file.exists():
-            try:
-                os.kill(int(pid_file.read_text().strip()), signal.SIGQUIT)  # graceful shutdown
-            except (ProcessLookupError, ValueError):
-                pass
+        # Graceful shutdown, asked of nginx in its node: in a container its pid file holds a pid of
+        # the container's own PID namespace.
+        if (self.workdir / "nginx.pid").exists():
+            self.net.run_app(self.node, ["nginx", "-c", str(self.workdir / "nginx.conf"), "-p", str(self.workdir),
+                                         "-s", "quit"])
 
     def version(self) -> str:
-        res = subprocess.run(["nginx", "-v"], capture_output=True, text=True, check=False)
-        return res.stderr.strip()
+        return self.net.run_app(self.node, ["nginx", "-v"]).stderr.strip()
 
 
 assert set(HTTPS_PORTS) == set(CERT_KINDS)

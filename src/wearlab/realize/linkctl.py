@@ -177,13 +177,13 @@ class LinkControl:
                         self.start_down.discard(d)
             by_node: dict[str, list[str]] = {}
             for src, dst in change.directions:
-                intf = self.net.addresses.interface_to(src, dst)
+                where, dev = self.net.egress(src, dst)
                 n = self.changes[(src, dst)] = self.changes.get((src, dst), 0) + 1
                 seed = netem_seed(self.net.seed, src, dst, n) if self.net.seed is not None else None
                 link = self.net.topo.link_between(src, dst)
-                plan = qdisc_plan(intf.name, self.effective((src, dst)), shaper=self.net.link_shaper(link), verb="change",
+                plan = qdisc_plan(dev, self.effective((src, dst)), shaper=self.net.link_shaper(link), verb="change",
                                   seed=seed)
-                by_node.setdefault(src, []).extend(plan.lines)
+                by_node.setdefault(where, []).extend(plan.lines)
             t = time.monotonic_ns()
             for node, lines in by_node.items():
                 said = self._batch(node).run(lines)
@@ -212,11 +212,11 @@ class LinkControl:
         out: dict[str, dict[str, int]] = {}
         by_node: dict[str, list[tuple[str, str]]] = {}
         for src, dst in self.current:
-            by_node.setdefault(src, []).append((src, dst))
+            by_node.setdefault(self.net.egress(src, dst)[0], []).append((src, dst))
         for node, dirs in by_node.items():
             # One `show dev X` per interface: in tc's batch mode a `show dev` filter sticks to
             # later plain `show` lines (iproute2 keeps it in a static), so never rely on those.
-            devs = [self.net.addresses.interface_to(src, dst).name for src, dst in dirs]
+            devs = [self.net.egress(src, dst)[1] for src, dst in dirs]
             if node not in self._monitors:
                 self._monitors[node] = TcBatch(self.net, node)
             answers = self._monitors[node].query([f"qdisc show dev {d}" for d in devs])

@@ -7,6 +7,7 @@ error: an impairment is never silently dropped.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -22,7 +23,9 @@ import psutil
 from wearlab.errors import EnvironmentProblem
 from wearlab.model.roles import TRANSIT_ROLES, Role
 from wearlab.model.topology import Topology
+from wearlab.realize import containers
 from wearlab.realize.addressing import MAC_PREFIX, AddressPlan, plan
+from wearlab.realize.containers import BridgeClient, ContainerNode
 from wearlab.realize import tcjson
 from wearlab.realize.shaping import netem_seed, qdisc_plan
 from wearlab.runtime import registry
@@ -69,6 +72,11 @@ class Network:
     procs: list = field(default_factory=list)      # Popen objects started in nodes
     notes: list[str] = field(default_factory=list)  # conversions applied while shaping
     radio_nodes: set = field(default_factory=set)   # wearables whose BT radio sleeps (see link_shaper)
+    # Container nodes on the host while this network lives in a UML guest: node -> {pid, id, vec:
+    # {peer: guest vector device}} (realize.containers). Their links' both directions are shaped
+    # on the guest's side.
+    remote: dict = field(default_factory=dict)
+    local_containers: bool = False                  # containers this process started (host runtime)
 
     # -- processes in nodes --------------------------------------------------------------
     def popen(self, node: str, argv: list[str], **kw) -> subprocess.Popen:
@@ -80,6 +88,11 @@ class Network:
     def run(self, node: str, argv: list[str], *, timeout: float | None = None,
             check: bool = False) -> subprocess.CompletedProcess:
         """Run a program in a node to completion."""
+        if isinstance(self.hosts[node], ContainerNode):
+            res = self.hosts[node].run(argv, timeout=timeout)
+            if check and res.returncode != 0:
+                raise RealizeError(f"{node}: `{shlex.join(argv)}` failed: {res.stderr.strip() or res.stdout.strip()}")
+            return res
         p = self.hosts[node].popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             out, err = p.communicate(timeout=timeout)
@@ -91,6 +104,14 @@ class Network:
         if check and p.returncode != 0:
             raise RealizeError(f"{node}: `{shlex.join(argv)}` failed: {err.strip() or out.strip()}")
         return res
+
+    def run_app(self, node: str, argv: list[str], *, timeout: float | None = 60) -> subprocess.CompletedProcess:
+        """Run a program of the node's own software: inside the container for a container node
+        (its image's nginx, not the host's), like `run` for a namespace node."""
+        h = self.hosts[node]
+        if isinstance(h, ContainerNode):
+            return h.run(argv, app=True, timeout=timeout)
+        return self.run(node, argv, timeout=timeout)
 
     def sh(self, node: str, script: str, *, check: bool = True) -> str:
         return self.run(node, ["sh", "-c", script], check=check).stdout
@@ -108,18 +129,26 @@ class Network:
             return "htb"
         return self.shaper
 
+    def egress(self, src: str, dst: str) -> tuple[str, str]:
+        """Where the direction src -> dst is shaped: (node, device). Each end shapes its own
+        egress, except a container on the host beside a UML guest: what it sends is shaped as it
+        enters the guest, on an ifb of the peer (see realize.containers)."""
+        if src in self.remote:
+            return dst, f"ifb{self.topo.link_between(src, dst).index}"
+        return src, self.addresses.interface_to(src, dst).name
+
     def shape_commands(self, verb: str = "add") -> dict[str, list[str]]:
         """node -> tc batch lines for all its interfaces (each end shapes its own egress)."""
         out: dict[str, list[str]] = {n: [] for n in self.topo.nodes}
         for link in self.topo.links:
             for node, shape in ((link.a, link.forward), (link.b, link.reverse)):
                 peer = link.b if node == link.a else link.a
-                intf = self.addresses.interface_to(node, peer)
+                where, dev = self.egress(node, peer)
                 seed = None
                 if self.seed is not None and verb == "add":
                     seed = self.netem_seeds[f"{node}->{peer}"] = netem_seed(self.seed, node, peer)
-                qp = qdisc_plan(intf.name, shape, shaper=self.link_shaper(link), verb=verb, seed=seed)
-                out[node] += qp.lines
+                qp = qdisc_plan(dev, shape, shaper=self.link_shaper(link), verb=verb, seed=seed)
+                out[where] += qp.lines
                 self.notes += [f"{node}:{intf.name} (link {link.a}-{link.b}): {n}" for n in qp.notes]
         return out
 
@@ -153,10 +182,14 @@ class Network:
                     os.kill(p.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-        pids = [h.pid for h in self.hosts.values() if h.pid]
+        if self.local_containers:
+            containers.remove(self.run_id)
+        pids = [h.pid for h in self.hosts.values() if h.pid and not isinstance(h, ContainerNode)]
         # Daemons (nginx) left their parent; find every process in our namespaces by its mark.
         kill_marked(self.run_id)
         for h in self.hosts.values():
+            if isinstance(h, ContainerNode):
+                continue
             try:
                 h.shell.kill()
                 h.shell.wait(timeout=5)
@@ -265,14 +298,31 @@ def build(topo: Topology, *, run_id: str, shaper: str = "netem", seed: int | Non
     if os.geteuid() != 0:
         raise EnvironmentProblem("building a network needs root (network namespaces, tc)")
     os.environ[registry.MARK_ENV] = run_id  # inherited by every node shell and what it starts
-    workdir = Path(tempfile.mkdtemp(prefix=f"wearlab-{run_id}-", dir="/tmp"))
+    # Container nodes see the work directory at the same path (a bind mount); in a UML guest it
+    # lives in the job directory the host shares, so the host's containers can mount it too.
+    shared = os.environ.get(containers.SHARED_ENV)
+    workdir = Path(tempfile.mkdtemp(prefix=f"wearlab-{run_id}-", dir=shared or "/tmp"))
     workdir.chmod(0o755)  # servers' unprivileged workers read their content from here
     registry.record("net", run_id, paths=[str(workdir)])
+    images = {n: node.image for n, node in topo.nodes.items() if node.image}
+    remote = json.loads(os.environ.get(containers.ENV, "{}"))
     net = Network(topo=topo, addresses=plan(topo), run_id=run_id, workdir=workdir, shaper=shaper, seed=seed,
-                  radio_nodes=set(radio_nodes or ()))
+                  radio_nodes=set(radio_nodes or ()), remote={n: remote[n] for n in images if n in remote})
     try:
+        local = {n: img for n, img in images.items() if n not in net.remote}
+        if local and shared:
+            raise EnvironmentProblem(f"node(s) {', '.join(local)} should run as containers, but the host that booted "
+                                     "this guest did not start them")
+        if local:
+            net.local_containers = True
+            for name, c in containers.start(local, run_id, [workdir]).items():
+                net.hosts[name] = ContainerNode(name, c.pid, c.id)
+        bridge = BridgeClient(Path(shared) / "bridge") if net.remote else None
+        for name, info in net.remote.items():
+            net.hosts[name] = ContainerNode(name, int(info["pid"]), info["id"], bridge)
         for name in topo.nodes:
-            net.hosts[name] = Host(name, inNamespace=True)
+            if name not in net.hosts:
+                net.hosts[name] = Host(name, inNamespace=True)
         _create_links(net)
         tc_lines = net.shape_commands("add")
         for name, node in topo.nodes.items():
@@ -291,6 +341,13 @@ def _create_links(net: Network) -> None:
     for link in net.topo.links:
         ia = net.addresses.interface_to(link.a, link.b)
         ib = net.addresses.interface_to(link.b, link.a)
+        if link.a in net.remote or link.b in net.remote:
+            # The host made the container's end; its other end is this guest's vector device.
+            c, here = (link.a, ib) if link.a in net.remote else (link.b, ia)
+            peer = link.b if c == link.a else link.a
+            lines.append(f"link set dev {net.remote[c]['vec'][peer]} name {here.name} address {here.mac} "
+                         f"netns {net.pid(peer)}")
+            continue
         lines.append(f"link add name {ia.name} address {ia.mac} netns {net.pid(link.a)} type veth "
                      f"peer name {ib.name} address {ib.mac} netns {net.pid(link.b)}")
     if not lines:
@@ -315,6 +372,16 @@ def _configure_node(net: Network, name: str, role: Role, sysctls: dict[str, str]
                      # Static neighbours: no ARP exchange inflates a run's first round trip.
                      f"neigh replace {i.peer_ip} lladdr {i.peer_mac} dev {i.name} nud permanent"]
     ip_lines += [f"route replace {prefix} via {via}" for prefix, via in net.addresses.routes[name]]
+    ingress = []  # what a host container sends enters here, through an ifb shaped as its egress
+    for c in net.remote:
+        if net.topo.link_between(name, c) is not None:
+            here = net.addresses.interface_to(name, c).name
+            ifb = net.egress(c, name)[1]
+            ip_lines += [f"link add {ifb} type ifb", f"link set {ifb} up"]
+            ingress += [f"qdisc add dev {here} clsact",
+                        f"filter add dev {here} ingress prio 10 protocol all u32 match u32 0 0 "
+                        f"action mirred egress redirect dev {ifb}"]
+    tc_lines = ingress + tc_lines
     (d / "ip.batch").write_text("\n".join(ip_lines) + "\n")
     # Sourced by the node's own shell: sysctls are shell builtins writing /proc/sys (no process
     # per setting), so only ip, ethtool and tc are exec'ed — cheap on a host, ~30 ms each in UML.

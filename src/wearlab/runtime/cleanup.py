@@ -1,10 +1,11 @@
 """`wearlab clean`: remove what wearlab made, and only that.
 
-Found five ways: each run's cgroup (wearlab/<run>, which holds everything the run started, nginx
+Found six ways: each run's cgroup (wearlab/<run>, which holds everything the run started, nginx
 and UML guests included, where the host has cgroup v2), the ledger (/run/wearlab/made), the
 WEARLAB_RUN mark in process environments (for networks built by library callers, which join no
 cgroup), processes in network namespaces holding wearlab's MAC prefix (daemons that rewrote their
-environment), and the `umid=wearlab-` UML guests' command lines. Namespaces and veths vanish with their last process; qdiscs live on
+environment), the `umid=wearlab-` UML guests' command lines, and Docker containers labelled
+`wearlab.run` (container nodes). Namespaces and veths vanish with their last process; qdiscs live on
 those veths. Work directories are /tmp/wearlab-*.
 """
 
@@ -50,6 +51,9 @@ def clean() -> list[str]:
             removed.append(f"UML guest process {pid}")
         except ProcessLookupError:
             pass
+    from wearlab.realize import containers
+
+    removed += [f"container {c[:12]}" for c in containers.remove(None)]
     victims = kill_marked(None)
     strays = [p for p in namespace_pids() if p not in victims]
     for p in strays:

@@ -102,8 +102,10 @@ def _install_init(rootfs: Path) -> None:
 
 
 def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: int = 2048,
-                 env: dict[str, str] | None = None, out=None) -> int:
-    """Run argv in a fresh guest; stream its console to `out`; return its exit status."""
+                 env: dict[str, str] | None = None, out=None, attach=None) -> int:
+    """Run argv in a fresh guest; stream its console to `out`; return its exit status.
+    `attach(job)`: a context manager entered before the boot and left after the guest stopped,
+    giving extra kernel arguments and environment (e.g. realize.containers.for_guest)."""
     check_ready()
     rootfs = rootfs_path()
     _install_init(rootfs)
@@ -126,6 +128,10 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
         if not sys.stdout.isatty():
             # The guest's console is a tty even when ours is a pipe: tell its programs the truth.
             guest_env.update(WEARLAB_PLAIN="1", TERM="dumb", NO_COLOR="1", PY_COLORS="0")
+        extra_args: list[str] = []
+        if attach is not None:
+            extra_args, extra_env = stack.enter_context(attach(job))
+            guest_env.update(extra_env)
         idle = stack.enter_context(hostcpu.low_latency_idle(cpu))
         guest_env["WEARLAB_HOST_IDLE"] = idle
         (job / "mounts.txt").write_text("".join(f"{p}\n" for p in _minimal_mounts([*mounts, cwd])))
@@ -133,7 +139,7 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
         (job / "cmd.sh").write_text(f"cd {shlex.quote(str(cwd))} || exit 2\nexec {shlex.join(argv)}\n")
         cmd = [uml_kernel(), f"mem={mem_mb}M", "root=/dev/root", "rootfstype=hostfs",
                f"rootflags={rootfs}", "rw", "init=/sbin/wearlab-init", "con=null", "con0=null,fd:1",
-               "quiet", f"umid={umid}", f"WEARLAB_JOB={job}",
+               "quiet", f"umid={umid}", f"WEARLAB_JOB={job}", *extra_args,
                *os.environ.get("WEARLAB_UML_ARGS", "").split()]  # extra kernel arguments (debugging)
         proc = subprocess.Popen([sys.executable, "-m", "wearlab.runtime.watchdog", *cmd], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,

@@ -1,0 +1,182 @@
+"""Container nodes (`image:` on a topology node): validation, where each direction is shaped, and -
+with Docker and wearlab's server image - an nginx container answering over netem-shaped links
+with the physics of the path, both directions, and nothing left behind."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import statistics
+import subprocess
+
+import pytest
+
+from conftest import wearlab
+from wearlab.model.topology import load_topology
+from wearlab.realize.addressing import plan
+from wearlab.realize.network import Network
+
+IMAGE = "wearlab/server-nginx:bookworm"
+
+
+def test_image_on_a_kind_that_cannot_run_in_a_container(write_yaml):
+    topo = write_yaml("t.yaml", """name: t
+nodes:
+  watch: {role: wearable}
+  phone:
+    role: phone
+    image: wearlab/server-nginx:bookworm
+  server: {role: server}
+links:
+  - {between: [watch, phone], profile: bt-classic}
+  - {between: [phone, server], profile: wan}
+""")
+    res = wearlab("validate", str(topo))
+    assert res.returncode == 2
+    assert f"{topo}:6: nodes.phone.image: kind relay cannot run in a container" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_image_reference_is_checked(write_yaml):
+    topo = write_yaml("t.yaml", """name: t
+nodes:
+  watch: {role: wearable}
+  server: {role: server, image: "nginx latest"}
+links:
+  - {between: [watch, server], profile: wan}
+""")
+    res = wearlab("validate", str(topo))
+    assert res.returncode == 2
+    assert f"{topo}:4: nodes.server.image: 'nginx latest' is not a Docker image reference" in res.stderr
+
+
+def test_a_host_containers_directions_are_both_shaped_in_the_guest(write_yaml):
+    """Beside a UML guest, what the container sends is shaped on an ifb of its peer; what the
+    peer sends, on the peer's own interface - never on the host, which has no netem."""
+    topo = load_topology(write_yaml("t.yaml", """name: t
+nodes:
+  watch: {role: wearable}
+  ap: {role: ap}
+  server: {role: server, image: wearlab/server-nginx:bookworm}
+links:
+  - {between: [watch, ap], rate: 10Mbit, delay: 5ms}
+  - {between: [ap, server], delay: 20ms, reverse: {delay: 30ms}}
+"""))
+    net = Network(topo=topo, addresses=plan(topo), run_id="t", workdir=None,
+                  remote={"server": {"pid": 1, "id": "x", "vec": {"ap": "vec0"}}})
+    assert net.egress("server", "ap") == ("ap", "ifb1")
+    assert net.egress("ap", "server") == ("ap", plan(topo).interface_to("ap", "server").name)
+    lines = net.shape_commands("add")
+    assert lines["server"] == []
+    assert any("dev ifb1" in l and "delay 30000us" in l for l in lines["ap"]), lines["ap"]
+    assert any("delay 20000us" in l and "ifb" not in l for l in lines["ap"]), lines["ap"]
+
+
+def _docker_ready() -> str | None:
+    if shutil.which("docker") is None:
+        return "docker is not installed (make test-compose installs it)"
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        return "Docker's daemon is not running"
+    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode != 0:
+        return f"{IMAGE} is not built (make images)"
+    return None
+
+
+def ours() -> tuple[list[str], list[str]]:
+    """wearlab's containers and its host-side veths to a guest (names wl<hex>v<n>)."""
+    cs = subprocess.run(["docker", "ps", "-aq", "--filter", "label=wearlab.run"], capture_output=True, text=True).stdout.split()
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    veths = [l.split(":")[1].strip().split("@")[0] for l in links.splitlines()
+             if l.split(":")[1].strip().startswith("wl") and "v" in l.split(":")[1].strip()[6:]]
+    return cs, veths
+
+
+ONE_WAY_WIFI, FORWARD, REVERSE = 0.005, 0.020, 0.030
+SYN_FRAME = 74
+RATE = 10_000_000
+# Handshake physics: propagation one way and back (asymmetric on the container's link), and the
+# SYN and SYN-ACK serialised at 10 Mbit/s on both links.
+RTT = ONE_WAY_WIFI + FORWARD + REVERSE + ONE_WAY_WIFI + 4 * SYN_FRAME * 8 / RATE
+
+
+@pytest.mark.compose
+def test_container_server_answers_over_shaped_links(tmp_path):
+    why = _docker_ready()
+    if why:
+        pytest.skip(why)
+    before = ours()
+    (tmp_path / "topo.yaml").write_text(f"""name: ctopo
+nodes:
+  watch: {{role: wearable}}
+  ap: {{role: ap}}
+  server: {{role: server, image: "{IMAGE}"}}
+links:
+  - {{between: [watch, ap], rate: 10Mbit, delay: {int(ONE_WAY_WIFI * 1000)}ms}}
+  - between: [ap, server]
+    rate: 10Mbit
+    forward: {{delay: {int(FORWARD * 1000)}ms}}
+    reverse: {{delay: {int(REVERSE * 1000)}ms}}
+""")
+    (tmp_path / "exp.yaml").write_text("""name: container-physics
+topology: topo.yaml
+repetitions: 4
+seed: 3
+workload: {kind: http-get, client: watch, server: server}
+matrix:
+  protocol: [http, https]
+  size: [100KB]
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "results"), timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with (tmp_path / "results" / "container-physics" / "latest" / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8 and all(r["status"] == "ok" for r in rows), rows
+    wire = [float(r["wire_connect_s"]) for r in rows]
+    goal = max(0.0003, 0.02 * RTT)
+    assert min(wire) >= RTT - 1e-5, wire                  # never faster than the physics
+    assert statistics.median(wire) <= RTT + goal, wire     # exact to wearlab's goal
+    # 100 KB at 10 Mbit/s from the container: the transfer cannot beat the link's rate.
+    for r in rows:
+        assert 100_000 * 8 / RATE <= float(r["wire_total_s"]) - float(r["wire_connect_s"]) <= 1.0, r
+    assert ours() == before  # containers and host veths gone with the run
+
+
+@pytest.mark.compose
+def test_kill9_then_clean_removes_the_containers(tmp_path):
+    """A kill -9 leaves the container running (Docker owns it); `wearlab clean` finds it by its
+    label and removes it, and its host veth with it. Nothing of anyone else's is touched."""
+    import signal
+    import time
+
+    from conftest import ROOT, WEARLAB
+
+    why = _docker_ready()
+    if why:
+        pytest.skip(why)
+    before = ours()
+    (tmp_path / "exp.yaml").write_text(f"""name: killc
+topology:
+  nodes: {{watch: {{role: wearable}}, ap: {{role: ap}}, server: {{role: server, image: "{IMAGE}"}}}}
+  links: [{{between: [watch, ap], delay: 5ms}}, {{between: [ap, server], delay: 5ms}}]
+repetitions: 200
+workload: {{kind: http-get, client: watch, server: server, protocol: http, size: 1KB}}
+""")
+    p = subprocess.Popen([*WEARLAB, "run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r")], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    runs = tmp_path / "r" / "killc" / "latest" / "runs.csv"
+    deadline = time.monotonic() + 120
+    try:
+        while not (runs.exists() and len(runs.read_text().splitlines()) >= 3):
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.2)
+        assert len(ours()[0]) == len(before[0]) + 1  # the run's container is up
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=60)
+    res = wearlab("clean")
+    assert res.returncode == 0, res.stderr
+    assert "container" in res.stdout
+    deadline = time.monotonic() + 20
+    while ours() != before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ours() == before
