@@ -1,0 +1,722 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * TCP-ENO (RFC 8547) on the wire, as a cgroup sock_ops program.
+ *
+ * Attached to the cgroup of wearlab's tcpcrypt daemon; only sockets created
+ * by processes in that cgroup (and children accepted from its listeners) run
+ * this program.  IPv4 only; 127/8 is skipped.
+ *
+ *   active opener  SYN      SYN-form ENO: config TEPs (or per-socket override)
+ *                  ACK...   non-SYN-form ENO (69,2) until a non-SYN segment
+ *                           is received (RFC 8547 4.6), then callbacks off
+ *   passive opener SYN-ACK  SYN-form ENO: global suboption b=1 + one TEP, or
+ *                           vacuous (b=1 only); nothing if the SYN had no ENO
+ *
+ * Everything the daemon needs (both SYN-form options exactly as on the wire,
+ * role, whether the first received ACK carried ENO, fallback reason) is kept
+ * in the LRU hash "eno_conns" keyed by the 4-tuple.  Layouts below must match
+ * src/lib.rs.
+ */
+#include <linux/bpf.h>
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define AF_INET 2
+#define SOL_TCP 6
+#ifndef TCP_BPF_SYN
+#define TCP_BPF_SYN 1005
+#endif
+#define TCPHDR_SYN 0x02
+#define TCPHDR_ACK 0x10
+
+#define TCPOPT_EOL 0
+#define TCPOPT_NOP 1
+#define TCPOPT_ENO 69
+#define ENO_MAX 40          /* an option can't be longer than the option space */
+#define BUF 64              /* buffers are 64 bytes so that "& 63" bounds indices */
+#define GLOBAL_B 0x01
+
+#define CG_OK 1
+
+/* eno_rec.role */
+#define ROLE_ACTIVE  1
+#define ROLE_PASSIVE 2
+
+/* eno_rec.state */
+#define ST_A_SYN_SENT    1  /* active: SYN with ENO sent, waiting for SYN-ACK */
+#define ST_A_ACK_ENO     2  /* active: ENO ok, sending 69,2 until a non-SYN segment arrives */
+#define ST_B_SYNACK_SENT 3  /* passive: SYN-ACK with ENO sent, waiting for the ACK */
+#define ST_DONE          4  /* handshake over (look at fallback) */
+
+/* eno_rec.flags */
+#define F_ACK_HAD_ENO    0x01  /* first ACK segment received carried ENO */
+#define F_SYN_ENO        0x02  /* syn_opt valid */
+#define F_SYNACK_ENO     0x04  /* synack_opt valid */
+#define F_OVERRIDE       0x08  /* active: SYN option came from the per-socket override */
+
+/* eno_rec.fallback: 0 = none (yet) */
+#define FB_NONE            0
+#define FB_SYN_NO_ENO      1  /* passive: SYN without ENO option */
+#define FB_SYNACK_NO_ENO   2  /* active: SYN-ACK without ENO option */
+#define FB_ACK_NO_ENO      3  /* passive: first ACK without ENO option */
+#define FB_ILL_FORMED      4  /* peer's SYN-form option ill-formed (4.4) */
+#define FB_DUPLICATE       5  /* more than one ENO option in a SYN segment (4.1) */
+#define FB_ROLE_CONFLICT   6  /* both ends sent the same b bit (4.3) */
+#define FB_NO_COMMON_TEP   7  /* no valid TEP / vacuous option (4.6 rule 2) */
+#define FB_NO_SPACE        8  /* not enough TCP option space for our option */
+#define FB_NO_CONFIG       9  /* no TEP configured and no override */
+
+struct eno_key {
+	__u32 local_ip;     /* network byte order */
+	__u32 remote_ip;    /* network byte order */
+	__u16 local_port;   /* network byte order */
+	__u16 remote_port;  /* network byte order */
+};
+
+struct eno_rec {
+	__u8 role;
+	__u8 state;
+	__u8 flags;
+	__u8 fallback;
+	__u8 syn_len;       /* length of syn_opt (== syn_opt[1]), 0 if none */
+	__u8 synack_len;    /* length of synack_opt, 0 if none */
+	__u8 tep;           /* negotiated TEP id (glt, 7 bits), 0 if none */
+	__u8 pad;
+	__u8 syn_opt[ENO_MAX];     /* ENO option of the SYN (host A), kind+len included */
+	__u8 synack_opt[ENO_MAX];  /* ENO option of the SYN-ACK (host B) */
+};
+
+struct eno_cfg {
+	__u8 n_teps;        /* number of valid entries in teps */
+	__u8 flags;         /* reserved, 0 */
+	__u8 teps[32];      /* supported TEP ids, most preferred first */
+};
+
+struct eno_sk_syn {
+	__u8 len;                  /* 0: use config; else length of opt (2..40) */
+	__u8 opt[ENO_MAX];         /* full SYN-form ENO option incl. kind and len */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct eno_cfg);
+} eno_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct eno_key);
+	__type(value, struct eno_rec);
+} eno_conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct eno_sk_syn);
+} eno_sk_syn SEC(".maps");
+
+struct obuf {
+	__u8 b[BUF];
+};
+
+struct parsed {
+	__u64 teps[2];      /* bitmap over glt (0..127) */
+	__u8 global;        /* first global suboption, implicit 0x00 */
+	__u8 n_teps;
+	__u8 last_tep;      /* last TEP glt in option order */
+};
+
+/* (glt >> 6) & 1, computed where clang can't fold it into an index the
+ * verifier can't bound */
+static __always_inline __u64 word_of(__u8 glt)
+{
+	__u64 w = glt;
+
+	asm volatile("%0 >>= 6; %0 &= 1" : "+r"(w));
+	return w;
+}
+
+static __always_inline int has_tep(const __u64 *bm, __u8 glt)
+{
+	return (bm[word_of(glt)] >> (glt & 63)) & 1;
+}
+
+/*
+ * The walkers below are branch-free: every loop iteration looks at a fixed
+ * byte position and folds it into the state with masks instead of if/else.
+ * That gives the verifier a single path per iteration.  (A data-dependent
+ * cursor made the verifier's state count explode, and bpf_loop() callbacks
+ * are refused where there is no BPF JIT -- UML, wearlab's guest kernel.)
+ * The comparisons are inline asm so that clang cannot turn the mask
+ * arithmetic back into branches.
+ */
+/* x & 63, hidden from clang so that it can't drop the mask the verifier needs */
+static __always_inline __u64 m63(__u64 x)
+{
+	asm volatile("%0 &= 63" : "+r"(x));
+	return x;
+}
+
+/* in asm, because clang recognizes these idioms and emits branches */
+static __always_inline __u64 lt_(__u64 a, __u64 b)   /* a < b, both < 2^63 */
+{
+	asm volatile("%0 -= %1; %0 >>= 63" : "+r"(a) : "r"(b));
+	return a;
+}
+
+static __always_inline __u64 nz_(__u64 x)             /* x != 0 */
+{
+	__u64 y = x;
+
+	asm volatile("%0 = -%0; %0 |= %1; %0 >>= 63" : "+r"(y) : "r"(x));
+	return y;
+}
+
+#define LT(a, b)  lt_((__u64)(a), (__u64)(b))
+#define NZ(x)     nz_((__u64)(x))
+#define EQ(a, b)  (1 ^ NZ(((__u64)(a)) ^ ((__u64)(b))))
+#define SEL(m, a, b) ((((__u64)(a)) & -(__u64)(m)) | (((__u64)(b)) & ~-(__u64)(m)))
+
+/*
+ * Parse a SYN-form ENO option (o[0] = 69, o[1] = len) per RFC 8547 4.1-4.4.
+ * Fills p (offered TEPs, first global suboption).  If a is given, returns
+ * the last TEP (in option order) that is also in a (4.5: host B's option
+ * decides), else 0.  Returns -1 if the option is ill-formed.
+ */
+static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
+					 struct parsed *p, const struct parsed *a)
+{
+	__u64 skip = 0, hg = 0, glob = 0, bm0 = 0, bm1 = 0, err = 0, last = 0;
+	__u64 pick = 0, n = 0, a0 = 0, a1 = 0;
+
+	if (a) {
+		a0 = a->teps[0];
+		a1 = a->teps[1];
+	}
+	for (__u32 pos = 2; pos < ENO_MAX; pos++) {
+		__u64 c = ob->b[pos], t = ob->b[pos + 1];
+		__u64 act = LT(pos, len) & EQ(skip, 0);
+		__u64 isg = LT(c, 0x20);
+		__u64 isdat = 1 ^ LT(c, 0xa0);
+		__u64 islen = LT(c, 0xa0) & (1 ^ LT(c, 0x80));
+		__u64 istep = LT(c, 0x80) & (1 ^ isg);
+		__u64 gm = act & isg & (1 ^ hg);
+		__u64 id = SEL(islen, t & 0x7f, c & 0x7f);
+		__u64 tm = act & (istep | islen | isdat);
+		__u64 hi = (id >> 6) & 1;
+		__u64 bit = 1ULL << (id & 63);
+		__u64 dl = (c & 0x1f) + 1;
+		__u64 bad = (1 ^ LT(pos + 1, len)) | LT(t, 0xa0) | LT(len, pos + 2 + dl);
+		__u64 has = (SEL(hi, a1, a0) >> (id & 63)) & 1;
+
+		glob |= SEL(gm, c, 0);
+		hg |= gm;
+		bm0 |= SEL(tm & (1 ^ hi), bit, 0);
+		bm1 |= SEL(tm & hi, bit, 0);
+		n += tm;
+		last = SEL(tm, id, last);
+		pick = SEL(tm & has, id, pick);
+		err |= act & islen & bad;
+		skip = SEL(act, SEL(islen, 1 + dl, 0) + SEL(isdat, 64, 0), skip - NZ(skip));
+	}
+	p->teps[0] = bm0;
+	p->teps[1] = bm1;
+	p->global = glob;
+	p->n_teps = n;
+	p->last_tep = last;
+	if (err)
+		return -1;
+	return pick;
+}
+
+/* Parse a SYN-form option; 0 if well formed, -1 otherwise. */
+__attribute__((noinline))
+int eno_parse(const struct obuf *ob, __u32 len, struct parsed *p)
+{
+	if (!ob || !p)
+		return -1;
+	if (len < 2 || len > ENO_MAX)
+		return -1;
+	return walk_syn_form(ob, len, p, NULL) < 0 ? -1 : 0;
+}
+
+/*
+ * Negotiated TEP (4.5): the last TEP in host B's SYN-form option (hb, lb)
+ * that host A also sent (bitmap in a).  Returns the glt, 0 if none.
+ */
+__attribute__((noinline))
+int eno_pick(const struct obuf *hb, __u32 lb, const struct parsed *a)
+{
+	struct parsed tmp;
+	int r;
+
+	if (!hb || !a)
+		return 0;
+	if (lb < 2 || lb > ENO_MAX)
+		return 0;
+	r = walk_syn_form(hb, lb, &tmp, a);
+	return r < 0 ? 0 : r;
+}
+
+/*
+ * Find the ENO option(s) in TCP options ob[start .. start+olen), start <= 20.
+ * Copies the first one into out.  Returns its length, 0 if none,
+ * -1 if there is more than one, -2 if the options are malformed.
+ */
+__attribute__((noinline))
+int eno_find(const struct obuf *ob, __u32 start, __u32 olen, struct obuf *out)
+{
+	__u64 skip = 0, count = 0, first = 0, err = 0, stop = 0, flen;
+
+	if (!ob || !out || start > 20)
+		return -2;
+	if (olen > ENO_MAX)
+		olen = ENO_MAX;
+	for (__u32 pos = 0; pos < ENO_MAX; pos++) {
+		__u64 k = ob->b[m63(start + pos)];
+		__u64 l = ob->b[m63(start + pos + 1)];
+		__u64 act = LT(pos, olen) & (1 ^ stop) & EQ(skip, 0);
+		__u64 iseol = EQ(k, 0), isnop = EQ(k, 1);
+		__u64 isopt = 1 ^ (iseol | isnop);
+		__u64 bad = LT(l, 2) | LT(olen, pos + l) | (1 ^ LT(pos + 1, olen));
+		__u64 iseno = act & isopt & EQ(k, TCPOPT_ENO);
+
+		stop |= act & iseol;
+		err |= act & isopt & bad;
+		first = SEL(iseno & EQ(count, 0), start + pos, first);
+		count += iseno;
+		skip = SEL(act, SEL(isopt & (1 ^ bad), l - 1, 0), skip - NZ(skip));
+		stop |= act & isopt & bad;
+	}
+	if (err)
+		return -2;
+	if (count == 0)
+		return 0;
+	if (count > 1)
+		return -1;
+	flen = ob->b[m63(first + 1)];
+	if (flen > ENO_MAX)
+		return -2;
+	for (__u32 k = 0; k < ENO_MAX; k++)
+		out->b[k] = ob->b[m63(first + k)];
+	return flen;
+}
+
+static __always_inline void make_key(struct bpf_sock_ops *skops, struct eno_key *k)
+{
+	k->local_ip = skops->local_ip4;
+	k->remote_ip = skops->remote_ip4;
+	k->local_port = bpf_htons((__u16)skops->local_port);
+	k->remote_port = bpf_htons((__u16)bpf_ntohl(skops->remote_port));
+}
+
+static __always_inline int skip(struct bpf_sock_ops *skops)
+{
+	if (skops->family != AF_INET)
+		return 1;
+	if ((bpf_ntohl(skops->local_ip4) >> 24) == 127 ||
+	    (bpf_ntohl(skops->remote_ip4) >> 24) == 127)
+		return 1;
+	return 0;
+}
+
+/* Copies the whole 40-byte buffer (a constant-size copy keeps clang from
+ * emitting a variable-length memcpy); readers only look at [0, len). */
+static __always_inline void copy_opt(__u8 *dst, const __u8 *src, __u32 len)
+{
+	(void)len;
+	__builtin_memcpy(dst, src, ENO_MAX);
+}
+
+/* Active opener: build the SYN option into rec (syn_opt/syn_len). */
+static __always_inline int build_syn(struct bpf_sock_ops *skops, struct eno_rec *rec)
+{
+	struct eno_sk_syn *ov = NULL;
+	struct bpf_sock *sk = skops->sk;
+	__u32 zero = 0;
+
+	if (sk)
+		ov = bpf_sk_storage_get(&eno_sk_syn, sk, NULL, 0);
+	if (ov && ov->len >= 2 && ov->len <= ENO_MAX) {
+		__u32 l = ov->len;
+
+		copy_opt(rec->syn_opt, ov->opt, l);
+		rec->syn_opt[0] = TCPOPT_ENO;
+		rec->syn_opt[1] = l;
+		rec->syn_len = l;
+		rec->flags |= F_OVERRIDE;
+		return 0;
+	}
+
+	struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
+	if (!cfg || cfg->n_teps == 0)
+		return -1;
+	__u32 n = cfg->n_teps;
+	if (n > ENO_MAX - 2)
+		n = ENO_MAX - 2;
+	rec->syn_opt[0] = TCPOPT_ENO;
+	for (int k = 0; k < 32; k++) {
+		if (k >= n)
+			break;
+		rec->syn_opt[2 + k] = cfg->teps[k] & 0x7f;   /* v = 0: no data */
+	}
+	rec->syn_opt[1] = 2 + n;
+	rec->syn_len = 2 + n;
+	return 0;
+}
+
+static __always_inline int reserve(struct bpf_sock_ops *skops, __u32 len)
+{
+	return bpf_reserve_hdr_opt(skops, len, 0) ? -1 : 0;
+}
+
+static __always_inline void store_opt(struct bpf_sock_ops *skops, const __u8 *opt, __u32 len)
+{
+	__u8 buf[ENO_MAX];
+
+	len &= 0x3f;
+	if (len < 2 || len > ENO_MAX)
+		return;
+	copy_opt(buf, opt, len);
+	bpf_store_hdr_opt(skops, buf, len, 0);
+}
+
+/* ---- active opener ---------------------------------------------------- */
+
+static __attribute__((noinline)) void active_connect(struct bpf_sock_ops *skops)
+{
+	struct eno_key key = {};
+	struct eno_rec rec = {};
+
+	make_key(skops, &key);
+	rec.role = ROLE_ACTIVE;
+	rec.state = ST_A_SYN_SENT;
+	if (build_syn(skops, &rec)) {
+		rec.state = ST_DONE;
+		rec.fallback = FB_NO_CONFIG;
+		rec.syn_len = 0;
+		bpf_map_update_elem(&eno_conns, &key, &rec, BPF_ANY);
+		return;
+	}
+	rec.flags |= F_SYN_ENO;
+	bpf_map_update_elem(&eno_conns, &key, &rec, BPF_ANY);
+	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+				  BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+}
+
+static __attribute__((noinline)) void active_established(struct bpf_sock_ops *skops)
+{
+	struct eno_key key = {};
+	struct eno_rec *rec;
+	struct obuf opts = {}, eno = {};
+	struct obuf *mine = &opts;   /* reused once the SYN-ACK options are parsed */
+	struct parsed a, b;
+	int olen = 0, n;
+
+	make_key(skops, &key);
+	rec = bpf_map_lookup_elem(&eno_conns, &key);
+	if (!rec || rec->role != ROLE_ACTIVE || rec->state != ST_A_SYN_SENT) {
+		bpf_sock_ops_cb_flags_set(skops, 0);
+		return;
+	}
+
+	/* copy the SYN-ACK's TCP options out of the packet */
+	__u8 *data = (__u8 *)(long)skops->skb_data;
+	__u8 *end = (__u8 *)(long)skops->skb_data_end;
+	if (data + 20 <= end) {
+		olen = ((data[12] >> 4) & 0xf) * 4 - 20;
+		if (olen < 0)
+			olen = 0;
+		if (olen > ENO_MAX)
+			olen = ENO_MAX;
+		for (int k = 0; k < ENO_MAX; k++) {
+			if (k >= olen)
+				break;
+			__u8 *p = data + 20 + k;
+			if (p + 1 > end) {
+				olen = k;
+				break;
+			}
+			opts.b[k] = *p;
+		}
+	}
+
+	n = eno_find(&opts, 0, olen, &eno);
+	rec->flags &= ~F_ACK_HAD_ENO;
+	if (n != 0)
+		rec->flags |= F_ACK_HAD_ENO;   /* the SYN-ACK is A's first received ACK */
+	if (n > 0 && n <= ENO_MAX) {
+		copy_opt(rec->synack_opt, eno.b, n);
+		rec->synack_len = n;
+		rec->flags |= F_SYNACK_ENO;
+	}
+	copy_opt(mine->b, rec->syn_opt, ENO_MAX);
+
+	if (n == 0)
+		rec->fallback = FB_SYNACK_NO_ENO;
+	else if (n == -1)
+		rec->fallback = FB_DUPLICATE;
+	else if (n < 0 || eno_parse(&eno, n, &b) ||
+		 eno_parse(mine, rec->syn_len, &a))
+		rec->fallback = FB_ILL_FORMED;
+	else if ((a.global & GLOBAL_B) == (b.global & GLOBAL_B))
+		rec->fallback = FB_ROLE_CONFLICT;
+	else {
+		/* host B is whoever sent b=1: normally the passive opener,
+		 * or us if the per-socket override set b=1 */
+		int tep;
+
+		if (a.global & GLOBAL_B)
+			tep = eno_pick(mine, rec->syn_len, &b);
+		else
+			tep = eno_pick(&eno, n, &a);
+		if (!tep)
+			rec->fallback = FB_NO_COMMON_TEP;
+		rec->tep = tep;
+	}
+
+	if (rec->fallback) {
+		rec->state = ST_DONE;
+		bpf_sock_ops_cb_flags_set(skops, 0);
+		return;
+	}
+	rec->state = ST_A_ACK_ENO;
+	bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG |
+				  BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
+}
+
+/* ---- passive opener --------------------------------------------------- */
+
+/* Called for the SYN-ACK (skops->sk is the request sock). Fills rec. */
+static __always_inline void passive_synack(struct bpf_sock_ops *skops, struct eno_rec *rec)
+{
+	struct obuf hdr = {}, eno = {};
+	struct parsed a;
+	__u32 zero = 0;
+	int hl, n;
+
+	hl = bpf_getsockopt(skops, SOL_TCP, TCP_BPF_SYN, hdr.b, 60);
+	if (hl < 20) {
+		rec->fallback = FB_SYN_NO_ENO;
+		rec->state = ST_DONE;
+		return;
+	}
+	n = eno_find(&hdr, 20, hl - 20, &eno);
+	if (n == 0) {
+		rec->fallback = FB_SYN_NO_ENO;
+		rec->state = ST_DONE;
+		return;
+	}
+	if (n == -1) {
+		rec->fallback = FB_DUPLICATE;
+		rec->state = ST_DONE;
+		return;
+	}
+	if (n < 0 || n > ENO_MAX) {
+		rec->fallback = FB_ILL_FORMED;
+		rec->state = ST_DONE;
+		return;
+	}
+	copy_opt(rec->syn_opt, eno.b, n);
+	rec->syn_len = n;
+	rec->flags |= F_SYN_ENO;
+	if (eno_parse(&eno, n, &a)) {
+		rec->fallback = FB_ILL_FORMED;    /* ignore the option: send none */
+		rec->state = ST_DONE;
+		return;
+	}
+	if (a.global & GLOBAL_B) {
+		rec->fallback = FB_ROLE_CONFLICT; /* 4.6 rule 3: send no ENO */
+		rec->state = ST_DONE;
+		return;
+	}
+
+	__u8 tep = 0;
+	struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
+	if (cfg) {
+		__u32 nc = cfg->n_teps;
+		for (int k = 0; k < 32; k++) {
+			if (k >= nc)
+				break;
+			__u8 t = cfg->teps[k] & 0x7f;
+			if (t >= 0x20 && has_tep(a.teps, t)) {
+				tep = t;
+				break;
+			}
+		}
+	}
+	rec->synack_opt[0] = TCPOPT_ENO;
+	rec->synack_opt[2] = GLOBAL_B;
+	if (tep) {
+		rec->synack_opt[1] = 4;
+		rec->synack_opt[3] = tep;
+		rec->synack_len = 4;
+		rec->tep = tep;
+	} else {
+		rec->synack_opt[1] = 3;           /* vacuous: b=1 only */
+		rec->synack_len = 3;
+		rec->fallback = FB_NO_COMMON_TEP;
+	}
+	rec->flags |= F_SYNACK_ENO;
+	rec->state = ST_B_SYNACK_SENT;
+}
+
+static __attribute__((noinline)) void passive_established(struct bpf_sock_ops *skops)
+{
+	struct eno_key key = {};
+	struct eno_rec *rec;
+	__u8 buf[ENO_MAX] = { TCPOPT_ENO, 0 };
+	long r;
+
+	bpf_sock_ops_cb_flags_set(skops, 0);   /* B received a non-SYN segment: done */
+	make_key(skops, &key);
+	rec = bpf_map_lookup_elem(&eno_conns, &key);
+	if (!rec || rec->role != ROLE_PASSIVE)
+		return;
+	r = bpf_load_hdr_opt(skops, buf, sizeof(buf), 0);
+	if (r > 0 || r == -28 /* -ENOSPC: present but long */)
+		rec->flags |= F_ACK_HAD_ENO;
+	else
+		rec->flags &= ~F_ACK_HAD_ENO;
+	if (rec->state == ST_B_SYNACK_SENT) {
+		if (!(rec->flags & F_ACK_HAD_ENO) && !rec->fallback)
+			rec->fallback = FB_ACK_NO_ENO;
+		rec->state = ST_DONE;
+	}
+}
+
+/*
+ * HDR_OPT_LEN_CB of a SYN-ACK: decide, reserve, record.  Called straight from
+ * the entry point to keep the call chain's combined stack under 512 bytes
+ * (6.12 counts it more strictly than 6.18).
+ */
+static __attribute__((noinline)) int synack_len(struct bpf_sock_ops *skops)
+{
+	struct eno_rec nrec = {};
+	struct eno_key key = {};
+	struct eno_rec *rec;
+	__u8 probe[8];
+
+	make_key(skops, &key);
+	rec = bpf_map_lookup_elem(&eno_conns, &key);
+	/* retransmitted SYN-ACK: syn_skb is gone, reuse the option we sent
+	 * first (4.6: MUST NOT alter) */
+	if (rec && rec->role == ROLE_PASSIVE &&
+	    bpf_getsockopt(skops, SOL_TCP, TCP_BPF_SYN, probe, sizeof(probe)) == -2 /* -ENOENT */) {
+		if (rec->synack_len && reserve(skops, rec->synack_len))
+			rec->fallback = FB_NO_SPACE;
+		return CG_OK;
+	}
+
+	nrec.role = ROLE_PASSIVE;
+	passive_synack(skops, &nrec);
+	if (nrec.synack_len && reserve(skops, nrec.synack_len)) {
+		nrec.fallback = FB_NO_SPACE;
+		nrec.synack_len = 0;
+		nrec.flags &= ~F_SYNACK_ENO;
+		nrec.state = ST_DONE;
+	}
+	bpf_map_update_elem(&eno_conns, &key, &nrec, BPF_ANY);
+	return CG_OK;
+}
+
+/* ---- header option callbacks ----------------------------------------- */
+
+static __attribute__((noinline)) int hdr_opt(struct bpf_sock_ops *skops, int write)
+{
+	struct eno_key key = {};
+	struct eno_rec *rec;
+	__u8 flags = skops->skb_tcp_flags;
+
+	make_key(skops, &key);
+
+	if ((flags & (TCPHDR_SYN | TCPHDR_ACK)) == (TCPHDR_SYN | TCPHDR_ACK)) {
+		/* SYN-ACK from one of our listeners (sk is the request sock);
+		 * the length callback is handled by synack_len() */
+		rec = bpf_map_lookup_elem(&eno_conns, &key);
+		if (rec && rec->role == ROLE_PASSIVE && rec->synack_len)
+			store_opt(skops, rec->synack_opt, rec->synack_len);
+		return CG_OK;
+	}
+
+	rec = bpf_map_lookup_elem(&eno_conns, &key);
+	if (!rec || rec->role != ROLE_ACTIVE)
+		return CG_OK;
+
+	if (flags & TCPHDR_SYN) {
+		if (rec->state != ST_A_SYN_SENT || !rec->syn_len)
+			return CG_OK;
+		if (!write) {
+			if (reserve(skops, rec->syn_len)) {
+				/* SYN goes out without ENO: plain TCP */
+				rec->fallback = FB_NO_SPACE;
+				rec->flags &= ~F_SYN_ENO;
+				rec->syn_len = 0;
+				rec->state = ST_DONE;
+			}
+		} else {
+			store_opt(skops, rec->syn_opt, rec->syn_len);
+		}
+		return CG_OK;
+	}
+
+	if (rec->state == ST_A_ACK_ENO) {
+		/* non-SYN form: kind 69, len 2 (also reserved for the mss
+		 * computation, where there is no skb) */
+		if (!write) {
+			reserve(skops, 2);
+		} else {
+			__u8 o[2] = { TCPOPT_ENO, 2 };
+			bpf_store_hdr_opt(skops, o, 2, 0);
+		}
+	}
+	return CG_OK;
+}
+
+SEC("sockops")
+int eno_sockops(struct bpf_sock_ops *skops)
+{
+	if (skip(skops))
+		return CG_OK;
+
+	switch (skops->op) {
+	case BPF_SOCK_OPS_TCP_LISTEN_CB:
+		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+					  BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+		break;
+	case BPF_SOCK_OPS_TCP_CONNECT_CB:
+		active_connect(skops);
+		break;
+	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
+		if ((skops->skb_tcp_flags & (TCPHDR_SYN | TCPHDR_ACK)) == (TCPHDR_SYN | TCPHDR_ACK))
+			return synack_len(skops);
+		return hdr_opt(skops, 0);
+	case BPF_SOCK_OPS_WRITE_HDR_OPT_CB:
+		return hdr_opt(skops, 1);
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+		active_established(skops);
+		break;
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		passive_established(skops);
+		break;
+	case BPF_SOCK_OPS_PARSE_HDR_OPT_CB: {
+		/* active opener received its first non-SYN segment (4.6) */
+		struct eno_key key = {};
+		struct eno_rec *rec;
+
+		make_key(skops, &key);
+		rec = bpf_map_lookup_elem(&eno_conns, &key);
+		if (rec && rec->role == ROLE_ACTIVE && rec->state == ST_A_ACK_ENO)
+			rec->state = ST_DONE;
+		bpf_sock_ops_cb_flags_set(skops, 0);
+		break;
+	}
+	}
+	return CG_OK;
+}
+
+char _license[] SEC("license") = "GPL";

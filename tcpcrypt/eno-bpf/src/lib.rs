@@ -1,0 +1,416 @@
+//! TCP-ENO (RFC 8547) on the wire for wearlab's tcpcrypt daemon, without a kernel patch.
+//!
+//! A cgroup `sock_ops` BPF program (`bpf/eno.bpf.c`, compiled by `build.rs` and embedded in
+//! the binary) writes and parses the ENO option (TCP option kind 69) for the TCP sockets of
+//! the processes in one cgroup v2 directory — normally the daemon's own cgroup:
+//!
+//! | segment | sent by | ENO option written |
+//! |---|---|---|
+//! | SYN | active opener (host A) | SYN form: `69, 2+n, tep_1 .. tep_n` (config TEPs, b=0 implicit), or a per-socket override ([`EnoBpf::set_syn_option`]) |
+//! | SYN-ACK | passive opener (host B) | SYN form: `69, 4, 0x01, tep` (global suboption b=1 and the most preferred configured TEP that A offered), `69, 3, 0x01` (vacuous) if none, nothing if the SYN had no (valid) ENO |
+//! | 3rd segment and any later A segment until A receives a non-SYN segment | A | non-SYN form `69, 2` (RFC 8547 §4.6) |
+//! | anything else | | nothing (the callbacks are switched off per socket) |
+//!
+//! The program records, per connection, everything the daemon needs for the negotiation
+//! transcript (§4.8) in an LRU hash keyed by the 4-tuple; read it with [`EnoBpf::record`] once
+//! `connect()`/`accept()` has returned, and drop it with [`EnoBpf::forget`].
+//!
+//! Lifetime: [`EnoBpf::attach`] attaches with a `bpf_link` (`BPF_LINK_CREATE`) and pins
+//! nothing, so the program is detached as soon as the [`EnoBpf`] is dropped or the process
+//! dies (even `kill -9`): the last reference to the link is the process's fd.
+//!
+//! Limits: IPv4 only (AF_INET sockets; IPv6 and v4-mapped sockets are left alone),
+//! 127.0.0.0/8 is skipped, no simultaneous open support beyond what a per-socket override with
+//! b=1 gives, no SYN data. The listener must be created after [`EnoBpf::attach`] (the program
+//! enables the SYN-ACK callback in `BPF_SOCK_OPS_TCP_LISTEN_CB`).
+
+use std::{
+    fs::File,
+    net::SocketAddrV4,
+    os::fd::{AsFd, AsRawFd, BorrowedFd},
+    path::Path,
+    sync::Mutex,
+};
+
+use anyhow::{anyhow, bail, Context, Result};
+use aya::{
+    maps::{Array, HashMap, Map, MapData, MapError},
+    programs::{links::CgroupAttachMode, SockOps},
+    Ebpf, EbpfLoader, Pod,
+};
+
+#[repr(C, align(8))]
+struct Aligned<B: ?Sized>(B);
+// The ELF parser needs the object 8-byte aligned; include_bytes! alone only guarantees 1.
+static ALIGNED_OBJECT: &Aligned<[u8]> =
+    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/eno.bpf.o")));
+
+/// The compiled sock_ops object (clang -target bpf), embedded so the daemon is one file.
+pub static ENO_BPF_OBJECT: &[u8] = &ALIGNED_OBJECT.0;
+
+/// TCP option kind of TCP-ENO (RFC 8547 §7).
+pub const ENO_KIND: u8 = 69;
+/// tcpcrypt TEP identifiers (RFC 8548 §7): TCPCRYPT_ECDHE_P256 .. TCPCRYPT_ECDHE_Curve448.
+pub const TEP_TCPCRYPT_ECDHE_P256: u8 = 0x21;
+pub const TEP_TCPCRYPT_ECDHE_P521: u8 = 0x22;
+pub const TEP_TCPCRYPT_ECDHE_CURVE25519: u8 = 0x23;
+pub const TEP_TCPCRYPT_ECDHE_CURVE448: u8 = 0x24;
+
+const MAX_CFG_TEPS: usize = 32;
+const ENO_MAX: usize = 40;
+
+/// What the program offers / accepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnoConfig {
+    /// Supported TEP ids (the 7-bit `glt` value, 0x20..=0x7f, no `v` bit), most preferred
+    /// first. As active opener all of them are offered in this order; as passive opener the
+    /// first one that the peer also offered is chosen. Empty: active opens carry no ENO
+    /// (unless overridden per socket) and passive opens answer ENO SYNs with a vacuous option.
+    pub teps: Vec<u8>,
+}
+
+/// Why TCP-ENO fell back to plain TCP on a connection (RFC 8547 §4.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnoFallback {
+    /// Passive: the SYN carried no ENO option (plain TCP peer). Nothing was written.
+    SynWithoutEno,
+    /// Active: the SYN-ACK carried no ENO option (peer without ENO, or option stripped).
+    SynAckWithoutEno,
+    /// Passive: the first ACK (A's third segment) carried no ENO option (§4.6 rule 1).
+    AckWithoutEno,
+    /// The peer's SYN-form option was ill-formed (§4.4); it is treated as absent.
+    IllFormed,
+    /// More than one ENO option in a SYN segment (§4.1).
+    Duplicate,
+    /// Both ends sent the same `b` bit (§4.3, §4.6 rule 3).
+    RoleConflict,
+    /// No TEP valid for both ends; at least one side sent a vacuous option (§4.6 rule 2).
+    NoCommonTep,
+    /// Our option did not fit into the TCP option space; the segment went out without it.
+    NoSpace,
+    /// Active: no TEP configured and no per-socket override; the SYN carried no ENO.
+    NoConfig,
+    /// A value this version does not know.
+    Other(u8),
+}
+
+impl EnoFallback {
+    fn from_raw(v: u8) -> Option<EnoFallback> {
+        Some(match v {
+            0 => return None,
+            1 => EnoFallback::SynWithoutEno,
+            2 => EnoFallback::SynAckWithoutEno,
+            3 => EnoFallback::AckWithoutEno,
+            4 => EnoFallback::IllFormed,
+            5 => EnoFallback::Duplicate,
+            6 => EnoFallback::RoleConflict,
+            7 => EnoFallback::NoCommonTep,
+            8 => EnoFallback::NoSpace,
+            9 => EnoFallback::NoConfig,
+            x => EnoFallback::Other(x),
+        })
+    }
+}
+
+/// What the program saw and sent on one connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnoRecord {
+    /// true: this host was the passive opener (host B); false: active opener (host A).
+    pub passive: bool,
+    /// The ENO option of the SYN (host A's SYN-form option), exactly as on the wire,
+    /// kind and length bytes included; empty if the SYN had none.
+    pub syn_option: Vec<u8>,
+    /// The ENO option of the SYN-ACK (host B's SYN-form option), kind and length included;
+    /// empty if the SYN-ACK had none.
+    pub synack_option: Vec<u8>,
+    /// Whether the first ACK segment this host *received* carried an ENO option (§4.6 rule 1):
+    /// for the passive opener A's third segment, for the active opener the SYN-ACK.
+    pub ack_had_eno: bool,
+    /// Why ENO fell back to plain TCP, if it did. `None` on the passive side before the ACK
+    /// arrived means "not decided yet"; see [`EnoRecord::complete`].
+    pub fallback: Option<EnoFallback>,
+    /// Negotiated TEP id (§4.5: the last TEP in B's option that A also sent), as computed by
+    /// the program; `None` if there is none. The daemon still has to check TEP-specific
+    /// validity of suboption data (§4.5 item 2).
+    pub tep: Option<u8>,
+    /// The handshake is over for ENO (both SYN-form options exchanged and the first ACK
+    /// seen, or fallback decided).
+    pub complete: bool,
+    /// Active: the SYN option came from [`EnoBpf::set_syn_option`].
+    pub overridden: bool,
+}
+
+impl EnoRecord {
+    /// ENO succeeded: a TEP was negotiated and nothing forced a fallback. The connection
+    /// MUST then run the TEP (§4.6: encryption is enabled once both hosts sent and received
+    /// an ACK with ENO).
+    pub fn encrypted(&self) -> bool {
+        self.fallback.is_none() && self.tep.is_some() && self.ack_had_eno
+    }
+
+    /// The negotiation transcript of RFC 8547 §4.8: host A's SYN-form ENO option followed
+    /// by host B's, kind and length bytes included. Host A is the active opener (this crate
+    /// does not do simultaneous open), so this is `syn_option || synack_option` on both ends.
+    pub fn transcript(&self) -> Vec<u8> {
+        let mut t = self.syn_option.clone();
+        t.extend_from_slice(&self.synack_option);
+        t
+    }
+}
+
+// ---- shared layouts with bpf/eno.bpf.c -------------------------------------------------
+
+/// Key of the `eno_conns` map. All fields in network byte order (as in `sockaddr_in`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EnoKey {
+    pub local_ip: u32,
+    pub remote_ip: u32,
+    pub local_port: u16,
+    pub remote_port: u16,
+}
+unsafe impl Pod for EnoKey {}
+
+impl EnoKey {
+    pub fn new(local: SocketAddrV4, remote: SocketAddrV4) -> EnoKey {
+        EnoKey {
+            local_ip: u32::from_ne_bytes(local.ip().octets()),
+            remote_ip: u32::from_ne_bytes(remote.ip().octets()),
+            local_port: local.port().to_be(),
+            remote_port: remote.port().to_be(),
+        }
+    }
+}
+
+const ROLE_PASSIVE: u8 = 2;
+const ST_DONE: u8 = 4;
+const F_ACK_HAD_ENO: u8 = 0x01;
+const F_SYN_ENO: u8 = 0x02;
+const F_SYNACK_ENO: u8 = 0x04;
+const F_OVERRIDE: u8 = 0x08;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawRec {
+    role: u8,
+    state: u8,
+    flags: u8,
+    fallback: u8,
+    syn_len: u8,
+    synack_len: u8,
+    tep: u8,
+    pad: u8,
+    syn_opt: [u8; ENO_MAX],
+    synack_opt: [u8; ENO_MAX],
+}
+unsafe impl Pod for RawRec {}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawCfg {
+    n_teps: u8,
+    flags: u8,
+    teps: [u8; MAX_CFG_TEPS],
+}
+unsafe impl Pod for RawCfg {}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawSkSyn {
+    len: u8,
+    opt: [u8; ENO_MAX],
+}
+
+impl From<RawRec> for EnoRecord {
+    fn from(r: RawRec) -> EnoRecord {
+        let opt = |flag: u8, len: u8, buf: &[u8; ENO_MAX]| {
+            if r.flags & flag != 0 {
+                buf[..(len as usize).min(ENO_MAX)].to_vec()
+            } else {
+                Vec::new()
+            }
+        };
+        EnoRecord {
+            passive: r.role == ROLE_PASSIVE,
+            syn_option: opt(F_SYN_ENO, r.syn_len, &r.syn_opt),
+            synack_option: opt(F_SYNACK_ENO, r.synack_len, &r.synack_opt),
+            ack_had_eno: r.flags & F_ACK_HAD_ENO != 0,
+            fallback: EnoFallback::from_raw(r.fallback),
+            tep: (r.tep != 0).then_some(r.tep),
+            complete: r.state == ST_DONE || r.state == 2, /* A: sending 69,2 after the SYN-ACK */
+            overridden: r.flags & F_OVERRIDE != 0,
+        }
+    }
+}
+
+fn raw_cfg(cfg: &EnoConfig) -> Result<RawCfg> {
+    if cfg.teps.len() > MAX_CFG_TEPS {
+        bail!("at most {MAX_CFG_TEPS} TEPs");
+    }
+    if let Some(t) = cfg.teps.iter().find(|&&t| !(0x20..=0x7f).contains(&t)) {
+        bail!("TEP id {t:#04x} outside 0x20..=0x7f (give the 7-bit id, without the v bit)");
+    }
+    let mut raw = RawCfg { n_teps: cfg.teps.len() as u8, flags: 0, teps: [0; MAX_CFG_TEPS] };
+    raw.teps[..cfg.teps.len()].copy_from_slice(&cfg.teps);
+    Ok(raw)
+}
+
+/// The loaded and attached program. Dropping it detaches the program.
+pub struct EnoBpf {
+    conns: Mutex<HashMap<MapData, EnoKey, RawRec>>,
+    cfg: Mutex<Array<MapData, RawCfg>>,
+    sk_syn: Option<MapData>,
+    // Owns the program and its link; must outlive nothing else, dropped last.
+    _ebpf: Ebpf,
+}
+
+impl EnoBpf {
+    /// Loads the embedded program, writes `cfg`, and attaches it to the cgroup v2 directory
+    /// `cgroup_dir` (e.g. `/sys/fs/cgroup/unified/tcpcryptd`) with a `bpf_link`. Sockets
+    /// created by processes in that cgroup (and connections accepted from their listeners)
+    /// get TCP-ENO. Needs CAP_BPF + CAP_NET_ADMIN (root).
+    pub fn attach(cgroup_dir: &Path, cfg: &EnoConfig) -> Result<EnoBpf> {
+        let raw = raw_cfg(cfg)?;
+        let mut ebpf = EbpfLoader::new()
+            .allow_unsupported_maps() // eno_sk_syn is BPF_MAP_TYPE_SK_STORAGE
+            .load(ENO_BPF_OBJECT)
+            .context("loading the eno sock_ops object")?;
+        let mut cfg_map: Array<MapData, RawCfg> =
+            Array::try_from(ebpf.take_map("eno_cfg").ok_or_else(|| anyhow!("no eno_cfg map"))?)?;
+        cfg_map.set(0, raw, 0).context("writing eno_cfg")?;
+        let conns: HashMap<MapData, EnoKey, RawRec> = HashMap::try_from(
+            ebpf.take_map("eno_conns").ok_or_else(|| anyhow!("no eno_conns map"))?,
+        )?;
+        let sk_syn = match ebpf.take_map("eno_sk_syn") {
+            Some(Map::Unsupported(m)) => Some(m),
+            _ => None,
+        };
+
+        let cgroup = File::open(cgroup_dir)
+            .with_context(|| format!("opening cgroup directory {}", cgroup_dir.display()))?;
+        let prog: &mut SockOps = ebpf
+            .program_mut("eno_sockops")
+            .ok_or_else(|| anyhow!("no eno_sockops program"))?
+            .try_into()?;
+        prog.load().context("loading eno_sockops (verifier)")?;
+        prog.attach(&cgroup, CgroupAttachMode::Single)
+            .with_context(|| format!("attaching eno_sockops to {}", cgroup_dir.display()))?;
+
+        Ok(EnoBpf { conns: Mutex::new(conns), cfg: Mutex::new(cfg_map), sk_syn, _ebpf: ebpf })
+    }
+
+    /// Replaces the TEP configuration; affects connections opened from now on.
+    pub fn set_config(&self, cfg: &EnoConfig) -> Result<()> {
+        let raw = raw_cfg(cfg)?;
+        self.cfg.lock().unwrap().set(0, raw, 0)?;
+        Ok(())
+    }
+
+    /// What the program recorded for the connection `local` ↔ `remote` (addresses as seen by
+    /// this host: `getsockname`/`getpeername`). `Ok(None)`: no record (not one of our
+    /// sockets, loopback, already forgotten, or evicted from the LRU).
+    ///
+    /// Call it after `connect()` / `accept()` returned: by then the active side has parsed
+    /// the SYN-ACK and the passive side has seen the first ACK.
+    pub fn record(&self, local: SocketAddrV4, remote: SocketAddrV4) -> Result<Option<EnoRecord>> {
+        let key = EnoKey::new(local, remote);
+        match self.conns.lock().unwrap().get(&key, 0) {
+            Ok(r) => Ok(Some(r.into())),
+            Err(MapError::KeyNotFound) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Drops the record of a connection (call it when the daemon is done with it; the map is
+    /// an LRU of 65536 entries, so forgotten `forget`s only cost memory, not correctness).
+    pub fn forget(&self, local: SocketAddrV4, remote: SocketAddrV4) {
+        let _ = self.conns.lock().unwrap().remove(&EnoKey::new(local, remote));
+    }
+
+    /// Overrides, for one not-yet-connected socket, the complete SYN-form ENO option of its
+    /// SYN: `opt` is the whole option including kind (69) and length bytes, 2..=40 bytes
+    /// (in practice at most 20 fit next to MSS/SACK/TS/WS; if it does not fit the SYN goes
+    /// out without ENO and the record says [`EnoFallback::NoSpace`]). Use it for RFC 8548
+    /// session resumption suboptions or to set b=1 for a simultaneous open. Call before
+    /// `connect()`; the socket must have been created inside the cgroup.
+    pub fn set_syn_option(&self, sock: BorrowedFd<'_>, opt: &[u8]) -> Result<()> {
+        if opt.len() < 2 || opt.len() > ENO_MAX || opt[0] != ENO_KIND || opt[1] as usize != opt.len() {
+            bail!("SYN option must be 69, len, contents with len == total length <= {ENO_MAX}");
+        }
+        let map = self.sk_syn.as_ref().ok_or_else(|| anyhow!("sk_storage map not available"))?;
+        let mut v = RawSkSyn { len: opt.len() as u8, opt: [0; ENO_MAX] };
+        v.opt[..opt.len()].copy_from_slice(opt);
+        let key: i32 = sock.as_raw_fd();
+        map_update_raw(map.fd().as_fd(), &key as *const i32 as u64, &v as *const RawSkSyn as u64)
+            .context("updating eno_sk_syn for the socket")
+    }
+}
+
+/// bpf(BPF_MAP_UPDATE_ELEM) for maps aya has no type for (sk_storage: key is a socket fd).
+fn map_update_raw(map_fd: BorrowedFd<'_>, key: u64, value: u64) -> std::io::Result<()> {
+    #[repr(C)]
+    struct Attr {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    let attr = Attr { map_fd: map_fd.as_raw_fd() as u32, _pad: 0, key, value, flags: 0 };
+    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_UPDATE_ELEM,
+            &attr as *const Attr,
+            std::mem::size_of::<Attr>() as u32,
+        )
+    };
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_layout_is_network_order() {
+        let k = EnoKey::new("10.99.0.1:4660".parse().unwrap(), "10.99.0.2:80".parse().unwrap());
+        let bytes: [u8; 12] = unsafe { std::mem::transmute(k) };
+        assert_eq!(bytes, [10, 99, 0, 1, 10, 99, 0, 2, 0x12, 0x34, 0, 80]);
+    }
+
+    #[test]
+    fn record_decoding() {
+        let mut r = RawRec {
+            role: ROLE_PASSIVE,
+            state: ST_DONE,
+            flags: F_SYN_ENO | F_SYNACK_ENO | F_ACK_HAD_ENO,
+            fallback: 0,
+            syn_len: 4,
+            synack_len: 4,
+            tep: 0x22,
+            pad: 0,
+            syn_opt: [0; ENO_MAX],
+            synack_opt: [0; ENO_MAX],
+        };
+        r.syn_opt[..4].copy_from_slice(&[69, 4, 0x21, 0x22]);
+        r.synack_opt[..4].copy_from_slice(&[69, 4, 0x01, 0x22]);
+        let e: EnoRecord = r.into();
+        assert!(e.passive && e.encrypted() && e.complete);
+        assert_eq!(e.transcript(), vec![69, 4, 0x21, 0x22, 69, 4, 0x01, 0x22]);
+        r.fallback = 7;
+        assert_eq!(EnoRecord::from(r).fallback, Some(EnoFallback::NoCommonTep));
+    }
+
+    #[test]
+    fn config_validation() {
+        assert!(raw_cfg(&EnoConfig { teps: vec![0x21, 0x24] }).is_ok());
+        assert!(raw_cfg(&EnoConfig { teps: vec![0xa1] }).is_err());
+        assert!(raw_cfg(&EnoConfig { teps: vec![0x10] }).is_err());
+    }
+}

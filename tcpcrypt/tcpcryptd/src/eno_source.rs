@@ -1,0 +1,166 @@
+//! Where the daemon learns what TCP-ENO put on the wire for a connection.
+//!
+//! In production that is the sock_ops BPF program of `tcpcrypt-eno-bpf` (see `bpf.rs`); the
+//! trait lets tests run the whole daemon over plain loopback sockets with [`FakeEnoNet`],
+//! an in-process stand-in that computes the SYN and SYN-ACK options the way the two hosts
+//! would have.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use tcpcrypt_proto::eno::TepSuboption;
+use tcpcrypt_proto::{resume, ResumeTicket, SessionCache, Tep};
+
+/// The ENO options of one connection, as the kernel saw them.
+#[derive(Debug, Clone, Default)]
+pub struct EnoRecord {
+    /// Whether we are the passive opener.
+    pub passive: bool,
+    /// The active opener's SYN ENO option incl. kind/len (empty if none).
+    pub syn_option: Vec<u8>,
+    /// The passive opener's SYN-ACK ENO option (empty if none).
+    pub synack_option: Vec<u8>,
+    /// Whether the third segment (ACK) carried ENO.
+    pub ack_had_eno: bool,
+    /// Passive side: the resumption ticket the SYN-ACK was built with, if it resumed.
+    pub resume_ticket: Option<ResumeTicket>,
+    /// The kernel side's own verdict, if it has one: whether it enabled encryption (sent or
+    /// received the ENO-bearing ACK). The daemon never relays plaintext when this is true.
+    pub encrypted_hint: Option<bool>,
+    /// The kernel side's fallback reason, if it decided to fall back.
+    pub fallback: Option<String>,
+}
+
+/// A source of per-connection ENO records.
+pub trait EnoSource: Send + Sync + 'static {
+    /// Short name for logs.
+    fn name(&self) -> &'static str;
+    /// Whether [`EnoSource::prepare_connect`] can put a resumption suboption in the SYN.
+    fn supports_resumption(&self) -> bool {
+        false
+    }
+    /// Called after bind() and before connect() of an outgoing socket. Returns whether the
+    /// resumption suboption will be in the SYN.
+    fn prepare_connect(&self, _local: SocketAddr, _remote: SocketAddr, _resume: Option<&TepSuboption>) -> bool {
+        false
+    }
+    /// The record for an established connection (None: ENO saw nothing, i.e. plain TCP).
+    fn record(&self, local: SocketAddr, remote: SocketAddr, passive: bool) -> anyhow::Result<Option<EnoRecord>>;
+    /// Drop per-connection state.
+    fn forget(&self, _local: SocketAddr, _remote: SocketAddr, _passive: bool) {}
+}
+
+/// No ENO at all: every connection is relayed as plain TCP.
+pub struct NoEno;
+
+impl EnoSource for NoEno {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+    fn record(&self, _: SocketAddr, _: SocketAddr, _: bool) -> anyhow::Result<Option<EnoRecord>> {
+        Ok(None)
+    }
+}
+
+/// How a fake listener answers SYNs.
+#[derive(Clone)]
+pub struct ListenerPolicy {
+    /// TEPs (most preferred first); None = a host without TCP-ENO.
+    pub teps: Option<Vec<Tep>>,
+    /// The listening daemon's resumption cache.
+    pub cache: Option<Arc<Mutex<SessionCache>>>,
+}
+
+type Key = (u16, SocketAddr); // (active opener's port, passive opener's address)
+
+#[derive(Default)]
+struct NetState {
+    listeners: HashMap<SocketAddr, ListenerPolicy>,
+    records: HashMap<(Key, bool), EnoRecord>,
+}
+
+/// An in-process "network" shared by the daemons of one test.
+#[derive(Default, Clone)]
+pub struct FakeEnoNet {
+    state: Arc<Mutex<NetState>>,
+}
+
+impl FakeEnoNet {
+    /// A new empty network.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Register how the listener at `addr` answers SYNs.
+    pub fn listen(&self, addr: SocketAddr, policy: ListenerPolicy) {
+        self.lock().listeners.insert(addr, policy);
+    }
+    /// A host's view: with TEPs (None = ENO disabled on that host).
+    pub fn host(&self, teps: Option<Vec<Tep>>) -> FakeEno {
+        FakeEno { net: self.clone(), teps }
+    }
+    /// For a test middlebox that relays a connection: what the passive end of the
+    /// connection `(from_port -> via)` saw is what the passive end of `(out_port -> to)` sees.
+    pub fn relay(&self, from_port: u16, via: SocketAddr, out_port: u16, to: SocketAddr) {
+        let mut st = self.lock();
+        if let Some(r) = st.records.get(&((from_port, via), true)).cloned() {
+            st.records.insert(((out_port, to), true), r);
+        }
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, NetState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One host on a [`FakeEnoNet`].
+pub struct FakeEno {
+    net: FakeEnoNet,
+    teps: Option<Vec<Tep>>,
+}
+
+fn key(local: SocketAddr, remote: SocketAddr, passive: bool) -> Key {
+    if passive {
+        (remote.port(), local)
+    } else {
+        (local.port(), remote)
+    }
+}
+
+impl EnoSource for FakeEno {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn supports_resumption(&self) -> bool {
+        true
+    }
+    fn prepare_connect(&self, local: SocketAddr, remote: SocketAddr, resume: Option<&TepSuboption>) -> bool {
+        let syn = match &self.teps {
+            Some(t) => resume::syn_option(t, resume).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let mut st = self.net.lock();
+        let policy = st.listeners.get(&remote).cloned();
+        let (synack, ticket) = match policy.as_ref().and_then(|p| p.teps.clone().map(|t| (t, p.cache.clone()))) {
+            Some((teps, cache)) if !syn.is_empty() => {
+                let mut guard = cache.as_ref().map(|c| c.lock().unwrap_or_else(|p| p.into_inner()));
+                resume::synack_option(&syn, &teps, guard.as_deref_mut(), 8, &mut rand_core::OsRng)
+            }
+            _ => (Vec::new(), None),
+        };
+        let ack = !synack.is_empty();
+        let k = key(local, remote, false);
+        let base = EnoRecord { passive: false, syn_option: syn.clone(), synack_option: synack, ack_had_eno: ack, ..Default::default() };
+        st.records.insert((k, true), EnoRecord { passive: true, resume_ticket: ticket, ..base.clone() });
+        st.records.insert((k, false), base);
+        resume.is_some() && !syn.is_empty()
+    }
+    fn record(&self, local: SocketAddr, remote: SocketAddr, passive: bool) -> anyhow::Result<Option<EnoRecord>> {
+        let mut st = self.net.lock();
+        // The passive side's record is consumed (it holds the resumption ticket).
+        let k = (key(local, remote, passive), passive);
+        Ok(if passive { st.records.remove(&k) } else { st.records.get(&k).cloned() })
+    }
+    fn forget(&self, local: SocketAddr, remote: SocketAddr, passive: bool) {
+        self.net.lock().records.remove(&(key(local, remote, passive), passive));
+    }
+}

@@ -1,0 +1,305 @@
+//! tcpcryptd command line. See `tcpcryptd help`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context};
+use serde_json::json;
+use tcpcrypt_proto::{Aead, Config, Tep};
+use tcpcryptd::iptables::{self, Rules};
+use tcpcryptd::{control, Daemon, DaemonConfig, Destination, EnoSource, NoEno, Registry};
+
+const HELP: &str = "\
+tcpcryptd - wearlab's tcpcrypt (RFC 8548 over TCP-ENO, RFC 8547) transparent proxy
+
+USAGE:
+  tcpcryptd run [OPTIONS]        run the daemon (foreground; SIGTERM/SIGINT remove its rules)
+  tcpcryptd status [--json]      print the running daemon's connections
+  tcpcryptd sessions [--json]    same as status
+  tcpcryptd cleanup              remove what a killed daemon left (iptables chains, socket, cgroup)
+  tcpcryptd help
+
+RUN OPTIONS:
+  --out-port N            outbound redirect port (default 7001; 0 = no outbound interception)
+  --in-port N             inbound redirect port (default 7002; 0 = no inbound interception)
+  --service-port P[,P]    service ports whose inbound connections are intercepted (repeatable)
+  --out-dport P[,P]       only intercept outbound connections to these ports (default: all TCP)
+  --listen-addr IP        address the redirect listeners bind (default 0.0.0.0)
+  --iptables CMD          iptables binary (default iptables; the UML guest needs iptables-legacy)
+  --no-iptables           install no rules (use with --forward-to/--service-addr)
+  --chain-prefix P        nat chain prefix (default TCPCRYPTD -> TCPCRYPTD_OUT, TCPCRYPTD_IN)
+  --mark M                SO_MARK of the daemon's own sockets (default 0x7463)
+  --eno bpf|none          ENO source (default bpf: the eno-bpf sock_ops program)
+  --cgroup DIR            cgroup v2 the daemon moves into and attaches BPF to (default
+                          /sys/fs/cgroup/tcpcryptd, or /sys/fs/cgroup/unified/tcpcryptd on hybrid hosts)
+  --teps LIST             TEPs, most preferred first (default 0x23,0x21,0x22)
+  --ciphers LIST          AEADs, most preferred first: aes128gcm,aes256gcm,chacha20poly1305
+  --frame-size N          application bytes per frame (default 16384)
+  --rekey-after-bytes N   rekey after N bytes under one key (default: never)
+  --no-resume             no session caching/resumption
+  --stats-file PATH       append one JSON line per closed connection
+  --control PATH          control socket (default /run/tcpcryptd/control.sock)
+  --forward-to ADDR       outbound destination instead of SO_ORIGINAL_DST
+  --service-addr ADDR     inbound service instead of SO_ORIGINAL_DST
+
+CLEANUP/STATUS OPTIONS: --iptables CMD, --chain-prefix P, --control PATH, --cgroup DIR, --json
+";
+
+struct Opts {
+    args: Vec<String>,
+}
+
+impl Opts {
+    fn flag(&mut self, name: &str) -> bool {
+        if let Some(i) = self.args.iter().position(|a| a == name) {
+            self.args.remove(i);
+            true
+        } else {
+            false
+        }
+    }
+    fn values(&mut self, name: &str) -> anyhow::Result<Vec<String>> {
+        let mut out = Vec::new();
+        while let Some(i) = self.args.iter().position(|a| a == name || a.starts_with(&format!("{name}="))) {
+            let a = self.args.remove(i);
+            if let Some(v) = a.strip_prefix(&format!("{name}=")) {
+                out.push(v.to_string());
+            } else if i < self.args.len() {
+                out.push(self.args.remove(i));
+            } else {
+                bail!("{name} needs a value");
+            }
+        }
+        Ok(out)
+    }
+    fn value(&mut self, name: &str) -> anyhow::Result<Option<String>> {
+        Ok(self.values(name)?.pop())
+    }
+    fn list(&mut self, name: &str) -> anyhow::Result<Vec<String>> {
+        Ok(self.values(name)?.iter().flat_map(|v| v.split(',')).filter(|s| !s.is_empty()).map(String::from).collect())
+    }
+    fn done(&self) -> anyhow::Result<()> {
+        if let Some(a) = self.args.first() {
+            bail!("unknown argument {a:?} (see tcpcryptd help)");
+        }
+        Ok(())
+    }
+}
+
+fn parse_num(s: &str) -> anyhow::Result<u64> {
+    let r = match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.with_context(|| format!("not a number: {s}"))
+}
+
+fn parse_tep(s: &str) -> anyhow::Result<Tep> {
+    let id = match s.to_ascii_lowercase().as_str() {
+        "curve25519" | "x25519" => 0x23,
+        "p256" | "p-256" => 0x21,
+        "p521" | "p-521" => 0x22,
+        other => parse_num(other)? as u8,
+    };
+    Tep::from_id(id).ok_or_else(|| anyhow!("unsupported TEP {s}"))
+}
+
+fn parse_aead(s: &str) -> anyhow::Result<Aead> {
+    Ok(match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+        "aes128gcm" | "aeadaes128gcm" | "1" | "0x0001" => Aead::Aes128Gcm,
+        "aes256gcm" | "aeadaes256gcm" | "2" | "0x0002" => Aead::Aes256Gcm,
+        "chacha20poly1305" | "aeadchacha20poly1305" | "16" | "0x0010" => Aead::ChaCha20Poly1305,
+        _ => bail!("unsupported cipher {s}"),
+    })
+}
+
+const DEFAULT_CONTROL: &str = "/run/tcpcryptd/control.sock";
+/// cgroup v2 mount: /sys/fs/cgroup (unified) or /sys/fs/cgroup/unified (hybrid hosts).
+fn default_cgroup() -> String {
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() || !Path::new("/sys/fs/cgroup/unified").exists() {
+        "/sys/fs/cgroup/tcpcryptd".into()
+    } else {
+        "/sys/fs/cgroup/unified/tcpcryptd".into()
+    }
+}
+const DEFAULT_PREFIX: &str = "TCPCRYPTD";
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let cmd = if args.is_empty() { "help".to_string() } else { args.remove(0) };
+    let opts = Opts { args };
+    let r = match cmd.as_str() {
+        "run" => run(opts),
+        "status" | "sessions" => status(opts),
+        "cleanup" | "--cleanup" => cleanup(opts),
+        "help" | "--help" | "-h" => {
+            print!("{HELP}");
+            Ok(())
+        }
+        other => Err(anyhow!("unknown command {other:?}\n\n{HELP}")),
+    };
+    if let Err(e) = r {
+        eprintln!("tcpcryptd: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+fn status(mut o: Opts) -> anyhow::Result<()> {
+    let json_out = o.flag("--json");
+    let path = PathBuf::from(o.value("--control")?.unwrap_or(DEFAULT_CONTROL.into()));
+    o.done()?;
+    let v = runtime()?.block_on(control::query(&path))?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", control::format_table(&v));
+    }
+    Ok(())
+}
+
+fn cleanup(mut o: Opts) -> anyhow::Result<()> {
+    let ipt = o.value("--iptables")?.unwrap_or("iptables".into());
+    let prefix = o.value("--chain-prefix")?.unwrap_or(DEFAULT_PREFIX.into());
+    let control = PathBuf::from(o.value("--control")?.unwrap_or(DEFAULT_CONTROL.into()));
+    let cgroup = PathBuf::from(o.value("--cgroup")?.unwrap_or_else(default_cgroup));
+    o.done()?;
+    match iptables::cleanup(&ipt, &prefix) {
+        Ok(removed) => {
+            for r in removed {
+                println!("removed iptables: {r}");
+            }
+        }
+        Err(e) => eprintln!("tcpcryptd: iptables cleanup: {e:#}"),
+    }
+    if std::fs::remove_file(&control).is_ok() {
+        println!("removed {}", control.display());
+    }
+    remove_cgroup(&cgroup);
+    Ok(())
+}
+
+/// Remove the daemon's cgroup if it exists and is empty (processes still in it keep it).
+fn remove_cgroup(dir: &Path) {
+    if dir.exists() {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => println!("removed {}", dir.display()),
+            Err(e) => eprintln!("tcpcryptd: cgroup {}: {e} (processes still in it?)", dir.display()),
+        }
+    }
+}
+
+/// Move this process into a cgroup v2 (created if missing) so that its sockets run the
+/// sock_ops program attached there.
+fn join_cgroup(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create cgroup {}", dir.display()))?;
+    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string())
+        .with_context(|| format!("join cgroup {}", dir.display()))?;
+    Ok(())
+}
+
+fn run(mut o: Opts) -> anyhow::Result<()> {
+    let out_port = parse_num(&o.value("--out-port")?.unwrap_or("7001".into()))? as u16;
+    let in_port = parse_num(&o.value("--in-port")?.unwrap_or("7002".into()))? as u16;
+    let service_ports: Vec<u16> = o.list("--service-port")?.iter().map(|p| parse_num(p).map(|n| n as u16)).collect::<Result<_, _>>()?;
+    let out_dports: Vec<u16> = o.list("--out-dport")?.iter().map(|p| parse_num(p).map(|n| n as u16)).collect::<Result<_, _>>()?;
+    let listen: IpAddr = o.value("--listen-addr")?.unwrap_or("0.0.0.0".into()).parse()?;
+    let ipt = o.value("--iptables")?.unwrap_or("iptables".into());
+    let no_ipt = o.flag("--no-iptables");
+    let prefix = o.value("--chain-prefix")?.unwrap_or(DEFAULT_PREFIX.into());
+    let mark = parse_num(&o.value("--mark")?.unwrap_or("0x7463".into()))? as u32;
+    let eno_kind = o.value("--eno")?.unwrap_or("bpf".into());
+    let cgroup = PathBuf::from(o.value("--cgroup")?.unwrap_or_else(default_cgroup));
+    let teps: Vec<Tep> = match o.list("--teps")? {
+        v if v.is_empty() => Tep::ALL.to_vec(),
+        v => v.iter().map(|s| parse_tep(s)).collect::<Result<_, _>>()?,
+    };
+    let aeads: Vec<Aead> = match o.list("--ciphers")? {
+        v if v.is_empty() => Aead::ALL.to_vec(),
+        v => v.iter().map(|s| parse_aead(s)).collect::<Result<_, _>>()?,
+    };
+    let frame = parse_num(&o.value("--frame-size")?.unwrap_or("16384".into()))? as usize;
+    let rekey = o.value("--rekey-after-bytes")?.map(|v| parse_num(&v)).transpose()?;
+    let no_resume = o.flag("--no-resume");
+    let stats_file = o.value("--stats-file")?.map(PathBuf::from);
+    let control_path = PathBuf::from(o.value("--control")?.unwrap_or(DEFAULT_CONTROL.into()));
+    let forward_to: Option<SocketAddr> = o.value("--forward-to")?.map(|v| v.parse()).transpose()?;
+    let service_addr: Option<SocketAddr> = o.value("--service-addr")?.map(|v| v.parse()).transpose()?;
+    o.done()?;
+    if frame == 0 || frame > tcpcrypt_proto::MAX_FRAME_DATA {
+        bail!("--frame-size must be 1..={}", tcpcrypt_proto::MAX_FRAME_DATA);
+    }
+
+    let cfg = DaemonConfig {
+        proto: Config { teps: teps.clone(), aeads: aeads.clone(), max_frame_data: frame, rekey_after_bytes: rekey, cache_sessions: !no_resume, ..Config::default() },
+        mark,
+        resumption: !no_resume,
+        ..DaemonConfig::default()
+    };
+    // The ENO source; sockets must be created after joining the cgroup.
+    let eno: Arc<dyn EnoSource> = match eno_kind.as_str() {
+        "none" => Arc::new(NoEno),
+        "bpf" => {
+            join_cgroup(&cgroup)?;
+            tcpcryptd::bpf::attach(&cgroup, &teps)?
+        }
+        other => bail!("unknown --eno {other} (bpf|none)"),
+    };
+    let rules = Rules {
+        iptables: ipt,
+        prefix,
+        mark,
+        out_port: (out_port != 0 && forward_to.is_none()).then_some(out_port),
+        out_dports,
+        in_port: (in_port != 0 && service_addr.is_none() && !service_ports.is_empty()).then_some(in_port),
+        service_ports: service_ports.clone(),
+    };
+    let rt = runtime()?;
+    let r = rt.block_on(async {
+        let registry = Arc::new(Registry::new(stats_file)?);
+        let daemon = Daemon::new(cfg, eno.clone(), registry.clone());
+        let mut tasks = Vec::new();
+        if out_port != 0 {
+            let l = tokio::net::TcpListener::bind(SocketAddr::new(listen, out_port)).await.context("outbound listener")?;
+            let dest = forward_to.map(Destination::Fixed).unwrap_or(Destination::OriginalDst);
+            tasks.push(tokio::spawn(daemon.clone().serve_outbound(l, dest)));
+        }
+        if in_port != 0 {
+            let l = tokio::net::TcpListener::bind(SocketAddr::new(listen, in_port)).await.context("inbound listener")?;
+            let dest = service_addr.map(Destination::Fixed).unwrap_or(Destination::OriginalDst);
+            tasks.push(tokio::spawn(daemon.clone().serve_inbound(l, dest)));
+        }
+        let info = json!({
+            "pid": std::process::id(), "eno": eno.name(), "out_port": out_port, "in_port": in_port,
+            "service_ports": service_ports, "teps": teps.iter().map(|t| t.name()).collect::<Vec<_>>(),
+            "ciphers": aeads.iter().map(|a| a.name()).collect::<Vec<_>>(),
+            "stats_file": registry.stats_path.as_ref().map(|p| p.display().to_string()),
+        });
+        let ctl = tokio::spawn(control::serve(control_path.clone(), registry.clone(), info));
+        if !no_ipt {
+            rules.install().context("installing iptables rules")?;
+        }
+        eprintln!("tcpcryptd: running (eno={}, out={out_port}, in={in_port})", eno.name());
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+            r = ctl => { eprintln!("tcpcryptd: control socket ended: {r:?}"); }
+        }
+        anyhow::Ok(())
+    });
+    // Cleanup on every exit path.
+    if !no_ipt {
+        if let Err(e) = iptables::cleanup(&rules.iptables, &rules.prefix) {
+            eprintln!("tcpcryptd: iptables cleanup: {e:#}");
+        }
+    }
+    let _ = std::fs::remove_file(&control_path);
+    drop(eno);
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    r
+}

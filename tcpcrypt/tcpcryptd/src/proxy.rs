@@ -1,0 +1,469 @@
+//! The proxy: outbound (local application -> network, we are the active opener, normally
+//! host A) and inbound (network -> local service, we are the passive opener, host B). Each
+//! connection either runs tcpcrypt (ENO negotiated a tcpcrypt TEP) or relays plain bytes
+//! (ENO fell back). Once ENO succeeded there is no way back to plaintext: any error resets.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use serde_json::json;
+use socket2::SockRef;
+use tcpcrypt_proto::{resume, Config, Session, SessionCache};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::Notify;
+
+use crate::eno_source::{EnoRecord, EnoSource};
+use crate::registry::{Conn, Registry};
+
+/// Daemon settings.
+#[derive(Clone)]
+pub struct DaemonConfig {
+    /// Protocol settings (TEPs, AEADs, frame size, rekeying).
+    pub proto: Config,
+    /// SO_MARK on the daemon's own outgoing sockets (0: none), so that the nat OUTPUT rule
+    /// does not redirect them back to us.
+    pub mark: u32,
+    /// Cache session secrets and resume when the ENO source can.
+    pub resumption: bool,
+    /// Relay buffer size.
+    pub buf_size: usize,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig { proto: Config::default(), mark: 0, resumption: true, buf_size: 64 * 1024 }
+    }
+}
+
+/// The daemon's shared state.
+pub struct Daemon {
+    /// Settings.
+    pub cfg: DaemonConfig,
+    /// ENO records.
+    pub eno: Arc<dyn EnoSource>,
+    /// Session cache (resumption), keyed by peer IP.
+    pub cache: Arc<Mutex<SessionCache>>,
+    /// Live connections and close records.
+    pub registry: Arc<Registry>,
+}
+
+fn ip_key(ip: IpAddr) -> Vec<u8> {
+    match ip {
+        IpAddr::V4(v) => v.octets().to_vec(),
+        IpAddr::V6(v) => v.octets().to_vec(),
+    }
+}
+
+/// How to find an accepted outbound connection's real destination.
+#[derive(Clone, Copy, Debug)]
+pub enum Destination {
+    /// SO_ORIGINAL_DST (iptables REDIRECT).
+    OriginalDst,
+    /// A fixed address (tests, or a plain forwarder).
+    Fixed(SocketAddr),
+}
+
+/// Abort: RST instead of FIN (SO_LINGER 0, then close).
+fn reset(s: &TcpStream) {
+    let _ = SockRef::from(s).set_linger(Some(Duration::ZERO));
+}
+
+fn original_dst(s: &TcpStream) -> anyhow::Result<SocketAddr> {
+    let a = SockRef::from(s).original_dst().context("SO_ORIGINAL_DST")?;
+    a.as_socket().ok_or_else(|| anyhow!("original destination is not an inet address"))
+}
+
+/// Close both connections with RST: SO_LINGER 0, and the write halves are forgotten so that
+/// dropping them sends no FIN first (a peer must never mistake an abort for end of file).
+fn abort(app_r: OwnedReadHalf, app_w: OwnedWriteHalf, net_r: OwnedReadHalf, net_w: OwnedWriteHalf) {
+    let _ = SockRef::from(app_r.as_ref()).set_linger(Some(Duration::ZERO));
+    let _ = SockRef::from(net_r.as_ref()).set_linger(Some(Duration::ZERO));
+    app_w.forget();
+    net_w.forget();
+}
+
+fn lock(s: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+
+impl Daemon {
+    /// A daemon.
+    pub fn new(cfg: DaemonConfig, eno: Arc<dyn EnoSource>, registry: Arc<Registry>) -> Arc<Daemon> {
+        Arc::new(Daemon { cfg, eno, cache: Arc::new(Mutex::new(SessionCache::new(4096))), registry })
+    }
+
+    fn marked_socket(&self, dst: SocketAddr) -> anyhow::Result<TcpSocket> {
+        let s = if dst.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        if self.cfg.mark != 0 {
+            SockRef::from(&s).set_mark(self.cfg.mark).context("SO_MARK (needs CAP_NET_ADMIN)")?;
+        }
+        s.set_nodelay(true)?;
+        Ok(s)
+    }
+
+    /// Accept loop for outbound connections (applications' connections redirected to us).
+    pub async fn serve_outbound(self: Arc<Self>, listener: TcpListener, dest: Destination) {
+        loop {
+            let Ok((app, peer)) = listener.accept().await else { continue };
+            let d = self.clone();
+            tokio::spawn(async move {
+                let dst = match dest {
+                    Destination::Fixed(a) => a,
+                    Destination::OriginalDst => match original_dst(&app) {
+                        Ok(a) => a,
+                        Err(e) => {
+                            eprintln!("tcpcryptd: outbound from {peer}: {e:#}");
+                            return;
+                        }
+                    },
+                };
+                if let Err(e) = d.outbound(app, dst).await {
+                    eprintln!("tcpcryptd: outbound {peer} -> {dst}: {e:#}");
+                }
+            });
+        }
+    }
+
+    /// Accept loop for inbound connections (SYNs to a service port redirected to us).
+    pub async fn serve_inbound(self: Arc<Self>, listener: TcpListener, service: Destination) {
+        loop {
+            let Ok((net, peer)) = listener.accept().await else { continue };
+            let d = self.clone();
+            tokio::spawn(async move {
+                let svc = match service {
+                    Destination::Fixed(a) => a,
+                    Destination::OriginalDst => match original_dst(&net) {
+                        Ok(a) => a,
+                        Err(e) => {
+                            eprintln!("tcpcryptd: inbound from {peer}: {e:#}");
+                            return;
+                        }
+                    },
+                };
+                if let Err(e) = d.inbound(net, svc).await {
+                    eprintln!("tcpcryptd: inbound {peer} -> {svc}: {e:#}");
+                }
+            });
+        }
+    }
+
+    /// One outbound connection: connect to `dst` with ENO, then tcpcrypt or plain relay.
+    pub async fn outbound(self: Arc<Self>, app: TcpStream, dst: SocketAddr) -> anyhow::Result<()> {
+        let app_peer = app.peer_addr()?;
+        let sock = self.marked_socket(dst)?;
+        sock.bind(if dst.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? })?;
+        let bound = sock.local_addr()?;
+        let mut ticket = None;
+        if self.cfg.resumption && self.eno.supports_resumption() {
+            ticket = self.cache.lock().unwrap_or_else(|p| p.into_inner()).take_for_peer(&ip_key(dst.ip()));
+        }
+        let resume_sub = ticket.as_ref().map(|t| {
+            let mut nonce = vec![0u8; self.cfg.proto.resume_nonce_len.min(8)];
+            rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut nonce);
+            t.suboption(&nonce)
+        });
+        let offered = self.eno.prepare_connect(bound, dst, resume_sub.as_ref());
+        if !offered {
+            ticket = None;
+        }
+        let net = match sock.connect(dst).await {
+            Ok(s) => s,
+            Err(e) => {
+                // Pass the refusal on as a reset.
+                reset(&app);
+                return Err(e).context("connect");
+            }
+        };
+        net.set_nodelay(true)?;
+        let local = net.local_addr()?;
+        let conn = self.registry.add("out", local, dst, app_peer);
+        let rec = self.eno.record(local, dst, false);
+        let r = self.clone().run(&conn, app, net, rec, ticket).await;
+        self.eno.forget(local, dst, false);
+        self.registry.close(&conn);
+        r
+    }
+
+    /// One inbound connection: connect to the local service in plaintext, then tcpcrypt or
+    /// plain relay.
+    pub async fn inbound(self: Arc<Self>, net: TcpStream, service: SocketAddr) -> anyhow::Result<()> {
+        net.set_nodelay(true)?;
+        let (local, remote) = (net.local_addr()?, net.peer_addr()?);
+        let mut rec = self.eno.record(local, remote, true);
+        let ticket = rec.as_mut().ok().and_then(|r| r.as_mut()).and_then(|r| r.resume_ticket.take());
+        let sock = self.marked_socket(service)?;
+        let app = match sock.connect(service).await {
+            Ok(s) => s,
+            Err(e) => {
+                reset(&net);
+                self.eno.forget(local, remote, true);
+                return Err(e).context("connect to service");
+            }
+        };
+        app.set_nodelay(true)?;
+        let conn = self.registry.add("in", local, remote, service);
+        let r = self.clone().run(&conn, app, net, rec, ticket).await;
+        self.eno.forget(local, remote, true);
+        self.registry.close(&conn);
+        r
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        conn: &Conn,
+        app: TcpStream,
+        net: TcpStream,
+        rec: anyhow::Result<Option<EnoRecord>>,
+        ticket: Option<tcpcrypt_proto::ResumeTicket>,
+    ) -> anyhow::Result<()> {
+        let rec = match rec {
+            Ok(r) => r,
+            Err(e) => {
+                // We cannot know whether the peer enabled encryption: never guess plaintext.
+                conn.lock().state = "aborted";
+                conn.lock().reason = Some(format!("ENO record: {e:#}"));
+                reset(&app);
+                reset(&net);
+                return Err(e);
+            }
+        };
+        let plan = match &rec {
+            None => Err(tcpcrypt_proto::Fallback::NoLocalOption),
+            Some(r) => {
+                conn.lock().eno = Some(json!({
+                    "syn": tcpcrypt_proto::hex(&r.syn_option),
+                    "synack": tcpcrypt_proto::hex(&r.synack_option),
+                    "ack_had_eno": r.ack_had_eno,
+                }));
+                let tickets: Vec<&tcpcrypt_proto::ResumeTicket> = ticket.iter().collect();
+                resume::negotiate(&r.syn_option, &r.synack_option, r.passive, r.ack_had_eno, &self.cfg.proto.teps, &tickets)
+            }
+        };
+        let hint = rec.as_ref().and_then(|r| r.encrypted_hint);
+        let plan = match (plan, hint, rec.as_ref().and_then(|r| r.fallback.clone())) {
+            // The kernel side fell back (e.g. it decided before we could): plain TCP.
+            (_, Some(false), Some(reason)) => Err(reason),
+            (Ok(_), Some(false), None) => Err("ENO source did not enable encryption".to_string()),
+            (Err(f), Some(true), _) => {
+                // The peer has encryption enabled and we cannot run it: never downgrade.
+                conn.lock().state = "aborted";
+                conn.lock().reason = Some(format!("ENO enabled but tcpcrypt cannot run: {f}"));
+                reset(&app);
+                reset(&net);
+                return Err(anyhow!("ENO enabled but tcpcrypt cannot run: {f}"));
+            }
+            (r, _, _) => r.map_err(|f| f.to_string()),
+        };
+        let plan = match plan {
+            Ok(p) => p,
+            Err(fallback) => {
+                {
+                    let mut st = conn.lock();
+                    st.state = "plain";
+                    st.reason = Some(fallback);
+                    st.handshake_ms = None;
+                }
+                return relay_plain(conn, app, net, self.cfg.buf_size).await;
+            }
+        };
+        let session = match Session::new(&plan, self.cfg.proto.clone(), ticket, &mut rand_core::OsRng) {
+            Ok(s) => s,
+            Err(e) => {
+                conn.lock().state = "aborted";
+                conn.lock().reason = Some(e.to_string());
+                reset(&app);
+                reset(&net);
+                return Err(anyhow!("tcpcrypt: {e}"));
+            }
+        };
+        let peer = ip_key(net.peer_addr()?.ip());
+        let session = Arc::new(Mutex::new(session));
+        conn.lock().session = Some(session.clone());
+        let r = self.relay_encrypted(conn, app, net, session.clone(), &peer).await;
+        let mut st = conn.lock();
+        match &r {
+            Ok(()) => st.state = "closed",
+            Err(e) => {
+                st.state = "aborted";
+                st.reason = Some(format!("{e:#}"));
+            }
+        }
+        r
+    }
+
+    fn established(&self, conn: &Conn, s: &mut Session, peer: &[u8]) {
+        let mut st = conn.lock();
+        if st.state == "handshaking" && s.is_established() {
+            st.state = "established";
+            st.handshake_ms = Some(conn.started.elapsed().as_secs_f64() * 1e3);
+            if self.cfg.resumption {
+                if let Some(t) = s.take_ticket() {
+                    self.cache.lock().unwrap_or_else(|p| p.into_inner()).insert(peer, t);
+                }
+            }
+        }
+    }
+
+    async fn relay_encrypted(
+        &self,
+        conn: &Conn,
+        app: TcpStream,
+        net: TcpStream,
+        session: Arc<Mutex<Session>>,
+        peer: &[u8],
+    ) -> anyhow::Result<()> {
+        let (mut app_r, mut app_w) = app.into_split();
+        let (mut net_r, mut net_w) = net.into_split();
+        // One writer drains the session's single outgoing buffer, so frames leave in the
+        // order (and at the stream offsets) they were sealed, whichever path sealed them.
+        let wake = Notify::new();
+        let drained = Notify::new();
+        self.established(conn, &mut lock(&session), peer);
+        let buf_size = self.cfg.buf_size;
+        let high_water = 4 * buf_size;
+        let (wake, drained) = (&wake, &drained);
+        let session_w = session.clone();
+        let net_w_ref = &mut net_w;
+        let writer = async move {
+            let net_w = net_w_ref;
+            loop {
+                let (out, fin) = {
+                    let mut s = lock(&session_w);
+                    (s.take_outgoing(), s.fin_sent())
+                };
+                if !out.is_empty() {
+                    net_w.write_all(&out).await.context("write to peer")?;
+                    drained.notify_one();
+                    continue;
+                }
+                if fin {
+                    net_w.shutdown().await.context("shutdown to peer")?;
+                    return anyhow::Ok(());
+                }
+                wake.notified().await;
+            }
+        };
+        let up_session = session.clone();
+        let app_r_ref = &mut app_r;
+        let upload = async move {
+            let app_r = app_r_ref;
+            let mut buf = vec![0u8; buf_size];
+            loop {
+                let n = app_r.read(&mut buf).await.context("read from application")?;
+                {
+                    let mut s = lock(&up_session);
+                    if n == 0 {
+                        s.send_fin()?;
+                    } else {
+                        s.send(&buf[..n])?;
+                    }
+                }
+                wake.notify_one();
+                if n == 0 {
+                    return anyhow::Ok(());
+                }
+                while lock(&up_session).outgoing_len() > high_water {
+                    drained.notified().await;
+                }
+            }
+        };
+        let (net_r_ref, app_w_ref) = (&mut net_r, &mut app_w);
+        let download = async move {
+            let (net_r, app_w) = (net_r_ref, app_w_ref);
+            let mut buf = vec![0u8; buf_size];
+            let mut plain = Vec::with_capacity(buf_size);
+            loop {
+                let n = net_r.read(&mut buf).await.context("read from peer")?;
+                let (has_out, peer_fin) = {
+                    let mut s = lock(&session);
+                    if n == 0 {
+                        s.receive_eof().map_err(|e| anyhow!("tcpcrypt: {e}"))?;
+                    } else {
+                        s.receive(&buf[..n]).map_err(|e| anyhow!("tcpcrypt: {e}"))?;
+                    }
+                    self.established(conn, &mut s, peer);
+                    s.read_plaintext(&mut plain);
+                    (s.has_outgoing(), s.peer_fin())
+                };
+                if has_out {
+                    // A rekey answer, or data/FIN queued before keys were set.
+                    wake.notify_one();
+                }
+                if !plain.is_empty() {
+                    app_w.write_all(&plain).await.context("write to application")?;
+                    plain.clear();
+                }
+                if n == 0 {
+                    app_w.shutdown().await.context("shutdown to application")?;
+                    return anyhow::Ok(());
+                }
+                let _ = peer_fin;
+            }
+        };
+        // Run all three; the first error aborts everything with RSTs.
+        let mut upload = Box::pin(upload);
+        let mut download = Box::pin(download);
+        let mut writer = Box::pin(writer);
+        let (mut up_done, mut down_done, mut w_done) = (false, false, false);
+        let res: anyhow::Result<()> = loop {
+            tokio::select! {
+                r = &mut upload, if !up_done => match r { Ok(()) => up_done = true, Err(e) => break Err(e) },
+                r = &mut download, if !down_done => match r { Ok(()) => down_done = true, Err(e) => break Err(e) },
+                r = &mut writer, if !w_done => match r { Ok(()) => w_done = true, Err(e) => break Err(e) },
+            }
+            if up_done && down_done && w_done {
+                break Ok(());
+            }
+        };
+        drop(upload);
+        drop(download);
+        drop(writer);
+        if res.is_err() {
+            abort(app_r, app_w, net_r, net_w);
+        }
+        res
+    }
+}
+
+/// Plain relay with half-close both ways and reset propagation.
+async fn relay_plain(conn: &Conn, app: TcpStream, net: TcpStream, buf_size: usize) -> anyhow::Result<()> {
+    let (mut app_r, mut app_w) = app.into_split();
+    let (mut net_r, mut net_w) = net.into_split();
+    async fn pipe(
+        r: &mut OwnedReadHalf,
+        w: &mut OwnedWriteHalf,
+        buf_size: usize,
+        count: impl Fn(u64),
+    ) -> std::io::Result<()> {
+        let mut buf = vec![0u8; buf_size];
+        loop {
+            let n = r.read(&mut buf).await?;
+            if n == 0 {
+                return w.shutdown().await;
+            }
+            w.write_all(&buf[..n]).await?;
+            count(n as u64);
+        }
+    }
+    let up = pipe(&mut app_r, &mut net_w, buf_size, |n| conn.lock().plain_up += n);
+    let down = pipe(&mut net_r, &mut app_w, buf_size, |n| conn.lock().plain_down += n);
+    let r = tokio::try_join!(up, down);
+    if let Err(e) = r {
+        abort(app_r, app_w, net_r, net_w);
+        conn.lock().reason = Some(format!("reset: {e}"));
+        conn.lock().state = "aborted";
+        return Err(e.into());
+    }
+    conn.lock().state = "closed";
+    Ok(())
+}
+
+/// For `Instant`-based handshake timing in tests.
+pub fn elapsed_ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
