@@ -33,7 +33,9 @@ class ClientCapture:
         for intf in interfaces:
             f = directory / f"{node}-{intf}.pcap"
             tap = add_tap(net, node, intf)
-            p = net.popen(node, ["tcpdump", "-i", tap, "-n", "-s", str(snaplen), "-U", "--immediate-mode", "-Z", "root",
+            # -B: a 32 MB kernel buffer (default 2 MB), so a busy single-CPU guest (e.g. with
+            # tcpcrypt's daemons) does not drop packets of a 9 MB transfer before tcpdump reads them.
+            p = net.popen(node, ["tcpdump", "-i", tap, "-n", "-s", str(snaplen), "-B", "32768", "-U", "--immediate-mode", "-Z", "root",
                                  "-w", str(f), "tcp"], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
             self._wait_listening(p, intf)

@@ -25,7 +25,7 @@ Phase rules (per packet, in capture order)
     that third-leg ACK carries payload it is not a handshake packet: it counts where its payload
     belongs (below). For plain HTTP, a stray packet between the handshake and the request (rare)
     also counts as ``tcp_handshake``.
-``tls_handshake`` (HTTPS only; always 0 for plain HTTP)
+``tls_handshake`` (HTTPS, or tcpcrypt's key exchange; always 0 for plain HTTP)
     Every packet after the TCP handshake and before the data phase.
 ``data``
     Starts at the first client->server packet carrying the first byte of the HTTP request, and
@@ -39,6 +39,12 @@ Phase rules (per packet, in capture order)
       record, so the request is the *second* type-23 record from the client (type-20
       change_cipher_spec records are ignored). The data phase starts at the first packet (in
       capture order) whose payload holds the first byte of that record's header.
+    * tcpcrypt (``tls_version="tcpcrypt"``, RFC 8548): the client->server stream starts with
+      Init1 (INIT1_MAGIC 0x15101a0e, then its 4-byte big-endian message_len, §4.1); the data
+      phase starts at the packet holding the stream byte right after Init1, the first frame
+      (the client sends no frame before Init2 has arrived). A stream that does not start with
+      INIT1_MAGIC fell back to plain TCP and is counted as plain HTTP. The TCP-ENO options of
+      the SYN, SYN-ACK and third segment count in ``tcp_handshake``, as every header does.
       ``tls_version`` ("1.0".."1.3") selects the rule; "auto" takes the version the server
       selected in its ServerHello (plain HTTP if the client sent no ClientHello); an explicit
       version contradicting the captured ServerHello raises ``ValueError``. Only the client's
@@ -620,8 +626,20 @@ def detect_tls_version(packets: Sequence[ConnPacket]) -> str | None:
 # phase split
 
 
+TCPCRYPT = "tcpcrypt"          # pseudo TLS version: tcpcrypt's Init1/Init2 instead of a TLS handshake
+INIT1_MAGIC = 0x15101A0E      # RFC 8548 §4.3
+
+
+def _tcpcrypt_data_start(up: _Stream) -> int | None | bool:
+    """The packet holding the first byte after Init1; False when the stream is not tcpcrypt."""
+    head = up.read(0, 8)
+    if head is None or int.from_bytes(head[:4], "big") != INIT1_MAGIC:
+        return False
+    return up.first_covering(int.from_bytes(head[4:8], "big"))
+
+
 def _check_version(tls_version: str | None) -> str | None:
-    if tls_version is None or tls_version == "auto":
+    if tls_version is None or tls_version in ("auto", TCPCRYPT):
         return tls_version
     v = str(tls_version).lower().removeprefix("tlsv").removeprefix("tls")
     if v in ("1", "10"):
@@ -643,9 +661,12 @@ def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) 
     tls = _check_version(tls_version)
     up = _Stream(pkts, "up")
     down = _Stream(pkts, "down")
+    if tls == TCPCRYPT:
+        start = _tcpcrypt_data_start(up)
+        tls = None if start is False else TCPCRYPT  # fell back to plain TCP: plain HTTP's rules
     if tls == "auto":
         tls = detect_tls_version(pkts)
-    elif tls is not None:
+    elif tls is not None and tls != TCPCRYPT:
         seen = _server_hello_version(down)
         if seen is not None and seen != tls:
             raise ValueError(f"tls_version={tls!r} but the captured ServerHello selected TLS {seen}")
@@ -670,6 +691,8 @@ def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) 
         data_start = next((i for i, p in enumerate(pkts)
                            if p.direction == "up" and p.payload_len > 0 and not p.flags & RST),
                           None)
+    elif tls == TCPCRYPT:
+        data_start = start
     else:
         up_records, problem = _walk_tls_records(up)
         nth = 2 if tls == "1.3" else 1
@@ -682,7 +705,7 @@ def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) 
 
     # Teardown start: first FIN/RST, or first alert record sent after the data phase began.
     teardown = next((i for i, p in enumerate(pkts) if p.flags & (FIN | RST)), None)
-    if tls is not None and data_start is not None:
+    if tls not in (None, TCPCRYPT) and data_start is not None:
         for stream, records in ((up, up_records), (down, _walk_tls_records(down)[0])):
             for o, typ in records:
                 if typ != 21:
@@ -772,7 +795,7 @@ def connection_phases(packets: Sequence[ConnPacket], *, tls_version: str | None)
     pkts = list(packets)
     phases = classify_packets(pkts, tls_version=tls_version)
     result = _count(pkts, phases, ConnectionPhases())
-    result.times = wire_times(pkts, phases, tls=tls_version not in (None, "auto") or "tls_handshake" in phases)
+    result.times = wire_times(pkts, phases, tls=tls_version not in (None, "auto", TCPCRYPT) or "tls_handshake" in phases)
     return result
 
 

@@ -401,9 +401,13 @@ def _resolve_ratios(src: YamlSource, spec: ExperimentSpec, wclass, matrix: dict[
                              title=r.title))
     if spec.reference is not None:
         for i, cell in enumerate(spec.reference.cells):
-            for key in cell.match:
+            for key, raw in list(cell.match.items()):
                 if key not in matrix and key not in fixed and key not in overridden:
                     problem(("reference", "cells", i, "match", key), f"'{key}' is no parameter of this experiment")
+                # As the cells hold it (e.g. '897KB' -> 897000), so the table finds the cell.
+                same = [v for v in matrix.get(key, []) if str(v) == str(raw) or _same_value(key, raw, v, wclass)]
+                if same:
+                    cell.match[key] = same[0]
             for key in cell.values:
                 if key not in metrics:
                     problem(("reference", "cells", i, "values", key), f"unknown metric '{key}'{did_you_mean(key, metrics)}")

@@ -76,6 +76,7 @@ class NodeKind:
     # Whether the kind's software can run inside a container image (a node with `image:`): it
     # starts its programs with Network.run_app, never as wearlab's own Python in the namespace.
     in_container: ClassVar[bool] = False
+    tcpcrypt = None  # a nodes.tcpcrypt.TcpcryptDaemon beside the software, when a workload needs it
     series: ClassVar[tuple] = ()    # workloads.base.Series this kind records per run (take_series)
     metrics: ClassVar[tuple] = ()   # workloads.base.Metric this kind adds to each run's row (run_metrics)
 
@@ -138,6 +139,8 @@ class NodeKind:
     def facts(self) -> dict[str, Any]:
         """What metadata.json records about this node's software."""
         facts = {"kind": self.name, "settings": self.settings, "version": self.version()}
+        if self.tcpcrypt is not None:
+            facts["tcpcrypt"] = {"argv": self.tcpcrypt.argv(), "version": self.tcpcrypt.version()}
         image = self.net.topo.nodes[self.node].image
         if image:
             facts["container"] = {"image": image, "id": getattr(self.net.hosts[self.node], "cid", None)}

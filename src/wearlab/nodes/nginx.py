@@ -16,6 +16,9 @@ from wearlab.nodes.certs import CERT_KINDS, make_pki
 from wearlab.nodes.kinds import Files, KindError, Need, NodeKind, Service, register, wait_listening
 
 HTTP_PORT = 80
+# Plain HTTP again, on a port the node's tcpcryptd (nodes/tcpcrypt.py) intercepts when a workload
+# asks for tcpcrypt: nginx itself is unchanged, as tcpcrypt promises applications.
+TCPCRYPT_PORT = 8080
 HTTPS_PORTS = {"rsa2048": 443, "ecdsa-p256": 4443}
 
 
@@ -29,7 +32,7 @@ class Nginx(NodeKind):
     doc = "nginx: generated files over HTTP (80) and HTTPS (443 RSA-2048, 4443 ECDSA P-256), no caching"
     roles = frozenset({Role.SERVER})
     in_container = True  # e.g. images/server-nginx: the same nginx, config and content
-    SERVICES = (Service("http", HTTP_PORT),
+    SERVICES = (Service("http", HTTP_PORT), Service("http", TCPCRYPT_PORT, (("transport", "tcpcrypt"),)),
                 *(Service("https", port, (("cert", cert),)) for cert, port in HTTPS_PORTS.items()))
 
     def accepts(self, need: Need) -> bool:
@@ -92,6 +95,7 @@ http {{
     scgi_temp_path {d}/tmp/scgi;
     server {{
         listen {HTTP_PORT};
+        listen {TCPCRYPT_PORT};
         server_name {self.node};
         root {d}/www;
     }}

@@ -149,7 +149,7 @@ class Network:
                     seed = self.netem_seeds[f"{node}->{peer}"] = netem_seed(self.seed, node, peer)
                 qp = qdisc_plan(dev, shape, shaper=self.link_shaper(link), verb=verb, seed=seed)
                 out[where] += qp.lines
-                self.notes += [f"{node}:{intf.name} (link {link.a}-{link.b}): {n}" for n in qp.notes]
+                self.notes += [f"{where}:{dev} (link {link.a}-{link.b}): {n}" for n in qp.notes]
         return out
 
     def qdisc_dump(self) -> dict[str, list]:

@@ -26,6 +26,7 @@ from rich.console import Console
 from wearlab.errors import EnvironmentProblem
 from wearlab.model.experiment import Experiment
 from wearlab.nodes.kinds import NodeKind, Relay, node_kinds
+from wearlab.nodes.tcpcrypt import Tcpcrypt, TcpcryptDaemon
 from wearlab.realize import network
 from wearlab.realize.linkctl import LinkControl
 from wearlab.report import results
@@ -85,14 +86,18 @@ class Nodes:
             if node in self.running and self.running[node][0] == key:
                 continue
             if node in self.running:
-                self.running[node][1].stop()
+                _stop_kind(self.running[node][1])
             kind = node_kinds()[kind_name](self.ctx.net, node, options, self.ctx.workdir(f"{node}-{len(self.facts.get(node, []))}"),
                                            seed=self.ctx.exp.seed)
             mine = [n for n in self.needs if n.node == node and (kind.accepts(n) or not isinstance(n, Relay))]
+            crypt = [n for n in mine if isinstance(n, Tcpcrypt)]  # any kind can carry tcpcryptd beside it
             kind.ctx = self.ctx
-            kind.configure(mine)  # a need it cannot provide is a KindError (exit 2)
+            kind.configure([n for n in mine if not isinstance(n, Tcpcrypt)])  # a need it cannot provide: KindError
             kind.prepare()
             kind.start()
+            if crypt:
+                kind.tcpcrypt = TcpcryptDaemon(self.ctx.net, node, kind.workdir, crypt)
+                kind.tcpcrypt.start()
             self.running[node] = (key, kind)
             self.ctx.nodes[node] = kind
             changed.append(node)
@@ -107,9 +112,15 @@ class Nodes:
     def stop(self) -> None:
         for _, kind in self.running.values():
             try:
-                kind.stop()
+                _stop_kind(kind)
             except Exception:  # noqa: BLE001 - teardown must go on
                 pass
+
+
+def _stop_kind(kind: NodeKind) -> None:
+    if kind.tcpcrypt is not None:
+        kind.tcpcrypt.stop()
+    kind.stop()
 
 
 def _node_key(cell: dict[str, Any]) -> tuple:

@@ -13,11 +13,12 @@ import json
 import select
 import subprocess
 import sys
+import time
 from typing import Any, Literal
 
 from wearlab.errors import Problem
 from wearlab.measure.curl import CURL_TIMES, curl_argv, tls_options
-from wearlab.measure.phases import PHASES, WIRE_TIMES
+from wearlab.measure.phases import PHASES, TCPCRYPT
 from wearlab.model import params as P
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.tls import TLS13_SUITES, TLS_VERSIONS
@@ -26,7 +27,8 @@ from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.certs import CERT_KINDS
 from wearlab.nodes.kinds import Files, Need, Relay
 from wearlab.nodes.nginx import content_path
-from wearlab.workloads.base import Metric, Outcome, Ratio, Workload, WorkloadFields, register
+from wearlab.nodes.tcpcrypt import Tcpcrypt
+from wearlab.workloads.base import Metric, Outcome, Ratio, Series, Workload, WorkloadFields, register
 
 
 def _tls_version(value: Any) -> str:
@@ -79,7 +81,8 @@ class HttpGet(Workload):
     doc = "one GET of a generated file per run, timed by phase (TCP, TLS, transfer, close)"
     Fields = HttpGetFields
     params = ParamSet((
-        Param("protocol", P.choice("protocol", ("http", "https"), lower=True), "https", "http or https"),
+        Param("protocol", P.choice("protocol", ("http", "https", "tcpcrypt"), lower=True), "https",
+              "http, https, or tcpcrypt (HTTP over wearlab's tcpcryptd on client and server)"),
         Param("size", P.size, 100_000, "file size (KB = 1000 bytes)", to_doc=format_size,
               shown=lambda v: format_size(int(v))),
         Param("path", _path, None, "the client's first hop (a phone proxies, an AP routes); default: "
@@ -111,10 +114,20 @@ class HttpGet(Workload):
         Metric("packets_up_total", "packets"),
         Metric("packets_down_total", "packets"),
         Metric("local_port", "count", better="none"),
+        Metric("tcpcrypt_encrypted", "count", better="none",
+               doc="tcpcrypt cells: 1 when ENO negotiated tcpcrypt end to end, 0 when it fell back to plain TCP"),
+        Metric("tcpcrypt_handshake_s", "s", doc="tcpcrypt cells: the client daemon's connect -> keys ready"),
+        Metric("tcpcrypt_cpu_s", "s", label="tcpcrypt CPU", summarised=True,
+               doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run"),
     )
+    series = (Series("tcpcrypt", ("node", "mode", "tep", "aead", "session_id", "handshake_ms", "plaintext_sent",
+                                  "ciphertext_sent", "handshake_bytes_sent", "frames_sent", "eno_syn", "eno_synack"),
+                     doc="tcpcrypt cells: each daemon's record of the run's connection"),)
     headline = ("wire_total_s",)
     ratios = (Ratio("protocol", "https", "http", ("wire_total_s", "bytes_total"),
-                    ignoring=("tls_version", "cipher", "cert"), title="HTTPS / HTTP (ratio of medians)"),)
+                    ignoring=("tls_version", "cipher", "cert"), title="HTTPS / HTTP (ratio of medians)"),
+              Ratio("protocol", "tcpcrypt", "http", ("wire_total_s", "bytes_total"),
+                    ignoring=("tls_version", "cipher", "cert"), title="tcpcrypt / HTTP (ratio of medians)"))
 
     # -- model time --------------------------------------------------------------------------
     @classmethod
@@ -130,10 +143,9 @@ class HttpGet(Workload):
     def target(self, cell: dict[str, Any]) -> tuple[str, str, int]:
         """(url, curl --resolve entry, port) of a cell's request."""
         f = self.fields
-        server_kind = self.ctx.nodes[f.server]
-        service = (server_kind.service("http") if cell["protocol"] == "http"
-                   else server_kind.service("https", cert=cell["cert"]))
-        url = f"{cell['protocol']}://{f.server}:{service.port}{content_path(cell['size'])}"
+        service = _service(self.ctx.nodes[f.server], cell)
+        scheme = "https" if cell["protocol"] == "https" else "http"
+        url = f"{scheme}://{f.server}:{service.port}{content_path(cell['size'])}"
         return url, f"{f.server}:{service.port}:{self.ctx.address(f.server)}", service.port
 
     def needs(self, cells: list[dict[str, Any]]) -> list[Need]:
@@ -144,11 +156,12 @@ class HttpGet(Workload):
         out: list[Need] = [Files(f.server, tuple(sorted({c["size"] for c in cells})))]
         for hop in sorted({c["path"] for c in cells}):
             for c in cells:
-                service = (server_kind.service("http") if c["protocol"] == "http"
-                           else server_kind.service("https", cert=c["cert"]))
-                need = Relay(hop, f.server, self.ctx.address(f.server), service.port)
+                need = Relay(hop, f.server, self.ctx.address(f.server), _service(server_kind, c).port)
                 if c["path"] == hop and need not in out:
                     out.append(need)
+        crypt = {_service(server_kind, c).port for c in cells if c["protocol"] == "tcpcrypt"}
+        for port in sorted(crypt):
+            out += [Tcpcrypt(f.client, port, "outbound"), Tcpcrypt(f.server, port, "inbound")]
         return out
 
     def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -207,16 +220,41 @@ class HttpGet(Workload):
             raise RuntimeError(f"downloaded {m.get('size_download')} bytes, expected {cell['size']}")
         return m
 
+    def _daemons(self) -> dict[str, Any]:
+        return {n: self.ctx.nodes[n].tcpcrypt for n in (self.fields.client, self.fields.server)
+                if self.ctx.nodes[n].tcpcrypt is not None}
+
     def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
+        crypt = self._daemons() if cell["protocol"] == "tcpcrypt" else {}
+        for d in crypt.values():
+            d.closed()  # what earlier runs left (warm-up) is not this run's
+        cpu0 = sum(d.cpu_s() for d in crypt.values())
         m = self._fetch(cell)
+        series: dict[str, list[dict[str, Any]]] = {}
+        extra: dict[str, Any] = {}
+        if crypt:
+            records = _close_records(crypt, self.fields.client, m["local_port"])
+            extra["tcpcrypt_cpu_s"] = round(sum(d.cpu_s() for d in crypt.values()) - cpu0, 6)
+            mine = records.get(self.fields.client, {})
+            extra["tcpcrypt_encrypted"] = int(mine.get("mode") == "tcpcrypt")
+            if mine.get("handshake_ms") is not None:
+                extra["tcpcrypt_handshake_s"] = mine["handshake_ms"] / 1000
+            series["tcpcrypt"] = [_series_row(n, r) for n, r in records.items()]
         https = cell["protocol"] == "https"
         row = {k: m[k] for k in CURL_TIMES}
         row["tls_handshake_s"] = (m["time_appconnect"] - m["time_connect"]) if https else 0.0
         row.update(http_code=m["http_code"], size_download=m["size_download"],
                    speed_download_bps=round(m["speed_download"] * 8), local_port=m["local_port"])
+        row.update(extra)
         intf = next(i.name for i in self.ctx.net.addresses.interfaces[self.fields.client] if i.ip == m["local_ip"])
         client = (m["local_ip"], m["local_port"])
-        tls_version = cell["tls_version"] if https else None
+        if crypt:
+            # On the wire the connection is the client daemon's own (curl's ends at the daemon).
+            ip, _, port = str(records.get(self.fields.client, {}).get("local", "")).rpartition(":")
+            if not port.isdigit():
+                raise RuntimeError(f"tcpcryptd on {self.fields.client} has no record of the connection")
+            client = (ip, int(port))
+        tls_version = cell["tls_version"] if https else (TCPCRYPT if crypt else None)
 
         def finish() -> dict[str, Any]:
             # The connection's teardown is on the wire by the time the next run is done.
@@ -224,14 +262,53 @@ class HttpGet(Workload):
             if pb is None:
                 raise RuntimeError("the connection is missing from the packet capture")
             values = pb.as_row()
+            if values["bytes_down_total"] < cell["size"]:
+                # Fewer bytes than the file itself: the capture dropped packets. Never report that.
+                raise RuntimeError(f"the capture holds {values['bytes_down_total']} bytes of a {cell['size']}-byte "
+                                   "response: it dropped packets")
             values["bytes_total"] = values["bytes_up_total"] + values["bytes_down_total"]
             return values
 
-        return Outcome(row=row, finish=finish)
+        return Outcome(row=row, series=series, finish=finish)
 
     def stop(self) -> None:
         if getattr(self, "agent", None) is not None:
             self.agent.stop()
+
+
+def _service(server_kind, cell: dict[str, Any]):
+    if cell["protocol"] == "https":
+        return server_kind.service("https", cert=cell["cert"])
+    if cell["protocol"] == "tcpcrypt":
+        return server_kind.service("http", transport="tcpcrypt")
+    return server_kind.service("http")
+
+
+def _close_records(daemons: dict[str, Any], client: str, app_port: int, timeout: float = 3.0) -> dict[str, dict]:
+    """Each daemon's close record of this run's connection. The client's daemon knows curl's port
+    (its `app` end); the server's connection is the one that closed with it."""
+    out: dict[str, dict] = {}
+    deadline = time.monotonic() + timeout
+    while len(out) < len(daemons) and time.monotonic() < deadline:
+        for node, d in daemons.items():
+            for r in d.closed():
+                if node == client and not str(r.get("app", "")).endswith(f":{app_port}"):
+                    continue
+                out.setdefault(node, r)
+        if len(out) < len(daemons):
+            time.sleep(0.01)
+    return out
+
+
+def _series_row(node: str, r: dict[str, Any]) -> dict[str, Any]:
+    c = r.get("counters", {})
+    eno = r.get("eno") or {}
+    return {"node": node, "mode": r.get("mode"), "tep": r.get("tep"), "aead": r.get("cipher"),
+            "session_id": r.get("session_id"), "handshake_ms": r.get("handshake_ms"),
+            "plaintext_sent": c.get("plaintext_sent"), "ciphertext_sent": c.get("ciphertext_sent"),
+            "handshake_bytes_sent": c.get("handshake_bytes_sent"), "frames_sent": c.get("frames_sent"),
+            "eno_syn": eno.get("syn") if isinstance(eno, dict) else None,
+            "eno_synack": eno.get("synack") if isinstance(eno, dict) else None}
 
 
 def _cipher_or_none(cell: dict[str, Any]) -> str | None:

@@ -1,0 +1,149 @@
+"""tcpcrypt beside a node's software: wearlab's `tcpcryptd` (tcpcrypt/, RFC 8547 + RFC 8548) as a
+transparent proxy in the node's namespace, so the node's unchanged applications (curl, nginx) get
+opportunistic TCP-level encryption when the other end runs it too, and plain TCP otherwise.
+
+A workload asks for it with a `Tcpcrypt` need on each end (e.g. http-get's `protocol: tcpcrypt`);
+any node kind can carry it. The client end intercepts its outgoing connections to the service
+port (`--out-dport`), the server end its incoming ones (`--service-port`); other ports are left
+alone, so the same nodes serve plain HTTP and HTTPS cells unchanged. TCP-ENO goes on the wire
+through the daemon's sock_ops program, attached to the daemon's own cgroup v2 (one per node,
+under wearlab's); the daemon reports one JSON line per closed connection (mode, TEP, cipher,
+session ID, handshake time, byte counters) into its stats file, and its CPU time is read from
+/proc around each run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wearlab.errors import EnvironmentProblem
+from wearlab.nodes.kinds import KindError, Need, wait_listening
+from wearlab.runtime import cgroup
+
+ROOT = Path(__file__).resolve().parents[3]
+BINARY = ROOT / "tcpcrypt" / "target" / "release" / "tcpcryptd"
+OUT_PORT, IN_PORT = 7001, 7002
+NODE_CGROUP2 = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class Tcpcrypt(Need):
+    """Run tcpcryptd on this node for connections to `port`: as the client (`outbound`) or the
+    server (`inbound`) end."""
+
+    port: int = 0
+    side: str = "outbound"
+
+
+def process_cpu_clock(pid: int) -> int:
+    """The clockid of a process's CPU-time clock (Linux's MAKE_PROCESS_CPUCLOCK(pid,
+    CPUCLOCK_SCHED)), which Python does not wrap."""
+    return ((~pid) << 3) | 2
+
+
+def binary() -> Path:
+    if not (BINARY.is_file() and os.access(BINARY, os.X_OK)):
+        raise EnvironmentProblem(f"tcpcrypt needs wearlab's daemon at {BINARY}: build it with `make tcpcrypt` "
+                                 "(cargo build --release in tcpcrypt/)")
+    return BINARY
+
+
+class TcpcryptDaemon:
+    """One tcpcryptd in one node."""
+
+    def __init__(self, net, node: str, workdir: Path, needs: list[Tcpcrypt]):
+        self.net, self.node, self.dir = net, node, workdir
+        self.ports = {"outbound": sorted({n.port for n in needs if n.side == "outbound"}),
+                      "inbound": sorted({n.port for n in needs if n.side == "inbound"})}
+        self.stats = workdir / "tcpcrypt-stats.jsonl"
+        self.control = workdir / "tcpcrypt.sock"
+        base = cgroup.base()
+        if base is None:
+            raise EnvironmentProblem("tcpcrypt's TCP-ENO program attaches to a cgroup v2, and this machine has no "
+                                     "cgroup2 mount (the UML runtime has one)")
+        self.cgroup = base / f"tcpcrypt-{net.run_id}-{node}"
+        # The same directory as the node sees it: Mininet gives each node its own mount namespace
+        # with a fresh /sys (for its interfaces), where the cgroup2 hierarchy is mounted again.
+        self.node_cgroup = NODE_CGROUP2 / self.cgroup.relative_to(cgroup.cgroup2_root())
+        self.proc: subprocess.Popen | None = None
+        self.seen = 0  # stats lines already handed out
+
+    def argv(self) -> list[str]:
+        out, inb = self.ports["outbound"], self.ports["inbound"]
+        argv = [str(binary()), "run", "--eno", "bpf", "--cgroup", str(self.node_cgroup),
+                "--stats-file", str(self.stats), "--control", str(self.control),
+                "--chain-prefix", "WLTCPCRYPT",
+                "--out-port", str(OUT_PORT if out else 0), "--in-port", str(IN_PORT if inb else 0)]
+        if out:
+            argv += ["--out-dport", ",".join(map(str, out))]
+        if inb:
+            argv += ["--service-port", ",".join(map(str, inb))]
+        return argv
+
+    def start(self, timeout: float = 15) -> None:
+        self.stats.touch()
+        self.cgroup.mkdir(parents=True, exist_ok=True)
+        self.net.sh(self.node, f'[ "$(stat -f -c %T {NODE_CGROUP2})" = cgroup2fs ] || '
+                               f"mount -t cgroup2 cgroup2 {NODE_CGROUP2}")
+        self.proc = self.net.popen(self.node, self.argv(), stdout=subprocess.DEVNULL,
+                                   stderr=open(self.dir / "tcpcryptd.log", "w"))
+        ports = ({OUT_PORT} if self.ports["outbound"] else set()) | ({IN_PORT} if self.ports["inbound"] else set())
+        try:
+            wait_listening(self.net, self.node, ports, "tcpcryptd", timeout, proc=self.proc)
+        except KindError as e:
+            raise KindError(f"{e}: {self.log_tail()}") from None
+        deadline = time.monotonic() + timeout
+        while not self.control.exists():  # its rules are in once it serves its control socket
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise KindError(f"tcpcryptd on {self.node} did not come up: {self.log_tail()}")
+            time.sleep(0.02)
+
+    def log_tail(self) -> str:
+        try:
+            return " | ".join((self.dir / "tcpcryptd.log").read_text().strip().splitlines()[-3:])
+        except OSError:
+            return "no log"
+
+    def cpu_s(self) -> float:
+        """CPU time the daemon (all its threads) has used so far, to the nanosecond: the
+        scheduler's own sum, read through the process's CPU clock (clock_getcpuclockid), not the
+        10 ms ticks of /proc/<pid>/stat."""
+        if self.proc is None:
+            return 0.0
+        try:
+            return time.clock_gettime(process_cpu_clock(self.proc.pid))
+        except OSError:
+            return 0.0
+
+    def closed(self) -> list[dict[str, Any]]:
+        """Close records written since the last call."""
+        lines = self.stats.read_text().splitlines()
+        new, self.seen = lines[self.seen:], len(lines)
+        return [json.loads(l) for l in new if l.strip()]
+
+    def version(self) -> str:
+        res = subprocess.run([str(binary()), "help"], capture_output=True, text=True, check=False)
+        return (res.stdout or res.stderr).splitlines()[0] if (res.stdout or res.stderr) else "tcpcryptd"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()  # SIGTERM: the daemon removes its iptables chains itself
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                self.net.run(self.node, [str(binary()), "cleanup", "--chain-prefix", "WLTCPCRYPT",
+                                         "--control", str(self.control), "--cgroup", str(self.node_cgroup)])
+        if self.cgroup.exists():
+            try:
+                self.cgroup.rmdir()
+            except OSError:
+                pass
+

@@ -1,0 +1,120 @@
+"""HTTP over tcpcrypt in wearlab (`protocol: tcpcrypt`): unchanged curl and nginx, wearlab's
+tcpcryptd at both ends. Checked against RFC 8547/8548 and the link's physics: the key exchange
+costs one round trip, the bytes are the ENO options + Init1/Init2 + 20 per frame, both daemons
+agree on the session ID, and a phone that splits the connection (CPROXY) makes it fall back to
+plain TCP."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+
+import pytest
+
+from conftest import wearlab
+from wearlab.nodes.tcpcrypt import BINARY
+
+pytestmark = [pytest.mark.netem,
+              pytest.mark.skipif(not BINARY.exists(), reason="tcpcryptd not built (make tcpcrypt)")]
+
+ONE_WAY = 0.020
+SIZE = 100_000
+FRAME = 16384
+RTT = 2 * ONE_WAY
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tcpcrypt")
+    (d / "topo.yaml").write_text(f"""
+nodes:
+  watch: {{role: wearable}}
+  phone: {{role: phone}}
+  ap: {{role: ap}}
+  server: {{role: server}}
+links:
+  - {{between: [watch, ap], delay: {int(ONE_WAY * 500)}ms}}
+  - {{between: [ap, server], delay: {int(ONE_WAY * 500)}ms}}
+  - {{between: [watch, phone], delay: 5ms}}
+  - {{between: [phone, ap], delay: 5ms}}
+""")
+    (d / "exp.yaml").write_text(f"""
+name: tcpcrypt-physics
+topology: topo.yaml
+repetitions: 3
+seed: 8
+workload: {{kind: http-get, client: watch, server: server, size: {SIZE}}}
+matrix:
+  protocol: [http, tcpcrypt]
+  path: [ap, phone]
+""")
+    res = wearlab("run", str(d / "exp.yaml"), "--out", str(d / "results"), timeout=400)
+    assert res.returncode == 0, res.stdout + res.stderr
+    latest = d / "results" / "tcpcrypt-physics" / "latest"
+    with (latest / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    with (latest / "series" / "tcpcrypt.csv").open() as f:
+        records = list(csv.DictReader(f))
+    assert rows and all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    return rows, records
+
+
+def cell(rows, protocol, path):
+    return [r for r in rows if r["protocol"] == protocol and r["path"] == path]
+
+
+def test_direct_path_is_encrypted_with_one_session_id(runs):
+    rows, records = runs
+    for r in cell(rows, "tcpcrypt", "ap"):
+        assert r["tcpcrypt_encrypted"] == "1"
+        pair = [x for x in records if x["run"] == r["run"]]
+        assert {x["node"] for x in pair} == {"watch", "server"}
+        assert {x["mode"] for x in pair} == {"tcpcrypt"}
+        ids = {x["session_id"] for x in pair}
+        assert len(ids) == 1 and len(ids.pop()) == 66  # 33 bytes (RFC 8548 3.4), the same at both ends
+        assert {x["tep"] for x in pair} == {"TCPCRYPT_ECDHE_Curve25519"}  # 0x23, the required TEP
+        # ENO on the wire: A's SYN offers TEPs (kind 69 = 0x45), B's SYN-ACK answers with b = 1.
+        watch = next(x for x in pair if x["node"] == "watch")
+        assert watch["eno_syn"].startswith("45") and watch["eno_synack"].startswith("45")
+
+
+def test_key_exchange_takes_one_round_trip(runs):
+    rows, _ = runs
+    kx = [float(r["wire_tls_handshake_s"]) for r in cell(rows, "tcpcrypt", "ap")]
+    # Init1 out, Init2 back, then the first frame: one RTT plus two X25519 operations and the
+    # daemons' scheduling - far less than a second round trip.
+    assert all(RTT - 1e-4 <= k for k in kx), kx
+    assert statistics.median(kx) <= RTT + 0.010, kx
+    connect = [float(r["wire_connect_s"]) for r in cell(rows, "tcpcrypt", "ap")]
+    assert all(RTT - 1e-4 <= c <= RTT + 0.005 for c in connect), connect
+
+
+def test_bytes_are_the_rfcs(runs):
+    """Down bytes beyond plain HTTP's: Init2 (74 B for X25519 with one 2-byte cipher, RFC 8548 4.1)
+    in its own segment, ENO in the SYN-ACK (4 B), and 20 B per frame of at most 16 KiB."""
+    rows, _ = runs
+    http = statistics.median(int(r["bytes_down_total"]) for r in cell(rows, "http", "ap"))
+    crypt = statistics.median(int(r["bytes_down_total"]) for r in cell(rows, "tcpcrypt", "ap"))
+    frames = -(-(SIZE + 300) // FRAME) + 1  # the response with its headers, and the FINp frame
+    least = 74 + 4 + 20 * frames
+    # Upper bound: each extra frame may cost one segment's headers (66 B) and an ACK or two.
+    assert least <= crypt - http <= least + 66 * (frames + 4), (http, crypt)
+    kx_down = statistics.median(int(r["bytes_down_tls_handshake"]) for r in cell(rows, "tcpcrypt", "ap"))
+    assert 74 + 54 <= kx_down <= 74 + 3 * 66, kx_down  # Init2 plus its headers (and maybe an ACK)
+
+
+def test_a_splitting_phone_proxy_falls_back_to_plain_tcp(runs):
+    rows, records = runs
+    for r in cell(rows, "tcpcrypt", "phone"):
+        assert r["tcpcrypt_encrypted"] == "0"
+        assert {x["mode"] for x in records if x["run"] == r["run"]} == {"plain"}
+        assert int(r["bytes_down_tls_handshake"]) == 0
+    plain = statistics.median(float(r["wire_total_s"]) for r in cell(rows, "http", "phone"))
+    fell = statistics.median(float(r["wire_total_s"]) for r in cell(rows, "tcpcrypt", "phone"))
+    assert abs(fell - plain) <= 0.1 * plain, (plain, fell)
+
+
+def test_daemon_cpu_is_measured(runs):
+    rows, _ = runs
+    cpu = [float(r["tcpcrypt_cpu_s"]) for r in cell(rows, "tcpcrypt", "ap")]
+    assert all(0 < c < 1.0 for c in cpu), cpu  # two X25519s and 100 KB of AES-GCM: milliseconds
