@@ -20,7 +20,8 @@ STAMPS := build/stamps
 # builds the guest anyway).
 NETEM_PROBE := unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root netem delay 1ms' >/dev/null 2>&1
 
-.PHONY: setup guest kernel rootfs experiment test bench compare-proxy clean distclean
+.PHONY: setup guest kernel rootfs tcpcrypt experiment test bench compare-proxy clean distclean \
+	images up down experiment-compose test-compose
 
 setup: $(STAMPS)/apt $(STAMPS)/venv
 	@if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then $(MAKE) --no-print-directory -j2 guest; fi
@@ -61,7 +62,15 @@ $(STAMPS)/venv: pyproject.toml $(STAMPS)/apt
 	rm -f $(VENV)/lib/python3*/site-packages/distutils-precedence.pth
 	@touch $@
 
-experiment: setup
+# wearlab's tcpcrypt (tcpcrypt/: the daemon tcpcryptd and its TCP-ENO BPF program, which clang
+# compiles). Cargo only rebuilds what changed (~0.2 s when nothing did). Debian's cargo is too
+# old for the workspace's crates: rustup's (~/.cargo/bin) is used when it is there.
+CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
+tcpcrypt: $(STAMPS)/apt
+	@test -x "$(CARGO)" || { echo "tcpcrypt needs Rust's cargo (>= 1.80): install it with rustup" >&2; exit 2; }
+	cd tcpcrypt && $(CARGO) build --release --locked -q
+
+experiment: setup tcpcrypt
 	$(WEARLAB) run $(EXPERIMENT) $(WEARLAB_ARGS)
 
 # Regression-test a phone proxy: the same experiment with a baseline and a candidate proxy kind,
@@ -81,9 +90,46 @@ compare-proxy: setup
 
 # Tests run twice over: on the host kernel (schemas, parsers, CLI, the UML runtime itself), then
 # the netem-dependent physics inside the runtime that has netem (`wearlab exec` picks it).
-test: setup
-	$(PY) -m pytest -m "not netem and not guest" -q
+test: setup tcpcrypt
+	$(PY) -m pytest -m "not netem and not guest and not compose" -q
 	$(WEARLAB) exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q
+	cd tcpcrypt && $(CARGO) test --locked -q
+
+# --- The Compose stack (docker-compose.yml; issue 8) -----------------------------------------
+# Images are built here, from Debian (images/*: debootstrap + docker import, then apt): no registry.
+# `python -m wearlab.stack` does the checks (Docker installed and running - it starts dockerd when
+# need be -, images present, ports free) and exits 2 naming what to do. Only the standard library:
+# it runs with Debian's python3 before any venv exists.
+STACK = PYTHONPATH=$(CURDIR)/src $(PY_SYSTEM) -m wearlab.stack
+DOCKER_PACKAGES := docker.io docker-compose debootstrap
+
+$(STAMPS)/apt-docker: Makefile
+	$(call apt_install,$(DOCKER_PACKAGES))
+
+# Idempotent: the base image is skipped when its label matches images/base/build.sh, the others
+# come from Docker's build cache (a few seconds when nothing changed). Does not install Docker
+# (exits 2 saying how); test-compose does.
+images:
+	@$(STACK) images
+
+# testbed + prometheus (+ grafana when its image is on this machine), then waits for Prometheus's
+# first successful scrape of the testbed's exporter and prints the URLs.
+up: setup images
+	@$(STACK) up
+
+down:
+	@$(STACK) down
+
+# `wearlab run` inside the testbed; results land in the host's results/.
+experiment-compose: up
+	@$(STACK) exec -- $(abspath $(WEARLAB)) run $(EXPERIMENT) $(WEARLAB_ARGS)
+
+# Builds the images, brings the stack up, runs live experiments in the testbed and checks every
+# dashboard query against its Prometheus, tears it down; then times `make up` (bench/bench_compose.py).
+test-compose: $(STAMPS)/apt-docker setup
+	@$(STACK) images
+	$(PY) -m pytest -m compose -q -rs tests/test_compose.py tests/test_container_nodes.py
+	$(PY) bench/bench_compose.py
 
 # Runs on the host: each benchmark goes where it must (`wearlab exec` for the netem parts; the
 # host-launched `wearlab run` of bench_overhead boots its own guest). Results: bench/results/.
