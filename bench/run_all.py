@@ -7,7 +7,7 @@ On the host (normal use; `make bench`):   .venv/bin/python bench/run_all.py
 Inside a guest (`wearlab exec -- .venv/bin/python bench/run_all.py`): the netem parts run
     directly; the host-only ones are skipped (said so).
 
-Options: --only link,connect,scale,overhead,guest,clock,container,setup (default: all but setup, which
+Options: --only link,connect,scale,overhead,guest,clock,container,exporter,setup (default: all but setup, which
          clones the checkout and builds a guest from nothing, ~12 min)
          --quick (a smoke run: fewer points; writes *-quick / reduced-name results)
 Exit status: 1 when any benchmark missed a target (each prints its targets at the end).
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from wearlab.runtime import probe  # noqa: E402
 
 BENCHES = ("link", "connect", "relay", "bufferbloat", "timeline", "scale", "overhead", "guest", "clock", "container",
-           "setup")
+           "exporter", "setup")
 # `setup` clones the checkout and builds a guest from nothing (~12 min): only when asked for.
 DEFAULT = tuple(b for b in BENCHES if b != "setup")
 
@@ -63,6 +63,7 @@ def main() -> int:
         "setup": [venv_py, str(BENCH / "bench_setup.py")],
         # On the host: Docker starts the container there (needs `make images`).
         "container": [venv_py, str(BENCH / "bench_container.py"), *(["--quick"] if a.quick else [])],
+        "exporter": [venv_py, str(BENCH / "bench_exporter.py"), *(["--seconds", "15"] if a.quick else [])],
     }
     if in_guest:
         for host_only in ("guest", "clock", "container", "setup"):
