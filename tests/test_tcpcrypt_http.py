@@ -118,3 +118,32 @@ def test_daemon_cpu_is_measured(runs):
     rows, _ = runs
     cpu = [float(r["tcpcrypt_cpu_s"]) for r in cell(rows, "tcpcrypt", "ap")]
     assert all(0 < c < 1.0 for c in cpu), cpu  # two X25519s and 100 KB of AES-GCM: milliseconds
+
+
+def test_a_cbr_stream_over_tcpcrypt_keeps_its_one_way_delay_and_rate(tmp_path):
+    """The stream workload with `tcpcrypt: true`: encrypted end to end on the direct path; each
+    message still arrives one link delay (+ serialisation and the daemons' few hundred us) after
+    it was sent, and the CBR rate is delivered."""
+    (tmp_path / "exp.yaml").write_text(f"""
+name: tcpcrypt-stream
+topology:
+  nodes: {{watch: {{role: wearable}}, server: {{role: server}}}}
+  links: [{{between: [watch, server], rate: 10Mbit, delay: {int(ONE_WAY * 1000)}ms}}]
+repetitions: 1
+workload: {{kind: stream, client: watch, server: server, pattern: cbr, rate: 1Mbit, direction: down,
+           duration: 4s}}
+matrix:
+  tcpcrypt: [false, true]
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with (tmp_path / "r" / "tcpcrypt-stream" / "latest" / "runs.csv").open() as f:
+        rows = {r["tcpcrypt"]: r for r in csv.DictReader(f)}
+    crypt, plain = rows["True"], rows["False"]
+    assert crypt["status"] == "ok" and crypt["tcpcrypt_encrypted"] == "1", crypt
+    # 1000-byte messages + 20 bytes of frame: serialisation of one segment at 10 Mbit/s ~0.85 ms.
+    for r in (plain, crypt):
+        owd = float(r["down_owd_median_s"])
+        assert ONE_WAY <= owd <= ONE_WAY + 0.004, (r["tcpcrypt"], owd)
+        assert 0.95e6 <= float(r["down_goodput_bps"]) <= 1.05e6, r["down_goodput_bps"]
+    assert float(crypt["down_owd_median_s"]) - float(plain["down_owd_median_s"]) <= 0.002

@@ -40,10 +40,14 @@ from wearlab.model import params as P
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.units import format_duration, format_rate, format_size
 from wearlab.nodes.kinds import Need, Relay
+from wearlab.nodes.tcpcrypt import Tcpcrypt
 from wearlab.workloads.base import Metric, Outcome, Series, Workload, WorkloadFields, register
 from wearlab.workloads.http_get import _check_nodes, _path
 
 STREAM_PORT = 5001
+# The same stream agent on a second port, which the nodes' tcpcryptd intercept in cells with
+# `tcpcrypt: true` (nodes/tcpcrypt.py): plain cells stay on STREAM_PORT, untouched.
+TCPCRYPT_PORT = 5002
 GOODPUT_BIN_S = 0.2
 DIRECTIONS = ("down", "up")
 QUEUE_SAMPLE_S = 0.2
@@ -70,6 +74,9 @@ def _direction_param(default: str = "down") -> Param:
 RECONNECT: dict[str, tuple[float, float] | None] = {"none": None, "rtapp": (3.0, 5.0), "tinycam": (10.0, 60.0)}
 
 PATH = Param("path", _path, None, "the client's first hop (a phone proxies, an AP routes)")
+TCPCRYPT = Param("tcpcrypt", P.flag("tcpcrypt"), False,
+                 "the stream over wearlab's tcpcrypt (tcpcryptd at client and server; a phone that splits "
+                 "the connection makes it fall back to plain TCP)")
 DURATION = Param("duration", P.positive_duration, 30.0, "how long the sender sends", to_doc=format_duration,
                  shown=lambda v: format_duration(float(v)))
 
@@ -95,6 +102,10 @@ def _stream_metrics() -> tuple[Metric, ...]:
     out += [Metric(f"d{i}_median_s", "s", label=f"d{i}", summarised=i == 2,
                    doc=doc) for i, doc in ((1, "server -> phone kernel"), (2, "phone TCP receive buffer"),
                                            (3, "proxy application buffer"), (4, "phone -> watch app"))]
+    out += [Metric("tcpcrypt_encrypted", "count", better="none",
+                   doc="tcpcrypt cells: 1 when every connection of the run was encrypted end to end"),
+            Metric("tcpcrypt_cpu_s", "s", label="tcpcrypt CPU", summarised=True,
+                   doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run")]
     out += [Metric("d23_median_s", "s", label="d2+d3", doc="phone receive buffer + proxy buffer together"),
             Metric("vq_throttled_share", "count", better="none", label="throttled",
                    doc="share of the run the virtual-queue mitigation throttled the phone's downlink")]
@@ -139,10 +150,17 @@ class _Streams(Workload):
     def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
         raise NotImplementedError
 
+    @staticmethod
+    def port(cell: dict[str, Any]) -> int:
+        return TCPCRYPT_PORT if cell.get("tcpcrypt") else STREAM_PORT
+
     def needs(self, cells: list[dict[str, Any]]) -> list[Need]:
         f = self.fields
-        return [Relay(hop, f.server, self.ctx.address(f.server), STREAM_PORT)
-                for hop in sorted({c["path"] for c in cells})]
+        out: list[Need] = [Relay(hop, f.server, self.ctx.address(f.server), port)
+                           for hop, port in sorted({(c["path"], self.port(c)) for c in cells})]
+        if any(c.get("tcpcrypt") for c in cells):
+            out += [Tcpcrypt(f.client, TCPCRYPT_PORT, "outbound"), Tcpcrypt(f.server, TCPCRYPT_PORT, "inbound")]
+        return out
 
     def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         f = self.fields
@@ -153,6 +171,8 @@ class _Streams(Workload):
                 raise EnvironmentProblem(f"mptcp: true needs Multipath TCP, which this kernel "
                                          f"({probe.kernel_release()}) lacks ({found.detail}); run with --runtime uml")
         self.server = _Agent(self.ctx.net, f.server, ["serve", "--port", str(STREAM_PORT)])
+        self.crypt_server = (_Agent(self.ctx.net, f.server, ["serve", "--port", str(TCPCRYPT_PORT)])
+                             if any(c.get("tcpcrypt") for c in cells) else None)
         self.client = _Agent(self.ctx.net, f.client, [])
         self.dir = self.ctx.out_dir / "streams"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -184,6 +204,13 @@ class _Streams(Workload):
         run_dir = self.dir / f"rep{repetition}-{abs(hash(tuple(sorted(map(str, cell.items()))))) % 10**8}"
         run_dir.mkdir(parents=True, exist_ok=True)
         specs = self.specs({**cell, "_dir": run_dir})
+        for spec in specs:
+            spec["port"] = self.port(cell)
+        crypt = {n: self.ctx.nodes[n].tcpcrypt for n in (f.client, f.server)
+                 if cell.get("tcpcrypt") and self.ctx.nodes[n].tcpcrypt is not None}
+        for d in crypt.values():
+            d.closed()  # earlier runs' records are not this run's
+        cpu0 = sum(d.cpu_s() for d in crypt.values())
         proxy = self.ctx.nodes.get(cell["path"])
         proxying = proxy is not None and hasattr(proxy, "upstreams") and proxy.upstreams
         sampler = _QueueSampler(self.ctx.net, cell["path"]) if proxying else None
@@ -204,6 +231,11 @@ class _Streams(Workload):
             raise RuntimeError("; ".join(f"stream {r['stream']}: {r.get('error')}" for r in failed))
         row: dict[str, Any] = {}
         series: dict[str, list[dict[str, Any]]] = {"owd": [], "goodput": []}
+        if crypt:
+            records = _daemon_records(crypt, len(specs))
+            row["tcpcrypt_cpu_s"] = round(sum(d.cpu_s() for d in crypt.values()) - cpu0, 6)
+            mine = records.get(f.client, [])
+            row["tcpcrypt_encrypted"] = int(bool(mine) and all(r.get("mode") == "tcpcrypt" for r in mine))
         for spec in specs:
             records = _read_records(Path(spec["out"]))
             if not records:
@@ -243,8 +275,8 @@ class _Streams(Workload):
         uplink = self.ctx.net.sh(phone, f"ip -o route get {server_ip}").split(" dev ")[1].split()[0]
         towards_watch = self.ctx.net.addresses.interface_to(phone, self.fields.client).name
         cap = self.ctx.capture(phone)
-        arrivals = cap.stream_offsets(uplink, server_ip, STREAM_PORT, t0 / 1e9)
-        departures = cap.stream_offsets(towards_watch, server_ip, STREAM_PORT, t0 / 1e9)
+        arrivals = cap.stream_offsets(uplink, server_ip, self.port(cell), t0 / 1e9)
+        departures = cap.stream_offsets(towards_watch, server_ip, self.port(cell), t0 / 1e9)
         events = _read_events(getattr(proxy, "events_file", None), events_start)
         rows, d = [], {k: [] for k in ("d1", "d2", "d3", "d23", "d4")}
         for seq, send_ns, recv_ns, _ in records:
@@ -273,7 +305,7 @@ class _Streams(Workload):
         return tail.sample() if tail is not None else {}
 
     def stop(self) -> None:
-        for a in (getattr(self, "client", None), getattr(self, "server", None)):
+        for a in (getattr(self, "client", None), getattr(self, "server", None), getattr(self, "crypt_server", None)):
             if a is not None:
                 a.stop()
 
@@ -315,6 +347,7 @@ class Stream(_Streams):
               applies=lambda c: c.get("direction") == "down", applies_doc="direction is down"),
         Param("mptcp", P.flag("mptcp"), False, "Multipath TCP end to end (needs MPTCP in the kernel: the "
               "uml runtime's has it); a wearable's proactive handover moves the flow to a WiFi subflow"),
+        TCPCRYPT,
     ))
 
     def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
@@ -358,7 +391,7 @@ class Messages(_Streams):
               applies=lambda c: c.get("background") == "cbr", applies_doc="background is cbr",
               shown=lambda v: format_rate(int(v))),
         Param("direction", P.choice("direction", ("down", "up")), "down", "down: server -> client; or up"),
-        DURATION, PATH,
+        DURATION, PATH, TCPCRYPT,
     ))
 
     def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
@@ -377,6 +410,17 @@ class Messages(_Streams):
 
 # ---------------------------------------------------------------------------------------------
 # helpers
+
+
+def _daemon_records(daemons: dict[str, Any], connections: int, timeout: float = 3.0) -> dict[str, list[dict]]:
+    """Each tcpcryptd's close records of the run's `connections` connections (they close with the run)."""
+    out: dict[str, list[dict]] = {n: [] for n in daemons}
+    deadline = time.monotonic() + timeout
+    while any(len(v) < connections for v in out.values()) and time.monotonic() < deadline:
+        for node, d in daemons.items():
+            out[node] += d.closed()
+        time.sleep(0.01)
+    return out
 
 
 class _Agent:
