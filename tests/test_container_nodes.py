@@ -180,3 +180,23 @@ workload: {{kind: http-get, client: watch, server: server, protocol: http, size:
     while ours() != before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ours() == before
+
+
+@pytest.mark.compose
+def test_an_image_that_is_not_here_exits_2_and_leaves_nothing(tmp_path):
+    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        pytest.skip("needs Docker's daemon")
+    before = ours()
+    (tmp_path / "exp.yaml").write_text("""name: noimage
+topology:
+  nodes: {watch: {role: wearable}, ap: {role: ap}, server: {role: server, image: "wearlab/not-built:0"}}
+  links: [{between: [watch, ap], delay: 5ms}, {between: [ap, server], delay: 5ms}]
+repetitions: 1
+workload: {kind: http-get, client: watch, server: server, protocol: http, size: 1KB}
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "image not found locally: wearlab/not-built:0 (node server)" in res.stderr
+    assert "make images" in res.stderr and "Traceback" not in res.stderr
+    assert ours() == before
+    assert not (tmp_path / "r").exists()  # refused before a results directory was made

@@ -183,6 +183,13 @@ def cmd_run(args) -> int:
         if os.geteuid() != 0:
             raise EnvironmentProblem("wearlab run needs root (network namespaces, tc)")
         check_kernel(exp)
+    images = {n: node.image for n, node in exp.topology.nodes.items() if node.image}
+    if images and not probe.in_uml_guest():
+        # Container nodes start on this host: Docker and their images, before anything is created.
+        from wearlab.realize import containers
+
+        containers.check_docker()
+        containers.check_images(images)
     # Everything this run starts lives in its cgroup, so `wearlab clean` finds it after a kill -9.
     group = cgroup.join(f"run-{os.getpid()}")
     try:
