@@ -109,15 +109,19 @@ def test_a_splitting_phone_proxy_falls_back_to_plain_tcp(runs):
         assert r["tcpcrypt_encrypted"] == "0"
         assert {x["mode"] for x in records if x["run"] == r["run"]} == {"plain"}
         assert int(r["bytes_down_tls_handshake"]) == 0
-    plain = statistics.median(float(r["wire_total_s"]) for r in cell(rows, "http", "phone"))
-    fell = statistics.median(float(r["wire_total_s"]) for r in cell(rows, "tcpcrypt", "phone"))
-    assert abs(fell - plain) <= 0.1 * plain, (plain, fell)
+    # Plain TCP on the wire: no Init messages, no frames - the watch receives what plain HTTP's
+    # watch receives (the response and its headers; ACK counts vary by a few packets).
+    plain = statistics.median(int(r["bytes_down_total"]) for r in cell(rows, "http", "phone"))
+    fell = statistics.median(int(r["bytes_down_total"]) for r in cell(rows, "tcpcrypt", "phone"))
+    assert abs(fell - plain) <= 3 * 66 + 0.005 * plain, (plain, fell)
 
 
 def test_daemon_cpu_is_measured(runs):
     rows, _ = runs
     cpu = [float(r["tcpcrypt_cpu_s"]) for r in cell(rows, "tcpcrypt", "ap")]
-    assert all(0 < c < 1.0 for c in cpu), cpu  # two X25519s and 100 KB of AES-GCM: milliseconds
+    # Two X25519s and 100 KB of AES-GCM through two proxies: milliseconds. The guest's kernel
+    # accounts CPU time in 10 ms ticks (UML's HZ is 100), so a run reads 0 or 10 ms here.
+    assert all(0 <= c <= 0.05 for c in cpu), cpu
 
 
 def test_a_cbr_stream_over_tcpcrypt_keeps_its_one_way_delay_and_rate(tmp_path):

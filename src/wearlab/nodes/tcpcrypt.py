@@ -111,9 +111,9 @@ class TcpcryptDaemon:
             return "no log"
 
     def cpu_s(self) -> float:
-        """CPU time the daemon (all its threads) has used so far, to the nanosecond: the
-        scheduler's own sum, read through the process's CPU clock (clock_getcpuclockid), not the
-        10 ms ticks of /proc/<pid>/stat."""
+        """CPU time the daemon (all its threads) has used so far: the scheduler's own sum, read
+        through the process's CPU clock (clock_getcpuclockid) - nanoseconds on the host kernel,
+        10 ms ticks in the UML guest (its scheduler clock follows HZ = 100)."""
         if self.proc is None:
             return 0.0
         try:

@@ -118,7 +118,8 @@ class HttpGet(Workload):
                doc="tcpcrypt cells: 1 when ENO negotiated tcpcrypt end to end, 0 when it fell back to plain TCP"),
         Metric("tcpcrypt_handshake_s", "s", doc="tcpcrypt cells: the client daemon's connect -> keys ready"),
         Metric("tcpcrypt_cpu_s", "s", label="tcpcrypt CPU", summarised=True,
-               doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run"),
+               doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run "
+                   "(the kernel's accounting: 10 ms ticks in the UML guest, whose HZ is 100)"),
     )
     series = (Series("tcpcrypt", ("node", "mode", "tep", "aead", "session_id", "handshake_ms", "plaintext_sent",
                                   "ciphertext_sent", "handshake_bytes_sent", "frames_sent", "eno_syn", "eno_synack"),

@@ -105,7 +105,8 @@ def _stream_metrics() -> tuple[Metric, ...]:
     out += [Metric("tcpcrypt_encrypted", "count", better="none",
                    doc="tcpcrypt cells: 1 when every connection of the run was encrypted end to end"),
             Metric("tcpcrypt_cpu_s", "s", label="tcpcrypt CPU", summarised=True,
-                   doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run")]
+                   doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run "
+                       "(the kernel's accounting: 10 ms ticks in the UML guest, whose HZ is 100)")]
     out += [Metric("d23_median_s", "s", label="d2+d3", doc="phone receive buffer + proxy buffer together"),
             Metric("vq_throttled_share", "count", better="none", label="throttled",
                    doc="share of the run the virtual-queue mitigation throttled the phone's downlink")]
