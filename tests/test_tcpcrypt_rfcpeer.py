@@ -23,7 +23,9 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 import tcpcrypt_rfcpeer as rp
 import tcpcrypt_wire as wire
 
-RFC_DIR = Path("/work/shared/docs/rfc")
+# The RFC texts: shared/ beside the checkout (as CI has it), else this workplace's copy.
+RFC_DIR = next((d for d in (Path(__file__).resolve().parents[2] / "shared" / "docs" / "rfc",
+                            Path("/work/shared/docs/rfc")) if d.is_dir()), Path("/work/shared/docs/rfc"))
 X, Y, Z = 0x21, 0x23, 0x24     # three TEP ids standing in for the X, Y, Z of RFC 8547 §6
 
 
