@@ -51,8 +51,9 @@ links:
 
 
 def test_a_host_containers_directions_are_both_shaped_in_the_guest(write_yaml):
-    """Beside a UML guest, what the container sends is shaped on an ifb of its peer; what the
-    peer sends, on the peer's own interface - never on the host, which has no netem."""
+    """Beside a UML guest, what the container sends is shaped in its peer's namespace, on the
+    patch veth facing the peer's interface; what the peer sends, on the peer's own interface -
+    never on the host, which has no netem."""
     topo = load_topology(write_yaml("t.yaml", """name: t
 nodes:
   watch: {role: wearable}
@@ -64,12 +65,12 @@ links:
 """))
     net = Network(topo=topo, addresses=plan(topo), run_id="t", workdir=None,
                   remote={"server": {"pid": 1, "id": "x", "vec": {"ap": "vec0"}}})
-    assert net.egress("server", "ap") == ("ap", "ifb1")
+    assert net.egress("server", "ap") == ("ap", "wlpatch1")
     assert net.egress("ap", "server") == ("ap", plan(topo).interface_to("ap", "server").name)
     lines = net.shape_commands("add")
     assert lines["server"] == []
-    assert any("dev ifb1" in l and "delay 30000us" in l for l in lines["ap"]), lines["ap"]
-    assert any("delay 20000us" in l and "ifb" not in l for l in lines["ap"]), lines["ap"]
+    assert any("dev wlpatch1" in l and "delay 30000us" in l for l in lines["ap"]), lines["ap"]
+    assert any("delay 20000us" in l and "wlpatch" not in l for l in lines["ap"]), lines["ap"]
 
 
 def _docker_ready() -> str | None:
@@ -200,3 +201,39 @@ workload: {kind: http-get, client: watch, server: server, protocol: http, size: 
     assert "make images" in res.stderr and "Traceback" not in res.stderr
     assert ours() == before
     assert not (tmp_path / "r").exists()  # refused before a results directory was made
+
+
+@pytest.mark.compose
+def test_a_haproxy_phone_container_splits_the_connection(tmp_path):
+    """The phone's HAProxy in images/server-haproxy: the watch's TCP handshake ends at the phone
+    (one BT round trip, 2 x 15 ms + two 74-byte frames at 2 Mbit/s, as the watch's capture sees it
+    on its own interface), the fetch goes on to a namespace nginx, and the container is gone after."""
+    why = _docker_ready()
+    if why or subprocess.run(["docker", "image", "inspect", "wearlab/server-haproxy:bookworm"],
+                             capture_output=True).returncode != 0:
+        pytest.skip(why or "wearlab/server-haproxy:bookworm is not built (make images)")
+    before = ours()
+    (tmp_path / "exp.yaml").write_text("""name: hpc
+topology:
+  nodes:
+    watch: {role: wearable}
+    phone: {role: phone, kind: haproxy, image: "wearlab/server-haproxy:bookworm"}
+    ap: {role: ap}
+    server: {role: server}
+  links:
+    - {between: [watch, phone], rate: 2Mbit, delay: 15ms}
+    - {between: [phone, ap], rate: 20Mbit, delay: 5ms}
+    - {between: [ap, server], delay: 10ms}
+repetitions: 3
+seed: 5
+workload: {kind: http-get, client: watch, server: server, path: phone, protocol: http, size: 100KB}
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with (tmp_path / "r" / "hpc" / "latest" / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 and all(r["status"] == "ok" for r in rows), rows
+    rtt = 2 * 0.015 + 2 * 74 * 8 / 2e6
+    wire = [float(r["wire_connect_s"]) for r in rows]
+    assert min(wire) >= rtt - 1e-5 and statistics.median(wire) <= rtt + max(0.0003, 0.02 * rtt), wire
+    assert ours() == before

@@ -238,14 +238,40 @@ class HaproxyProxy(ProxyKind):
             parts += [f"listen relay{port}", f"    bind 0.0.0.0:{port}", f"    server up{port} {u.address}:{u.port}"]
         return "\n".join(parts) + "\n"
 
+    # Also as a container node (images/server-haproxy): the image's HAProxy, started as a daemon
+    # inside it, with the node's interception rules set in its namespace like any phone's.
+    in_container = True
+
     def processes(self) -> list[list[str]]:
         conf = self.workdir / "haproxy.cfg"
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf.write_text(self.config())
         return [["haproxy", "-db", "-f", str(conf)]]
 
+    @property
+    def pid_file(self) -> Path:
+        return self.workdir / "haproxy.pid"
+
+    def start(self) -> None:
+        if not self.net.is_container(self.node):
+            return super().start()
+        self.procs = []
+        if not self.upstreams:
+            return
+        argv = self.processes()[0]
+        argv = [argv[0], "-D", "-p", str(self.pid_file), *argv[2:]]  # daemon instead of -db
+        res = self.net.run_app(self.node, argv)
+        if res.returncode != 0:
+            raise KindError(f"haproxy in {self.node}'s container failed to start: {(res.stderr or res.stdout).strip()[-300:]}")
+
+    def stop(self) -> None:
+        if not self.net.is_container(self.node):
+            return super().stop()
+        if self.pid_file.exists():  # its pid is the container's own: signalled from inside it
+            self.net.run_app(self.node, ["sh", "-c", f"kill $(cat {self.pid_file})"])
+
     def version(self) -> str:
-        res = subprocess.run(["haproxy", "-v"], capture_output=True, text=True, check=False)
+        res = self.net.run_app(self.node, ["haproxy", "-v"])
         return (res.stdout.strip().splitlines() or ["haproxy (version unknown)"])[0]
 
 

@@ -13,8 +13,9 @@ A container node has two faces:
 Where the network lives in a UML guest (no netem on the host), the container stays on the host:
 each of its links is a host veth pair, one end in the container, the other handed to the guest by
 UML's vector driver (`vecN:transport=raw,ifname=...`). The guest moves `vecN` into the peer node's
-namespace under the planned name and shapes both directions there: egress as on any link, and what
-arrives from the container through an ifb with the reverse direction's qdiscs. The guest reaches
+namespace and patches it (tc mirred, both ways) to a veth pair whose far end is the peer's planned
+interface; both directions are shaped there, each on an egress: the peer's own interface, and the
+patch veth for what the container sends (so the peer's interface sees it after its delay). The guest reaches
 the container's two faces through a bridge of request files in the shared job directory, served by
 the host process that booted it (`Bridge`).
 
@@ -308,6 +309,9 @@ def for_guest(topo, job: Path):
     shared = job / "shared"
     shared.mkdir(parents=True, exist_ok=True)
     shared.chmod(0o755)
+    # The guest's network work directory lives under it: servers' unprivileged workers (nginx's)
+    # must be able to pass through the job directory (mkdtemp made it 0700).
+    job.chmod(0o711)
     try:
         started = start(images, run_id, [shared])
         args, info = attach_to_guest(topo, started)

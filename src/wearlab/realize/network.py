@@ -105,6 +105,9 @@ class Network:
             raise RealizeError(f"{node}: `{shlex.join(argv)}` failed: {err.strip() or out.strip()}")
         return res
 
+    def is_container(self, node: str) -> bool:
+        return isinstance(self.hosts[node], ContainerNode)
+
     def run_app(self, node: str, argv: list[str], *, timeout: float | None = 60) -> subprocess.CompletedProcess:
         """Run a program of the node's own software: inside the container for a container node
         (its image's nginx, not the host's), like `run` for a namespace node."""
@@ -131,10 +134,10 @@ class Network:
 
     def egress(self, src: str, dst: str) -> tuple[str, str]:
         """Where the direction src -> dst is shaped: (node, device). Each end shapes its own
-        egress, except a container on the host beside a UML guest: what it sends is shaped as it
-        enters the guest, on an ifb of the peer (see realize.containers)."""
+        egress, except a container on the host beside a UML guest: what it sends is shaped in
+        the peer's namespace, on the patch veth that hands it to the peer's interface."""
         if src in self.remote:
-            return dst, f"ifb{self.topo.link_between(src, dst).index}"
+            return dst, patch_devices(self.topo.link_between(src, dst).index)[1]
         return src, self.addresses.interface_to(src, dst).name
 
     def shape_commands(self, verb: str = "add") -> dict[str, list[str]]:
@@ -208,6 +211,12 @@ class Network:
         _wait_gone(pids, 10)
         shutil.rmtree(self.workdir, ignore_errors=True)
         registry.forget("net", self.run_id)
+
+
+def patch_devices(link_index: int) -> tuple[str, str]:
+    """The devices joining a host container's link to its peer in a UML guest: the guest's vector
+    device (renamed) and the patch veth end facing the peer's interface."""
+    return f"wlvec{link_index}", f"wlpatch{link_index}"
 
 
 def marked_pids(run_id: str | None = None) -> list[int]:
@@ -342,11 +351,17 @@ def _create_links(net: Network) -> None:
         ia = net.addresses.interface_to(link.a, link.b)
         ib = net.addresses.interface_to(link.b, link.a)
         if link.a in net.remote or link.b in net.remote:
-            # The host made the container's end; its other end is this guest's vector device.
+            # The host made the container's end; its other end is this guest's vector device. In
+            # the peer's namespace it is patched (tc mirred, both ways) to a veth pair whose far
+            # end is the peer's planned interface: the container's direction is then shaped on
+            # the patch veth's egress like any egress, and the peer's interface - its capture
+            # tap included - sees packets when they arrive, after their delay.
             c, here = (link.a, ib) if link.a in net.remote else (link.b, ia)
             peer = link.b if c == link.a else link.a
-            lines.append(f"link set dev {net.remote[c]['vec'][peer]} name {here.name} address {here.mac} "
-                         f"netns {net.pid(peer)}")
+            vec, patch = patch_devices(link.index)
+            lines += [f"link set dev {net.remote[c]['vec'][peer]} name {vec} netns {net.pid(peer)}",
+                      f"link add name {here.name} address {here.mac} netns {net.pid(peer)} type veth "
+                      f"peer name {patch} netns {net.pid(peer)}"]
             continue
         lines.append(f"link add name {ia.name} address {ia.mac} netns {net.pid(link.a)} type veth "
                      f"peer name {ib.name} address {ib.mac} netns {net.pid(link.b)}")
@@ -372,16 +387,18 @@ def _configure_node(net: Network, name: str, role: Role, sysctls: dict[str, str]
                      # Static neighbours: no ARP exchange inflates a run's first round trip.
                      f"neigh replace {i.peer_ip} lladdr {i.peer_mac} dev {i.name} nud permanent"]
     ip_lines += [f"route replace {prefix} via {via}" for prefix, via in net.addresses.routes[name]]
-    ingress = []  # what a host container sends enters here, through an ifb shaped as its egress
+    patches, patched = [], []  # a host container's link: its vector device <-> the patch veth
     for c in net.remote:
-        if net.topo.link_between(name, c) is not None:
-            here = net.addresses.interface_to(name, c).name
-            ifb = net.egress(c, name)[1]
-            ip_lines += [f"link add {ifb} type ifb", f"link set {ifb} up"]
-            ingress += [f"qdisc add dev {here} clsact",
-                        f"filter add dev {here} ingress prio 10 protocol all u32 match u32 0 0 "
-                        f"action mirred egress redirect dev {ifb}"]
-    tc_lines = ingress + tc_lines
+        link = net.topo.link_between(name, c)
+        if link is not None:
+            vec, patch = patch_devices(link.index)
+            patched += [vec, patch]
+            ip_lines += [f"link set {vec} up", f"link set {patch} up"]
+            for a, b in ((vec, patch), (patch, vec)):
+                patches += [f"qdisc add dev {a} clsact",
+                            f"filter add dev {a} ingress prio 10 protocol all u32 match u32 0 0 "
+                            f"action mirred egress redirect dev {b}"]
+    tc_lines = patches + tc_lines
     (d / "ip.batch").write_text("\n".join(ip_lines) + "\n")
     # Sourced by the node's own shell: sysctls are shell builtins writing /proc/sys (no process
     # per setting), so only ip, ethtool and tc are exec'ed — cheap on a host, ~30 ms each in UML.
@@ -391,9 +408,9 @@ def _configure_node(net: Network, name: str, role: Role, sysctls: dict[str, str]
         path = "/proc/sys/" + k.replace(".", "/")
         lines.append(f"echo {shlex.quote(v)} > {path} || echo {FAIL} sysctl {k}")
     lines.append(f"ip -batch {d / 'ip.batch'} || echo {FAIL} ip")
-    for i in intfs:
+    for dev in [i.name for i in intfs] + patched:
         # Offloads would hand tc 64 KB super-packets and blur the emulated timing.
-        lines.append(f"ethtool -K {i.name} gro off gso off tso off 2>/dev/null")
+        lines.append(f"ethtool -K {dev} gro off gso off tso off 2>/dev/null")
     if tc_lines:
         (d / "tc.batch").write_text("\n".join(tc_lines) + "\n")
         lines.append(f"tc -batch {d / 'tc.batch'} || echo {FAIL} tc")
