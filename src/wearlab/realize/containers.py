@@ -121,14 +121,21 @@ def _running_pid(node: str, cid: str, timeout: float = 10) -> int:
 
 
 def remove(run_id: str | None = None) -> list[str]:
-    """Remove the containers of one run (or of every wearlab run): only those with our label."""
-    if shutil.which("docker") is None:
-        return []
-    flt = f"label={LABEL}" + (f"={run_id}" if run_id else "")
-    res = docker("ps", "-aq", "--filter", flt, timeout=30)
-    ids = res.stdout.split() if res.returncode == 0 else []
-    if ids:
-        docker("rm", "-f", *ids, timeout=60)
+    """Remove the containers of one run (or of every wearlab run): only those with our label, and
+    the host veths the ledger lists for them (a veth whose peer sat in a removed container goes
+    only when the kernel gets round to destroying that namespace: seconds later, or more)."""
+    veths = [v for e in registry.entries() if e.get("kind") == "container"
+             and (run_id is None or e.get("id") == run_id) for v in e.get("veths", [])]
+    ids: list[str] = []
+    if shutil.which("docker") is not None:
+        flt = f"label={LABEL}" + (f"={run_id}" if run_id else "")
+        res = docker("ps", "-aq", "--filter", flt, timeout=30)
+        ids = res.stdout.split() if res.returncode == 0 else []
+        if ids:
+            docker("rm", "-f", *ids, timeout=60)
+    for v in veths:
+        if Path(f"/sys/class/net/{v}").exists():
+            subprocess.run(["ip", "link", "del", v], capture_output=True, check=False)
     if run_id:
         registry.forget("container", run_id)
     return ids
@@ -248,7 +255,7 @@ class Bridge:
 
 
 # -- links between the guest and host containers ------------------------------------------------
-def attach_to_guest(topo, containers: dict[str, Container]) -> tuple[list[str], dict[str, dict[str, Any]]]:
+def attach_to_guest(topo, containers: dict[str, Container], run_id: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """For each link between a container and a guest node: a host veth pair, one end created in the
     container under its planned name and MAC (down: the guest configures it), the other for UML's
     vector driver. Returns the kernel arguments and, per container node, what the guest needs
@@ -277,6 +284,7 @@ def attach_to_guest(topo, containers: dict[str, Container]) -> tuple[list[str], 
         batch.append(f"link add name {host_end} type veth peer name {intf.name} address {intf.mac} "
                      f"netns {containers[c].pid}")
         host_ends.append(host_end)
+        registry.record("container", run_id, label=f"{LABEL}={run_id}", veths=host_ends)  # before it exists
         args.append(f"vec{k}:transport=raw,ifname={host_end}")
         info[c]["vec"][peer] = f"vec{k}"
     if batch:
@@ -314,7 +322,7 @@ def for_guest(topo, job: Path):
     job.chmod(0o711)
     try:
         started = start(images, run_id, [shared])
-        args, info = attach_to_guest(topo, started)
+        args, info = attach_to_guest(topo, started, run_id)
         with Bridge(shared / "bridge", started):
             yield args, {ENV: json.dumps(info), SHARED_ENV: str(shared)}
     finally:
