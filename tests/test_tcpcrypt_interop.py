@@ -246,7 +246,10 @@ class Capture:
         self.path = path
         self.err = path.with_suffix(".err")
         with open(self.err, "w") as ef:
-            self.proc = subprocess.Popen([*nsexec(ns), "tcpdump", "-n", "-i", iface, "-U", "-s", "0", "-w", str(path), filt],
+            # -B 64 MB: the veth is unshaped, so 1 MiB each way arrives at Gbit/s; tcpdump's default
+            # 2 MB kernel buffer dropped packets now and then, and the byte counts below need them all.
+            self.proc = subprocess.Popen([*nsexec(ns), "tcpdump", "-n", "-i", iface, "-B", "65536", "-U", "-s", "0",
+                                          "-w", str(path), filt],
                                          stdout=subprocess.DEVNULL, stderr=ef)
         _wait_line(self.proc, self.err, "listening on")
 
