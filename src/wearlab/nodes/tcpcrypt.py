@@ -147,3 +147,28 @@ class TcpcryptDaemon:
             except OSError:
                 pass
 
+
+class RunAccount:
+    """What the daemons of one run's ends did: opened before the run (earlier runs' records are
+    set aside, CPU time noted), read after it (close records, CPU time used)."""
+
+    def __init__(self, daemons: dict[str, TcpcryptDaemon]):
+        self.daemons = daemons
+        for d in daemons.values():
+            d.closed()
+        self.cpu0 = sum(d.cpu_s() for d in daemons.values())
+
+    def cpu_s(self) -> float:
+        return round(sum(d.cpu_s() for d in self.daemons.values()) - self.cpu0, 6)
+
+    def records(self, enough, timeout: float = 3.0) -> dict[str, list[dict[str, Any]]]:
+        """Close records per node, polled until `enough(records)` (connections close with the run)."""
+        out: dict[str, list[dict[str, Any]]] = {n: [] for n in self.daemons}
+        deadline = time.monotonic() + timeout
+        while True:
+            for node, d in self.daemons.items():
+                out[node] += d.closed()
+            if enough(out) or time.monotonic() > deadline:
+                return out
+            time.sleep(0.01)
+

@@ -13,7 +13,6 @@ import json
 import select
 import subprocess
 import sys
-import time
 from typing import Any, Literal
 
 from wearlab.errors import Problem
@@ -27,7 +26,7 @@ from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.certs import CERT_KINDS
 from wearlab.nodes.kinds import Files, Need, Relay
 from wearlab.nodes.nginx import content_path
-from wearlab.nodes.tcpcrypt import Tcpcrypt
+from wearlab.nodes.tcpcrypt import RunAccount, Tcpcrypt
 from wearlab.workloads.base import Metric, Outcome, Ratio, Series, Workload, WorkloadFields, register
 
 
@@ -227,15 +226,13 @@ class HttpGet(Workload):
 
     def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
         crypt = self._daemons() if cell["protocol"] == "tcpcrypt" else {}
-        for d in crypt.values():
-            d.closed()  # what earlier runs left (warm-up) is not this run's
-        cpu0 = sum(d.cpu_s() for d in crypt.values())
+        account = RunAccount(crypt) if crypt else None
         m = self._fetch(cell)
         series: dict[str, list[dict[str, Any]]] = {}
         extra: dict[str, Any] = {}
-        if crypt:
-            records = _close_records(crypt, self.fields.client, m["local_port"])
-            extra["tcpcrypt_cpu_s"] = round(sum(d.cpu_s() for d in crypt.values()) - cpu0, 6)
+        if account:
+            records = _close_records(account, self.fields.client, m["local_port"])
+            extra["tcpcrypt_cpu_s"] = account.cpu_s()
             mine = records.get(self.fields.client, {})
             extra["tcpcrypt_encrypted"] = int(mine.get("mode") == "tcpcrypt")
             if mine.get("handshake_ms") is not None:
@@ -285,20 +282,14 @@ def _service(server_kind, cell: dict[str, Any]):
     return server_kind.service("http")
 
 
-def _close_records(daemons: dict[str, Any], client: str, app_port: int, timeout: float = 3.0) -> dict[str, dict]:
+def _close_records(account: RunAccount, client: str, app_port: int) -> dict[str, dict]:
     """Each daemon's close record of this run's connection. The client's daemon knows curl's port
     (its `app` end); the server's connection is the one that closed with it."""
-    out: dict[str, dict] = {}
-    deadline = time.monotonic() + timeout
-    while len(out) < len(daemons) and time.monotonic() < deadline:
-        for node, d in daemons.items():
-            for r in d.closed():
-                if node == client and not str(r.get("app", "")).endswith(f":{app_port}"):
-                    continue
-                out.setdefault(node, r)
-        if len(out) < len(daemons):
-            time.sleep(0.01)
-    return out
+    def ours(node: str, r: dict) -> bool:
+        return node != client or str(r.get("app", "")).endswith(f":{app_port}")
+
+    got = account.records(lambda out: all(any(ours(n, r) for r in rs) for n, rs in out.items()))
+    return {n: next(r for r in rs if ours(n, r)) for n, rs in got.items() if any(ours(n, r) for r in rs)}
 
 
 def _series_row(node: str, r: dict[str, Any]) -> dict[str, Any]:

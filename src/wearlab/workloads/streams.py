@@ -40,7 +40,7 @@ from wearlab.model import params as P
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.units import format_duration, format_rate, format_size
 from wearlab.nodes.kinds import Need, Relay
-from wearlab.nodes.tcpcrypt import Tcpcrypt
+from wearlab.nodes.tcpcrypt import RunAccount, Tcpcrypt
 from wearlab.workloads.base import Metric, Outcome, Series, Workload, WorkloadFields, register
 from wearlab.workloads.http_get import _check_nodes, _path
 
@@ -209,9 +209,7 @@ class _Streams(Workload):
             spec["port"] = self.port(cell)
         crypt = {n: self.ctx.nodes[n].tcpcrypt for n in (f.client, f.server)
                  if cell.get("tcpcrypt") and self.ctx.nodes[n].tcpcrypt is not None}
-        for d in crypt.values():
-            d.closed()  # earlier runs' records are not this run's
-        cpu0 = sum(d.cpu_s() for d in crypt.values())
+        account = RunAccount(crypt) if crypt else None
         proxy = self.ctx.nodes.get(cell["path"])
         proxying = proxy is not None and hasattr(proxy, "upstreams") and proxy.upstreams
         sampler = _QueueSampler(self.ctx.net, cell["path"]) if proxying else None
@@ -232,9 +230,9 @@ class _Streams(Workload):
             raise RuntimeError("; ".join(f"stream {r['stream']}: {r.get('error')}" for r in failed))
         row: dict[str, Any] = {}
         series: dict[str, list[dict[str, Any]]] = {"owd": [], "goodput": []}
-        if crypt:
-            records = _daemon_records(crypt, len(specs))
-            row["tcpcrypt_cpu_s"] = round(sum(d.cpu_s() for d in crypt.values()) - cpu0, 6)
+        if account:
+            records = account.records(lambda out: all(len(rs) >= len(specs) for rs in out.values()))
+            row["tcpcrypt_cpu_s"] = account.cpu_s()
             mine = records.get(f.client, [])
             row["tcpcrypt_encrypted"] = int(bool(mine) and all(r.get("mode") == "tcpcrypt" for r in mine))
         for spec in specs:
@@ -411,17 +409,6 @@ class Messages(_Streams):
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def _daemon_records(daemons: dict[str, Any], connections: int, timeout: float = 3.0) -> dict[str, list[dict]]:
-    """Each tcpcryptd's close records of the run's `connections` connections (they close with the run)."""
-    out: dict[str, list[dict]] = {n: [] for n in daemons}
-    deadline = time.monotonic() + timeout
-    while any(len(v) < connections for v in out.values()) and time.monotonic() < deadline:
-        for node, d in daemons.items():
-            out[node] += d.closed()
-        time.sleep(0.01)
-    return out
 
 
 class _Agent:
