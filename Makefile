@@ -11,17 +11,20 @@ ROOTFS ?= /var/cache/wearlab/uml-rootfs
 KERNEL_CACHE ?= /var/cache/wearlab/kernel
 EXPERIMENT ?= experiments/quickstart.yaml
 WEARLAB_ARGS ?=
-APT_PACKAGES := python3 python3-venv mininet iproute2 iputils-ping ethtool kmod procps psmisc curl \
-	openssl ca-certificates nginx-light tcpdump iperf3 socat haproxy iptables prometheus clang libbpf-dev
+# Debian packages: images/packages.txt is the one list (host, guest, testbed, ...); `packages`
+# gives the names tagged for one place.
+PACKAGE_LIST := images/packages.txt
+packages = $(shell awk '!/^\#/ && NF > 1 { for (i = 2; i <= NF; i++) if ($$i == "$(1)") print $$1 }' $(PACKAGE_LIST))
+APT_PACKAGES := $(call packages,host)
 # The guest: its root filesystem (debootstrap) and its kernel (built from Debian's source).
-GUEST_PACKAGES := debootstrap linux-source-6.12 build-essential bc flex bison libelf-dev libssl-dev
+GUEST_PACKAGES := $(call packages,kernel)
 STAMPS := build/stamps
 # Does the host kernel have netem? If not, the network lives in the UML guest (WEARLAB_UML=1
 # builds the guest anyway).
 NETEM_PROBE := unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root netem delay 1ms' >/dev/null 2>&1
 
 .PHONY: setup guest kernel rootfs tcpcrypt experiment test bench compare-proxy clean distclean \
-	images up down experiment-compose test-compose
+	images up down experiment-compose test-compose test-experiments
 
 setup: $(STAMPS)/apt $(STAMPS)/venv
 	@if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then $(MAKE) --no-print-directory -j2 guest; fi
@@ -37,10 +40,10 @@ define apt_install
 	@touch $@
 endef
 
-$(STAMPS)/apt: Makefile
+$(STAMPS)/apt: Makefile $(PACKAGE_LIST)
 	$(call apt_install,$(APT_PACKAGES))
 
-$(STAMPS)/apt-guest: Makefile
+$(STAMPS)/apt-guest: Makefile $(PACKAGE_LIST)
 	$(call apt_install,$(GUEST_PACKAGES))
 
 # Kernel and root filesystem build side by side (-j2 above). Both scripts return at once when
@@ -63,11 +66,14 @@ $(STAMPS)/venv: pyproject.toml $(STAMPS)/apt
 	@touch $@
 
 # wearlab's tcpcrypt (tcpcrypt/: the daemon tcpcryptd and its TCP-ENO BPF program, which clang
-# compiles). Cargo only rebuilds what changed (~0.2 s when nothing did). Debian's cargo is too
-# old for the workspace's crates: rustup's (~/.cargo/bin) is used when it is there.
-CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
-tcpcrypt: $(STAMPS)/apt
-	@test -x "$(CARGO)" || { echo "tcpcrypt needs Rust's cargo (>= 1.80): install it with rustup" >&2; exit 2; }
+# compiles). Cargo only rebuilds what changed (~0.2 s when nothing did). The toolchain is Debian's
+# cargo-web/rustc-web (bookworm-security: a current Rust; bookworm's plain cargo, 1.65, is too old
+# for the workspace's crates), called by path with its own rustc, so a rustup on PATH changes nothing.
+CARGO := RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc /usr/bin/cargo
+$(STAMPS)/apt-rust: Makefile $(PACKAGE_LIST)
+	$(call apt_install,$(call packages,rust))
+
+tcpcrypt: $(STAMPS)/apt $(STAMPS)/apt-rust
 	cd tcpcrypt && $(CARGO) build --release --locked -q
 
 experiment: setup tcpcrypt
@@ -91,7 +97,7 @@ compare-proxy: setup
 # Tests run twice over: on the host kernel (schemas, parsers, CLI, the UML runtime itself), then
 # the netem-dependent physics inside the runtime that has netem (`wearlab exec` picks it).
 test: setup tcpcrypt
-	$(PY) -m pytest -m "not netem and not guest and not compose" -q
+	$(PY) -m pytest -m "not netem and not guest and not compose and not shipped" -q
 	$(WEARLAB) exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q
 	cd tcpcrypt && $(CARGO) test --locked -q
 
@@ -101,10 +107,8 @@ test: setup tcpcrypt
 # need be -, images present, ports free) and exits 2 naming what to do. Only the standard library:
 # it runs with Debian's python3 before any venv exists.
 STACK = PYTHONPATH=$(CURDIR)/src $(PY_SYSTEM) -m wearlab.stack
-DOCKER_PACKAGES := docker.io docker-compose debootstrap
-
-$(STAMPS)/apt-docker: Makefile
-	$(call apt_install,$(DOCKER_PACKAGES))
+$(STAMPS)/apt-docker: Makefile $(PACKAGE_LIST)
+	$(call apt_install,$(call packages,docker))
 
 # Idempotent: the base image is skipped when its label matches images/base/build.sh, the others
 # come from Docker's build cache (a few seconds when nothing changed). Does not install Docker
@@ -130,6 +134,12 @@ test-compose: $(STAMPS)/apt-docker setup
 	@$(STACK) images
 	$(PY) -m pytest -m compose -q -rs tests/test_compose.py tests/test_container_nodes.py
 	$(PY) bench/bench_compose.py
+
+# Every file in experiments/ to the end, each cell once, durations shortened where the file allows
+# (tests/test_shipped_experiments.py). container-server.yaml needs the images.
+test-experiments: $(STAMPS)/apt-docker setup tcpcrypt
+	@$(STACK) images
+	$(PY) -m pytest -m shipped -q -s tests/test_shipped_experiments.py
 
 # Runs on the host: each benchmark goes where it must (`wearlab exec` for the netem parts; the
 # host-launched `wearlab run` of bench_overhead boots its own guest). Results: bench/results/.

@@ -4,6 +4,7 @@ inside the runtime that has it (`wearlab exec`, a UML guest on kernels without n
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,28 @@ def write_yaml(tmp_path):
         p.write_text(text)
         return p
     return _write
+
+
+def need_tool(name: str) -> str:
+    """The path of a program a test uses. Missing, the test fails naming it - never skips, never
+    asserts on an empty output: `make test` installs every program its tests use (Makefile
+    APT_PACKAGES on the host, images/uml/build-rootfs.sh in the guest; tests/test_setup_tools.py
+    audits both)."""
+    path = shutil.which(name)
+    if path is None:
+        where = "the guest's root filesystem (images/uml/build-rootfs.sh)" if os.environ.get("WEARLAB_IN_GUEST") \
+            else "the host (Makefile APT_PACKAGES)"
+        pytest.fail(f"{name} is not installed in {where}: `make test` installs it; a machine set up by hand "
+                    "is missing it", pytrace=False)
+    return path
+
+
+def packages(where: str) -> set[str]:
+    """The Debian packages images/packages.txt (the one list) installs in `where`: host, guest,
+    testbed, kernel, rust or docker."""
+    out = set()
+    for line in (ROOT / "images" / "packages.txt").read_text().splitlines():
+        fields = line.split()
+        if fields and not fields[0].startswith("#") and where in fields[1:]:
+            out.add(fields[0])
+    return out

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from conftest import need_tool, packages
 from wearlab import stack
 from wearlab.report import dashboards
 
@@ -79,29 +80,21 @@ def test_testbed_service_mounts_and_command():
     assert cmd[1:3] == ["exporter", "--listen"] and cmd[3] == "0.0.0.0:9469" and cmd[-1] == "${PWD}/results"
 
 
-def makefile_packages() -> set[str]:
-    r = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(ROOT), "--eval",
-                        "print-packages: ; @echo $(APT_PACKAGES) $(GUEST_PACKAGES)", "print-packages"],
-                       capture_output=True, text=True, check=True)
-    return set(r.stdout.split())
-
-
-def test_testbed_image_holds_the_makefiles_packages():
+def test_testbed_image_holds_what_the_host_installs():
+    """images/packages.txt: the testbed can run `make setup`'s runtimes (host + kernel build)."""
     text = (ROOT / "images" / "testbed" / "Dockerfile").read_text()
-    install = re.search(r"apt-get install -y -qq(.*?)>/dev/null", text, re.S).group(1)
-    have = set(install.replace("\\", " ").split())
-    assert makefile_packages() <= have, f"add to images/testbed/Dockerfile: {makefile_packages() - have}"
+    assert "packages.txt" in text and '$i == "testbed"' in text
+    have = packages("testbed")
+    assert packages("host") | packages("kernel") <= have, \
+        f"tag testbed in images/packages.txt: {(packages('host') | packages('kernel')) - have}"
     assert {"docker.io", "tini", "make", "git"} <= have
 
 
 def test_prometheus_stand_in_is_debians_version():
     image = services()["prometheus"]["image"]
     assert image.startswith("prom/prometheus:v")
-    if shutil.which("dpkg-query") is None:
-        pytest.skip("no dpkg")
-    r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "prometheus"], capture_output=True, text=True)
-    if r.returncode != 0 or not r.stdout:
-        pytest.skip("Debian's prometheus is not installed (make setup installs it)")
+    r = subprocess.run([need_tool("dpkg-query"), "-W", "-f=${Version}", "prometheus"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout, "Debian's prometheus is not installed: `make setup` installs it"
     upstream = r.stdout.split(":")[-1].split("+")[0].split("-")[0]
     assert image == f"prom/prometheus:v{upstream}", "images/prometheus builds Debian's version: retag the compose file"
 

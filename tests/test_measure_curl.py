@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import pytest
+
+from conftest import need_tool
 
 from wearlab.measure.curl import (
     CURL_FIELDS,
@@ -134,10 +135,10 @@ def test_argv_rejects(kw, match):
         curl_argv(url, **kw)
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
 def test_real_curl_accepts_argv_and_write_out():
     """Port 9 on loopback (discard; nothing listens): curl must accept every option we emit and
     print a parseable write-out with the connection error."""
+    need_tool("curl")
     argv = curl_argv("https://localhost:9/", resolve="localhost:9:127.0.0.1", tls_version="1.1",
                      cipher="AES128-SHA", cacert="/nonexistent-ca.pem", timeout_s=5)
     p = subprocess.run(argv, capture_output=True, text=True, timeout=20)

@@ -4,7 +4,6 @@ serving a live run, and every query of every dashboard panel returns at least on
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import threading
@@ -15,11 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import need_tool
 from wearlab.report import dashboards, exporter
 from wearlab.report.results import RunsCsv
 
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,
-                                reason="needs Debian's prometheus (make setup installs it)")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _tools():
+    need_tool("prometheus")
 
 LIVE = {
     "experiment": "demo", "run_s": 12.5,

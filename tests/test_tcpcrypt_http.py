@@ -14,8 +14,13 @@ import pytest
 from conftest import wearlab
 from wearlab.nodes.tcpcrypt import BINARY
 
-pytestmark = [pytest.mark.netem,
-              pytest.mark.skipif(not BINARY.exists(), reason="tcpcryptd not built (make tcpcrypt)")]
+pytestmark = pytest.mark.netem
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _built():
+    if not BINARY.exists():
+        pytest.fail(f"{BINARY} is not built: `make test` builds it (make tcpcrypt)", pytrace=False)
 
 ONE_WAY = 0.020
 SIZE = 100_000

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import shutil
 import json
 import math
 import os
@@ -44,6 +43,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tcpcrypt_rfcpeer as rp  # noqa: E402
 import tcpcrypt_wire as tw  # noqa: E402
+from conftest import need_tool  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TC = ROOT / "tcpcrypt"
@@ -186,11 +186,12 @@ def _wait_line(proc: subprocess.Popen, path: Path, needle: str, timeout: float =
 
 
 def build_tcpcrypt() -> None:
-    """cargo build --release of the tcpcrypt workspace (incremental: a no-op when up to date)."""
-    r = subprocess.run(["nice", "-n", "10", "cargo", "build", "--release", "-p", "tcpcryptd", "-p", "tcpcrypt-eno-bpf"],
-                       cwd=TC, capture_output=True, text=True, timeout=1800)
+    """`make tcpcrypt`: the release build with the project's own toolchain (the Makefile names it;
+    a no-op when up to date)."""
+    r = subprocess.run(["nice", "-n", "10", "make", "-s", "tcpcrypt"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=1800)
     if r.returncode != 0:
-        raise RuntimeError(f"cargo build failed:\n{r.stderr[-4000:]}")
+        raise RuntimeError(f"make tcpcrypt failed:\n{r.stdout[-2000:]}{r.stderr[-4000:]}")
     for b in (TCPCRYPTD, ENO_ATTACH):
         if not b.exists():
             raise RuntimeError(f"{b} missing after build")
@@ -394,7 +395,8 @@ class TcLab:
         return [l for l in r.stdout.splitlines() if "TCPCRYPTD" in l]
 
     def bpf_on(self, cg: Path) -> str:
-        if not cg.exists() or not shutil.which("bpftool"):
+        need_tool("bpftool")
+        if not cg.exists():
             return ""
         r = run(["bpftool", "cgroup", "show", str(cg)])
         return r.stdout.strip()

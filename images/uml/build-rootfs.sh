@@ -6,17 +6,17 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dest=${1:?usage: build-rootfs.sh DEST}
 stamp="$dest/.wearlab-rootfs-stamp"
-want=$(sha256sum "$here/build-rootfs.sh" | cut -c1-16)
+# The packages tagged `guest` in the one list (images/packages.txt).
+pkgs=$(awk '!/^#/ && NF > 1 { for (i = 2; i <= NF; i++) if ($i == "guest") print $1 }' "$here/../packages.txt" | paste -sd,)
+want=$( (cat "$here/build-rootfs.sh"; echo "$pkgs") | sha256sum | cut -c1-16)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 mirror=${WEARLAB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # The guest runs the same Python code and venv as the host (mounted over hostfs at the same path),
-# so it needs the same python3 and Mininet as the host, plus the programs experiments start.
-# iptables (legacy and nft front ends), nftables and bpftool are what the proxy, tcpcrypt and the
-# guest's feature tests use.
-pkgs=python3,python3-venv,mininet,iproute2,iputils-ping,ethtool,procps,psmisc,curl,openssl,ca-certificates,nginx-light,tcpdump,iperf3,socat,haproxy,iptables,nftables,bpftool
+# so it needs the same python3 and Mininet as the host, plus the programs experiments start
+# (the `guest` packages above).
 tmp="$dest.tmp"
 rm -rf "$tmp"
 mkdir -p "$(dirname "$dest")"
