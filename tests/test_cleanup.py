@@ -1,9 +1,12 @@
-"""`kill -9` of a running experiment, then `wearlab clean`: nothing is left behind, the rows
-already measured are kept, and the next run works."""
+"""Ending a running experiment every way it can end early - `kill -9`, Ctrl-C, SIGTERM, a closed
+terminal (SIGHUP to its process group), SIGQUIT - leaves nothing behind, keeps the rows already
+measured, and the next run works: after a `kill -9` the next `wearlab run` itself removes what
+the dead run left (no `wearlab clean` needed)."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -15,7 +18,9 @@ import pytest
 from conftest import ROOT, WEARLAB, wearlab
 from wearlab.realize.addressing import MAC_PREFIX
 from wearlab.realize.network import marked_pids, namespace_pids
-from wearlab.runtime import registry
+from wearlab.runtime import cgroup, registry
+from wearlab.runtime.cleanup import heal
+from wearlab.runtime.uml import JOBS
 
 EXPERIMENT = """
 name: killme
@@ -28,7 +33,12 @@ matrix: {{size: [200KB]}}
 """
 
 
-def _leftovers() -> list[str]:
+def pm_qos() -> dict[str, str]:
+    """Every CPU's idle setting (a run makes its guest's CPU poll while it lives)."""
+    return {str(f): f.read_text().strip() for f in Path("/sys/devices/system/cpu").glob("cpu*/power/pm_qos_resume_latency_us")}
+
+
+def _leftovers(qos_before: dict[str, str] | None = None) -> list[str]:
     """What wearlab (or these tests) made and left: never a user's nginx or another program's VM."""
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
@@ -39,7 +49,12 @@ def _leftovers() -> list[str]:
     found += [f"marked[{p}]" for p in marked_pids()]
     found += [str(p) for p in Path("/tmp").glob("wearlab-*")]
     found += [e["_file"] for e in registry.entries()]
-    found += [f"cpu{e['cpu']} still polls (pm_qos)" for e in registry.entries() if e.get("kind") == "pmqos"]
+    found += [f"job directory {p}" for p in (JOBS.iterdir() if JOBS.is_dir() else ())]
+    base = cgroup.base()
+    found += [f"cgroup {d}" for d in (base.iterdir() if base is not None and base.is_dir() else ()) if d.is_dir()
+              and d not in cgroup.own_cgroups()]
+    if qos_before is not None:
+        found += [f"{f} is {v}, was {qos_before.get(f)}" for f, v in pm_qos().items() if v != qos_before.get(f)]
     netns = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
              if n.startswith(("wearlab", "wl"))]
     if netns:
@@ -51,10 +66,17 @@ def _leftovers() -> list[str]:
     return found
 
 
-def _start_and_signal(tmp_path: Path, sig: int) -> tuple[Path, Path, int]:
-    """Start a long experiment, wait until two runs are written, send `sig`.
-    Returns (experiment file, runs.csv, exit status)."""
+def machine_clean() -> dict[str, str]:
+    """The precondition: what runs that died left is healed (as `wearlab run` does), then nothing
+    of wearlab's may remain. Returns the CPUs' idle settings to compare against afterwards."""
+    heal()
     assert _leftovers() == [], "machine not clean before the test"
+    return pm_qos()
+
+
+def _start_and_signal(tmp_path: Path, sig: int, group: bool = False) -> tuple[Path, Path, int]:
+    """Start a long experiment, wait until two runs are written, send `sig` (to its whole process
+    group with `group`, as a closing terminal does). Returns (experiment file, runs.csv, exit status)."""
     exp = tmp_path / "killme.yaml"
     exp.write_text(EXPERIMENT.format(reps=100))
     out = tmp_path / "results"
@@ -68,12 +90,16 @@ def _start_and_signal(tmp_path: Path, sig: int) -> tuple[Path, Path, int]:
             assert p.poll() is None, "the experiment ended before it could be signalled"
             time.sleep(0.2)
     finally:
-        p.send_signal(sig)
+        if group:
+            os.killpg(p.pid, sig)
+        else:
+            p.send_signal(sig)
         rc = p.wait(timeout=120)
     return exp, runs, rc
 
 
 def _kill9_then_clean(tmp_path: Path) -> None:
+    qos = machine_clean()
     exp, runs, _ = _start_and_signal(tmp_path, signal.SIGKILL)
     out = tmp_path / "results"
     kept = len(runs.read_text().splitlines()) - 1
@@ -81,14 +107,14 @@ def _kill9_then_clean(tmp_path: Path) -> None:
     res = wearlab("clean")
     assert res.returncode == 0, res.stderr
     deadline = time.monotonic() + 10
-    while _leftovers() and time.monotonic() < deadline:
+    while _leftovers(qos) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _leftovers() == []
+    assert _leftovers(qos) == []
     assert len(runs.read_text().splitlines()) - 1 >= kept  # measured rows are never lost
     exp.write_text(EXPERIMENT.format(reps=1))
     res = wearlab("run", str(exp), "--out", str(out), timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert _leftovers() == []
+    assert _leftovers(qos) == []
 
 
 @pytest.mark.root
@@ -103,23 +129,61 @@ def test_kill9_then_clean_with_namespaces(tmp_path):
     _kill9_then_clean(tmp_path)
 
 
-def _interrupt(tmp_path: Path) -> None:
-    """Ctrl-C (SIGINT) mid-experiment: exit 130, the rows so far kept, status recorded, nothing left."""
-    _, runs, rc = _start_and_signal(tmp_path, signal.SIGINT)
+def _kill9_then_run(tmp_path: Path) -> None:
+    """No `wearlab clean` in between: the next run reports and removes what the dead one left,
+    and succeeds."""
+    qos = machine_clean()
+    exp, runs, _ = _start_and_signal(tmp_path, signal.SIGKILL)
+    runs = runs.resolve()   # `latest` moves to the next run
+    kept = len(runs.read_text().splitlines()) - 1
+    left = _leftovers(qos)
+    assert left, "a kill -9 left nothing to heal: this test tests nothing"
+    exp.write_text(EXPERIMENT.format(reps=1))
+    res = wearlab("run", str(exp), "--out", str(tmp_path / "results"), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "removed what a dead run left: ledger entry" in res.stderr, res.stderr
+    assert _leftovers(qos) == []
+    assert len(runs.read_text().splitlines()) - 1 >= kept
+
+
+@pytest.mark.root
+def test_kill9_then_run_heals(tmp_path):
+    _kill9_then_run(tmp_path)
+
+
+@pytest.mark.netem
+def test_kill9_then_run_heals_with_namespaces(tmp_path):
+    _kill9_then_run(tmp_path)
+
+
+def _interrupt(tmp_path: Path, sig: int = signal.SIGINT, group: bool = False) -> None:
+    """Ctrl-C (SIGINT), SIGTERM, SIGQUIT or a closed terminal (SIGHUP to the process group)
+    mid-experiment: exit 130, the rows so far kept, status recorded, nothing left, the CPUs'
+    idle settings as before."""
+    qos = machine_clean()
+    _, runs, rc = _start_and_signal(tmp_path, sig, group)
     out = tmp_path / "results"
     assert rc == 130
     meta = json.loads((out / "killme" / "latest" / "metadata.json").read_text())
     assert meta["status"].startswith("interrupted")
     assert len(runs.read_text().splitlines()) - 1 >= 2
     assert (out / "killme" / "latest" / "summary.json").exists()
-    assert _leftovers() == []
+    assert _leftovers(qos) == []
 
 
 @pytest.mark.root
-def test_ctrl_c_keeps_results_and_cleans_up(tmp_path):
-    _interrupt(tmp_path)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGQUIT], ids=lambda s: s.name)
+def test_interrupt_keeps_results_and_cleans_up(tmp_path, sig):
+    _interrupt(tmp_path, sig)
+
+
+@pytest.mark.root
+def test_hangup_keeps_results_and_cleans_up(tmp_path):
+    """A closed terminal: SIGHUP to the run's whole process group."""
+    _interrupt(tmp_path, signal.SIGHUP, group=True)
 
 
 @pytest.mark.netem
-def test_ctrl_c_keeps_results_and_cleans_up_with_namespaces(tmp_path):
-    _interrupt(tmp_path)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_interrupt_keeps_results_and_cleans_up_with_namespaces(tmp_path, sig):
+    _interrupt(tmp_path, sig, group=sig == signal.SIGHUP)

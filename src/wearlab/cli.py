@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     except EnvironmentProblem as e:
         err_console.print(f"[red]error:[/red] {e}")
         return 2
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
+    except KeyboardInterrupt as e:  # errors.Interrupted too: SIGTERM, SIGHUP, SIGQUIT
+        err_console.print(f"interrupted ({getattr(e, 'signal_name', 'SIGINT')})")
         return 130
     except Exception as e:  # noqa: BLE001 - a bug: one line, the traceback only on request
         if os.environ.get("WEARLAB_DEBUG"):
@@ -170,7 +170,7 @@ def _project_paths() -> list[Path]:
 
 def cmd_run(args) -> int:
     from wearlab.model.experiment import load_experiment
-    from wearlab.runtime import cgroup, probe
+    from wearlab.runtime import cgroup, probe, signals
 
     _positive(args.repetitions, "--repetitions")
     exp = load_experiment(args.experiment, repetitions=args.repetitions, runtime=args.runtime,
@@ -190,12 +190,19 @@ def cmd_run(args) -> int:
 
         containers.check_docker()
         containers.check_images(images)
-    # Everything this run starts lives in its cgroup, so `wearlab clean` finds it after a kill -9.
-    group = cgroup.join(f"run-{os.getpid()}")
-    try:
-        return _run_in(args, exp, runtime, reason)
-    finally:
-        cgroup.leave(group)
+    if os.geteuid() == 0:
+        # What earlier runs that died (kill -9, a crash) left behind goes first; live runs stay.
+        from wearlab.runtime.cleanup import heal
+
+        for line in heal():
+            err_console.print(f"removed what a dead run left: {line}")
+    with signals.interruptible():
+        # Everything this run starts lives in its cgroup, so `wearlab clean` finds it after a kill -9.
+        group = cgroup.join(cgroup.run_name(os.getpid()))
+        try:
+            return _run_in(args, exp, runtime, reason)
+        finally:
+            cgroup.leave(group)
 
 
 def _run_in(args, exp, runtime: str, reason: str) -> int:
@@ -531,10 +538,12 @@ def cmd_exec(args) -> int:
         raise InputError([Problem("<command line>", None, "exec", "give a command after --")])
     runtime, reason = resolve_runtime(args.runtime)
     if runtime == "uml":
+        from wearlab.runtime import signals
         from wearlab.runtime.uml import run_in_guest
 
         err_console.print(f"runtime: uml ({reason})")
-        return run_in_guest(argv, mounts=_project_paths(), cwd=Path.cwd())
+        with signals.interruptible():
+            return run_in_guest(argv, mounts=_project_paths(), cwd=Path.cwd())
     return subprocess.run(argv, check=False).returncode
 
 

@@ -36,3 +36,13 @@ class InputError(Exception):
 
 class EnvironmentProblem(Exception):
     """The machine cannot do what was asked (missing qdisc, not root, ...). Exit status 2."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The user (or the system) asked a run to stop: Ctrl-C, SIGTERM, a closed terminal (SIGHUP),
+    SIGQUIT. A KeyboardInterrupt, so every path that handles Ctrl-C handles them all alike: the
+    run keeps what it measured, removes what it made, and exits with status 130."""
+
+    def __init__(self, signal_name: str = "SIGINT"):
+        super().__init__(signal_name)
+        self.signal_name = signal_name

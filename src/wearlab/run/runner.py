@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import sys
 import time
 from datetime import datetime, timezone
@@ -38,14 +37,6 @@ from wearlab.run import timeline
 from wearlab.run.control import ControlServer
 from wearlab.run.progress import Progress
 from wearlab.runtime import probe
-
-
-class Interrupted(Exception):
-    """SIGTERM or SIGINT during an experiment."""
-
-
-def _raise_interrupted(signum, _frame):
-    raise Interrupted(signal.Signals(signum).name)
 
 
 def needs_netem(exp: Experiment) -> bool:
@@ -143,7 +134,6 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
     results.write_yaml(out_dir / "topology.yaml", exp.topology.to_document())
     param_cols = exp.param_columns()
     runs = results.RunsCsv(out_dir / "runs.csv", columns(exp))
-    old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
     net = ctx = nodes = workload = live = None
     rows: list[dict[str, Any]] = []
     status = 0
@@ -215,8 +205,8 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
                     rows.append(_finish(pending, runs, progress))
                     _count(ctx, rows[-1])
         record.set(status="complete")
-    except (Interrupted, KeyboardInterrupt) as e:
-        record.set(status=f"interrupted ({e or 'SIGINT'})")
+    except KeyboardInterrupt as e:  # errors.Interrupted: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT (runtime.signals)
+        record.set(status=f"interrupted ({getattr(e, 'signal_name', 'SIGINT')})")
         console.print(f"[yellow]interrupted: {len(rows)} runs are kept in {out_dir}[/yellow]")
         status = 130
     except Exception as e:
@@ -246,8 +236,6 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
                 net.teardown()
             runs.close()
             record.set(finished_utc=datetime.now(timezone.utc).isoformat())
-            for s, h in old.items():
-                signal.signal(s, h)
     _write_summary(out_dir, exp, rows, console)
     failed = sum(1 for r in rows if r["status"] != "ok")
     if failed:
@@ -310,7 +298,7 @@ def _one_run(workload, ctx: RunContext, player: timeline.TimelinePlayer, cell: d
             ctx.series.append(name, row, samples)
         finish = outcome.finish
         row["status"] = "ok"
-    except (Interrupted, KeyboardInterrupt):
+    except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 - a failed run is recorded and the rest go on
         row["status"] = "failed"

@@ -94,6 +94,35 @@ def leave(d: Path | None) -> None:
     kill(d)
 
 
+RUN_PREFIX = "run-"
+
+
+def run_name(pid: int) -> str:
+    return f"{RUN_PREFIX}{pid}"
+
+
+def orphaned() -> list[Path]:
+    """Run cgroups whose `wearlab run` process is no longer in them (it died: kill -9, a crash).
+    What they still hold (nginx daemons, node shells) has no owner left to stop it."""
+    b = base()
+    if b is None or not b.is_dir():
+        return []
+    out = []
+    for d in sorted(b.iterdir()):
+        if not (d.is_dir() and d.name.startswith(RUN_PREFIX) and d.name[len(RUN_PREFIX):].isdigit()):
+            continue
+        try:
+            members = (d / "cgroup.procs").read_text().split()
+        except OSError:
+            continue
+        pid = d.name[len(RUN_PREFIX):]
+        # Not in it and not running: dead. (A live run is outside its cgroup only for a moment,
+        # while joining or leaving it.)
+        if pid not in members and not Path(f"/proc/{pid}").exists():
+            out.append(d)
+    return out
+
+
 def stale() -> list[Path]:
     """wearlab cgroups other than the one we are in."""
     b = base()

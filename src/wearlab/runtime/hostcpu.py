@@ -48,16 +48,6 @@ def _qos_file(cpu: int) -> Path:
     return Path(f"/sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
 def _holders(cpu: int) -> list[dict]:
     return [e for e in registry.entries() if e.get("kind") == KIND and e.get("cpu") == cpu]
 
@@ -66,7 +56,7 @@ def _release(cpu: int, previous: str | None = None) -> str | None:
     """Drop dead holders' entries; if nobody holds the CPU any more, put back its setting from
     before wearlab (recorded by the first holder, else `previous`). Returns the value restored."""
     holders = _holders(cpu)
-    live = [e for e in holders if _alive(int(e["owner_pid"]))]
+    live = [e for e in holders if registry.owner_alive(e)]
     if holders:
         previous = holders[0]["previous"]
     for e in holders:

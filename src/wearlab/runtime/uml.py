@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from wearlab.errors import EnvironmentProblem
-from wearlab.runtime import hostcpu, registry
+from wearlab.runtime import hostcpu, registry, signals
 
 DEFAULT_ROOTFS = Path("/var/cache/wearlab/uml-rootfs")
 DEFAULT_KERNEL = Path("/var/cache/wearlab/kernel/linux.uml")  # a link to the newest build
@@ -148,11 +148,12 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
         try:
             _relay_console(proc, out)
             proc.wait()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP, SIGQUIT (runtime.signals)
             (job / "stop").touch()  # the guest's init turns this into SIGINT for the command
             try:
-                _relay_console(proc, out, timeout=60)
-                proc.wait(timeout=60)
+                with signals.forceable():  # a second Ctrl-C stops the guest at once
+                    _relay_console(proc, out, timeout=60)
+                    proc.wait(timeout=60)
             except (KeyboardInterrupt, subprocess.TimeoutExpired):
                 pass
             _stop(proc)
