@@ -38,6 +38,7 @@ THROTTLE_DEV = "ifb-vq"      # ingress of the phone's uplink is redirected here 
 THROTTLE_CLASS = "1:1"
 UNTHROTTLED = "10gbit"
 THROTTLE_QUEUE = 8           # packets: ~0.18 s at BW/2 of a 1.1 Mbit/s BT link
+THROTTLE_PRIO = 10           # the uplinks' ingress redirect into the ifb (capture taps are prio 1)
 
 TCP_MEM_DEFAULTS = {"rmem_max": (4096, 131072), "wmem_max": (4096, 16384)}  # Linux's min, default
 
@@ -177,14 +178,17 @@ class RelayProxy(ProxyKind):
 
     def prepare(self) -> None:
         super().prepare()
+        self.throttled_uplinks: list[str] = []
         if self.settings.get("mitigation") == "virtual-queue":
             self._throttle_device()
 
     def _throttle_device(self) -> None:
         """ifb on the phone carrying what arrives from its uplinks, htb class changed in place by
-        the relay's controller (the paper throttled with tc on the phone too)."""
+        the relay's controller (the paper throttled with tc on the phone too). Removed by stop():
+        the next cell's relay (another rmem_max, say) builds its own."""
         uplinks = sorted({self.net.sh(self.node, f"ip -o route get {u.address}").split(" dev ")[1].split()[0]
                           for u in self.upstreams})
+        self.throttled_uplinks = uplinks
         cmds = [f"ip link add {THROTTLE_DEV} type ifb", f"ip link set {THROTTLE_DEV} up",
                 f"tc qdisc add dev {THROTTLE_DEV} root handle 1: htb default 1",
                 f"tc class add dev {THROTTLE_DEV} parent 1: classid {THROTTLE_CLASS} htb rate {UNTHROTTLED} "
@@ -195,9 +199,24 @@ class RelayProxy(ProxyKind):
         for dev in uplinks:
             # clsact (not ingress): a capture tap may share the hook, at a higher priority.
             cmds += [f"(tc qdisc show dev {dev} | grep -q clsact || tc qdisc add dev {dev} clsact)",
-                     f"tc filter add dev {dev} ingress prio 10 protocol all u32 match u32 0 0 "
+                     f"tc filter add dev {dev} ingress prio {THROTTLE_PRIO} protocol all u32 match u32 0 0 "
                      f"action mirred egress redirect dev {THROTTLE_DEV}"]
         self.net.sh(self.node, " && ".join(cmds))
+
+    def _remove_throttle(self) -> None:
+        """Undo _throttle_device: the redirect filters first (a filter redirecting into a deleted
+        device would drop what arrives), then the ifb with its qdiscs. The capture taps (prio 1)
+        and the clsact qdisc stay: they belong to the captures."""
+        if not getattr(self, "throttled_uplinks", None):
+            return
+        cmds = [f"tc filter del dev {dev} ingress prio {THROTTLE_PRIO}" for dev in self.throttled_uplinks]
+        cmds.append(f"ip link del {THROTTLE_DEV}")
+        self.net.sh(self.node, " && ".join(cmds))
+        self.throttled_uplinks = []
+
+    def stop(self) -> None:
+        super().stop()
+        self._remove_throttle()
 
     def processes(self) -> list[list[str]]:
         s = self.settings
