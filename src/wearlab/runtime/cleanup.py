@@ -30,7 +30,7 @@ from pathlib import Path
 import psutil
 
 from wearlab.realize.network import kill_marked, namespace_pids
-from wearlab.runtime import cgroup, hostcpu, registry
+from wearlab.runtime import cgroup, hostcpu, probe, registry
 from wearlab.runtime.uml import JOBS
 
 _JOB_OWNER = re.compile(r"^wearlab-(\d+)-")
@@ -100,7 +100,9 @@ def heal() -> list[str]:
             continue
         removed += _remove_entry(entry)
     removed += hostcpu.clean()
-    if JOBS.is_dir():
+    # Inside a guest, /run/wearlab/jobs holds the job of the host process running this very guest
+    # (mounted from the host): the host's, never ours to judge.
+    if JOBS.is_dir() and not probe.in_uml_guest():
         for job in sorted(JOBS.iterdir()):
             if job.is_dir() and not _job_owner_alive(job):
                 for pid in _uml_guests(job.name.rsplit("-", 1)[0]):
