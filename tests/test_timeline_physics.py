@@ -15,6 +15,7 @@ from conftest import wearlab
 pytestmark = pytest.mark.netem
 
 SIZE = 100                 # bytes per message
+LATE_MS_BUSY = 50          # a change's lateness on a busy machine (quiet target: bench_timeline)
 FRAME = SIZE + 66          # on the wire: + Ethernet, IPv4, TCP with timestamps
 RATE_LINK = 10_000_000
 RATE_SLOW = 200_000
@@ -51,7 +52,11 @@ timeline:
     assert int(row["link_changes"]) == 2
     for r in played:
         assert not r["error"]
-        assert 0 <= float(r["late_ms"]) <= 5.0, (r["late_ms"], r["apply_ms"])              # target: event timing error <= 5 ms
+        # The quiet-machine target (<= 5 ms) is bench/bench_timeline.py's, which fails when missed.
+        # Here, perhaps beside a busy CPU, the guest's one vCPU may wait for the host scheduler:
+        # a few of the guest's 10 ms ticks. That the change was in force from its logged time on
+        # is what the OWDs below check, to the millisecond.
+        assert 0 <= float(r["late_ms"]) <= LATE_MS_BUSY, (r["late_ms"], r["apply_ms"])
     assert [r for r in log if r["source"] == "reset"], "the link goes back to the topology after the run"
 
     ser_fast, ser_slow = FRAME * 8 / RATE_LINK, FRAME * 8 / RATE_SLOW
