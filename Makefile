@@ -20,28 +20,34 @@ APT_PACKAGES := $(call packages,host)
 GUEST_PACKAGES := $(call packages,kernel)
 STAMPS := build/stamps
 # Does the host kernel have netem? If not, the network lives in the UML guest (WEARLAB_UML=1
-# builds the guest anyway).
+# builds the guest anyway). Decided once per make run.
 NETEM_PROBE := unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root netem delay 1ms' >/dev/null 2>&1
+NEED_GUEST := $(shell if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then echo yes; fi)
 
 .PHONY: setup guest kernel rootfs tcpcrypt experiment test bench compare-proxy clean distclean \
 	images up down experiment-compose test-compose test-experiments
 
-setup: $(STAMPS)/apt $(STAMPS)/venv
-	@if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then $(MAKE) --no-print-directory -j2 guest; fi
+# A fresh box's time goes to the guest kernel's build (5-6 min on 2 cores): every Debian package
+# comes in one apt transaction first, then the kernel, the guest's root filesystem and the venv
+# are made side by side, the kernel using every core (the other two mostly wait for the network).
+setup: $(STAMPS)/apt
+	@$(MAKE) --no-print-directory -j3 $(STAMPS)/venv $(if $(NEED_GUEST),guest)
 
 define apt_install
 	@mkdir -p $(STAMPS)
 	@missing=$$(dpkg-query -W -f='$${Package} $${Status}\n' $(1) 2>/dev/null | \
 		awk '$$NF=="installed"{print $$1}' | sort | comm -13 - <(tr ' ' '\n' <<<"$(1)" | sort)); \
 	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages: $$missing"; \
+		echo "installing Debian packages: $$missing"; start=$$(date +%s); \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+		took=$$(( $$(date +%s) - start )); echo "installed $$(wc -w <<<"$$missing") Debian packages in $$took s"; \
+		mkdir -p /var/cache/wearlab && echo "$$took $$(wc -w <<<"$$missing")" >> /var/cache/wearlab/apt-installs; \
 	fi
 	@touch $@
 endef
 
 $(STAMPS)/apt: Makefile $(PACKAGE_LIST)
-	$(call apt_install,$(APT_PACKAGES))
+	$(call apt_install,$(APT_PACKAGES) $(if $(NEED_GUEST),$(GUEST_PACKAGES)))
 
 $(STAMPS)/apt-guest: Makefile $(PACKAGE_LIST)
 	$(call apt_install,$(GUEST_PACKAGES))
@@ -76,7 +82,13 @@ $(STAMPS)/apt-rust: Makefile $(PACKAGE_LIST)
 tcpcrypt: $(STAMPS)/apt $(STAMPS)/apt-rust
 	cd tcpcrypt && $(CARGO) build --release --locked -q
 
-experiment: setup tcpcrypt
+# Only what the experiment needs: tcpcrypt's daemon (minutes of Rust the first time) is built
+# when the experiment uses tcpcrypt (`wearlab plan --builds` says so), by `make test`, or by
+# `make tcpcrypt`.
+experiment: setup
+	@if $(WEARLAB) plan --builds $(EXPERIMENT) $(WEARLAB_ARGS) 2>/dev/null | grep -qx tcpcrypt; then \
+		echo "$(EXPERIMENT) uses tcpcrypt: building wearlab's tcpcrypt daemon first (make tcpcrypt)"; \
+		$(MAKE) --no-print-directory tcpcrypt; fi
 	$(WEARLAB) run $(EXPERIMENT) $(WEARLAB_ARGS)
 
 # Regression-test a phone proxy: the same experiment with a baseline and a candidate proxy kind,
@@ -103,10 +115,10 @@ test: setup tcpcrypt
 
 # --- The Compose stack (docker-compose.yml; issue 8) -----------------------------------------
 # Images are built here, from Debian (images/*: debootstrap + docker import, then apt): no registry.
-# `python -m wearlab.stack` does the checks (Docker installed and running - it starts dockerd when
+# `images/stack.py` (a developer script: Make's helper for the stack, not part of wearlab) does the checks (Docker installed and running - it starts dockerd when
 # need be -, images present, ports free) and exits 2 naming what to do. Only the standard library:
 # it runs with Debian's python3 before any venv exists.
-STACK = PYTHONPATH=$(CURDIR)/src $(PY_SYSTEM) -m wearlab.stack
+STACK = $(PY_SYSTEM) images/stack.py
 $(STAMPS)/apt-docker: Makefile $(PACKAGE_LIST)
 	$(call apt_install,$(call packages,docker))
 

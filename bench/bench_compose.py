@@ -6,7 +6,7 @@ On the host:  .venv/bin/python bench/bench_compose.py [--rounds N]
 Each round starts from `make down` (no container, network or volume of the stack) and times
 `make up` as a user runs it (its prerequisites `setup` and `images` included), which returns once
 Prometheus's `up{job="wearlab"}` is 1; `make up` also reports its own share (from the start of
-`python -m wearlab.stack up` to the first successful scrape). Ends with `make down`.
+`python3 images/stack.py up` to the first successful scrape). Ends with `make down`.
 Targets: every round's `make up` <= 60 s; `make images` with nothing to build <= 15 s.
 """
 

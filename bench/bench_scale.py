@@ -38,6 +38,8 @@ from common import Stopwatch, environment, require_root_and_netem, table, verdic
 from wearlab.model.topology import load_topology
 from wearlab.realize import network
 from wearlab.runtime import registry
+from wearlab.catalog import CATALOG
+from wearlab.plan.network import plan_network
 
 UP_TARGET_S, DOWN_TARGET_S = 30.0, 15.0
 
@@ -164,7 +166,7 @@ def one_round(topo, timers: Timers, check_wearables: list[str], servers: list[st
     run_id = f"bench-{secrets.token_hex(3)}"
     timers.reset()
     with Stopwatch() as up:
-        net = network.build(topo, run_id=run_id, shaper="netem")
+        net = network.build(plan_network(topo), run_id=run_id)
     up_profile = timers.snapshot()
     workdir = net.workdir
     n_procs_up = len(network.marked_pids(run_id))
@@ -211,7 +213,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="wearlab-bench-scale-") as d:
         f = Path(d) / "scale.yaml"
         f.write_text(topology_yaml(a.wearables, a.phones, a.servers))
-        topo = load_topology(f)
+        topo = load_topology(f, CATALOG)
         yaml_text = f.read_text()
     servers = [f"s{i}" for i in range(1, a.servers + 1)]
     picks = sorted({1, a.wearables // 3 + 1, 2 * a.wearables // 3 + 1, a.wearables})

@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from conftest import ROOT, WEARLAB, wearlab
-from wearlab.realize.addressing import MAC_PREFIX
+from wearlab.plan.addressing import MAC_PREFIX
 from wearlab.realize.network import marked_pids, namespace_pids
 from wearlab.runtime import cgroup, probe, registry
-from wearlab.runtime.cleanup import heal
+from wearlab.run.cleanup import heal
 from wearlab.runtime.uml import JOBS
 
 EXPERIMENT = """

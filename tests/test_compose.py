@@ -1,4 +1,4 @@
-"""The Compose stack (docker-compose.yml, images/, dashboards/provisioning, wearlab.stack).
+"""The Compose stack (docker-compose.yml, images/, dashboards/provisioning, images/stack.py).
 
 Without Docker (part of `make test`): the compose file publishes only on 127.0.0.1, labels
 everything, asks for Grafana's password without a default; the testbed image holds the Makefile's
@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -28,7 +29,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from conftest import need_tool, packages
-from wearlab import stack
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "images"))
+import stack  # noqa: E402 - images/stack.py, the Makefile's helper
 from wearlab.report import dashboards
 
 ROOT = Path(__file__).resolve().parents[1]

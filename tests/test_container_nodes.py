@@ -13,8 +13,10 @@ import pytest
 
 from conftest import wearlab
 from wearlab.model.topology import load_topology
-from wearlab.realize.addressing import plan
+from wearlab.plan.addressing import plan_addresses
+from wearlab.plan.network import plan_network
 from wearlab.realize.network import Network
+from wearlab.catalog import CATALOG
 
 IMAGE = "wearlab/server-nginx:bookworm"
 
@@ -62,11 +64,11 @@ nodes:
 links:
   - {between: [watch, ap], rate: 10Mbit, delay: 5ms}
   - {between: [ap, server], delay: 20ms, reverse: {delay: 30ms}}
-"""))
-    net = Network(topo=topo, addresses=plan(topo), run_id="t", workdir=None,
+"""), CATALOG)
+    net = Network(plan=plan_network(topo), run_id="t", workdir=None,
                   remote={"server": {"pid": 1, "id": "x", "vec": {"ap": "vec0"}}})
     assert net.egress("server", "ap") == ("ap", "wlpatch1")
-    assert net.egress("ap", "server") == ("ap", plan(topo).interface_to("ap", "server").name)
+    assert net.egress("ap", "server") == ("ap", plan_addresses(topo).interface_to("ap", "server").name)
     lines = net.shape_commands("add")
     assert lines["server"] == []
     assert any("dev wlpatch1" in l and "delay 30000us" in l for l in lines["ap"]), lines["ap"]

@@ -7,10 +7,10 @@ import pytest
 from ruamel.yaml import YAML
 
 from wearlab.errors import InputError
-from wearlab.model import load_experiment
-from wearlab.workloads.base import workload_kinds
+from wearlab.model.experiment_file import load_experiment
+from wearlab.catalog import CATALOG
 
-PARAMS = workload_kinds()["http-get"].params.names()
+PARAMS = CATALOG.workloads["http-get"].params.names()
 
 ROOT = Path(__file__).resolve().parents[1]
 BASIC = (ROOT / "topologies" / "wearable-basic.yaml").as_posix()
@@ -41,7 +41,7 @@ def write(tmp_path, text, name="e.yaml"):
 def problems(tmp_path, text, **kw):
     f = write(tmp_path, text)
     with pytest.raises(InputError) as e:
-        load_experiment(f, **kw)
+        load_experiment(f, CATALOG, **kw)
     return e.value.problems
 
 
@@ -55,7 +55,7 @@ def one(tmp_path, text, **kw):
 
 
 def test_quickstart():
-    e = load_experiment(ROOT / "experiments" / "quickstart.yaml")
+    e = load_experiment(ROOT / "experiments" / "quickstart.yaml", CATALOG)
     assert e.name == "quickstart" and e.runtime == "auto" and e.repetitions == 5 and e.seed == 1
     assert e.timeout_s == 120.0
     assert (e.workload.kind, e.workload.client, e.workload.server) == ("http-get", "watch", "server")
@@ -72,28 +72,28 @@ def test_quickstart():
 
 @pytest.mark.parametrize("name", ["https-ciphers.yaml", "lossy-wifi.yaml"])
 def test_other_examples_load(name):
-    assert load_experiment(ROOT / "experiments" / name).cells()
+    assert load_experiment(ROOT / "experiments" / name, CATALOG).cells()
 
 
 def test_overrides():
-    e = load_experiment(ROOT / "experiments" / "quickstart.yaml", repetitions=2, runtime="uml")
+    e = load_experiment(ROOT / "experiments" / "quickstart.yaml", CATALOG, repetitions=2, runtime="uml")
     assert (e.repetitions, e.runtime) == (2, "uml")
 
 
 @pytest.mark.parametrize("kw, field", [({"repetitions": 0}, "--repetitions"), ({"runtime": "hots"}, "--runtime")])
 def test_bad_overrides(kw, field):
     with pytest.raises(InputError) as e:
-        load_experiment(ROOT / "experiments" / "quickstart.yaml", **kw)
+        load_experiment(ROOT / "experiments" / "quickstart.yaml", CATALOG, **kw)
     [p] = e.value.problems
     assert p.field == field and p.line is None
 
 
 def test_to_document_loads_back(tmp_path):
-    e = load_experiment(ROOT / "experiments" / "quickstart.yaml")
+    e = load_experiment(ROOT / "experiments" / "quickstart.yaml", CATALOG)
     f = tmp_path / "quickstart.yaml"
     with f.open("w") as out:
         YAML().dump(e.to_document(), out)
-    again = load_experiment(f)
+    again = load_experiment(f, CATALOG)
     assert again.cells() == e.cells()
     assert again.topology.links[3].forward == e.topology.links[3].forward
     assert again.model_dump(exclude={"file", "topology"}) == e.model_dump(exclude={"file", "topology"})
@@ -110,7 +110,7 @@ def test_cells_order_and_defaults(tmp_path):
       size: [1KB, 2KB]
       path: [phone, ap]
     """)
-    e = load_experiment(f)
+    e = load_experiment(f, CATALOG)
     # Defaults: https, TLS 1.3, default cipher, RSA cert.
     assert e.fixed == {"protocol": "https", "tls_version": "1.3", "cipher": "default", "cert": "rsa2048"}
     # First matrix key varies slowest; within a key, the listed order.
@@ -126,7 +126,7 @@ def test_cells_http_dedup_keeps_order(tmp_path):
       tls_version: [1.2, "1.3"]
       cert: [rsa2048, ecdsa-p256]
     """)
-    cells = load_experiment(f).cells()
+    cells = load_experiment(f, CATALOG).cells()
     assert [(c["protocol"], c["tls_version"], c["cert"]) for c in cells] == [
         ("https", "1.2", "rsa2048"), ("https", "1.2", "ecdsa-p256"),
         ("https", "1.3", "rsa2048"), ("https", "1.3", "ecdsa-p256"),
@@ -137,7 +137,7 @@ def test_cells_http_dedup_keeps_order(tmp_path):
 
 def test_default_path_is_first_neighbor(tmp_path):
     f = write(tmp_path, INLINE + "workload: {kind: http-get, client: watch, server: server}\n")
-    e = load_experiment(f)
+    e = load_experiment(f, CATALOG)
     assert e.fixed["path"] == "ap"
     assert e.topology.name == "e-topology"
 
@@ -149,12 +149,12 @@ def test_tls_version_floats_and_strings(tmp_path):
     matrix:
       tls_version: [1.0, 1.1, "1.2"]
     """)
-    assert load_experiment(f).matrix["tls_version"] == ["1.0", "1.1", "1.2"]
+    assert load_experiment(f, CATALOG).matrix["tls_version"] == ["1.0", "1.1", "1.2"]
 
 
 def test_phone_path_relays(tmp_path):
     f = write(tmp_path, INLINE + "workload: {kind: http-get, client: watch, server: server, path: phone}\n")
-    e = load_experiment(f)
+    e = load_experiment(f, CATALOG)
     assert e.fixed["path"] == "phone" and e.topology.nodes["phone"].role.value == "phone"
 
 
@@ -178,7 +178,7 @@ def test_matrix_size_in_kilobits(tmp_path):
       size: [1KB, 1kb]
     """)
     with pytest.raises(InputError) as e:
-        load_experiment(f)
+        load_experiment(f, CATALOG)
     [p] = e.value.problems
     assert (p.file, p.line, p.field) == (str(f), 4, "matrix.size[1]")
     assert "'1KB'" in p.message and "kilobits" in p.message
@@ -308,7 +308,7 @@ def test_missing_topology_file_reported_at_topology_line(tmp_path):
     workload: {kind: http-get, client: watch, server: server}
     """)
     with pytest.raises(InputError) as e:
-        load_experiment(f)
+        load_experiment(f, CATALOG)
     [p] = e.value.problems
     assert (p.file, p.line, p.field) == (str(f), 2, "topology") and "not found" in p.message
 
@@ -324,7 +324,7 @@ def test_topology_problems_reported_against_topology_file(tmp_path):
     workload: {kind: http-get, client: watch, server: server, size: 1kb}
     """)
     with pytest.raises(InputError) as e:
-        load_experiment(f)
+        load_experiment(f, CATALOG)
     by_file = {p.file: p for p in e.value.problems}
     assert len(e.value.problems) == 2
     assert (by_file[str(f)].line, by_file[str(f)].field) == (2, "workload.size")
@@ -351,5 +351,5 @@ def test_empty_list_or_broken_file(tmp_path, text, line):
 
 def test_missing_experiment_file(tmp_path):
     with pytest.raises(InputError) as e:
-        load_experiment(tmp_path / "nope.yaml")
+        load_experiment(tmp_path / "nope.yaml", CATALOG)
     assert "not found" in e.value.problems[0].message

@@ -11,9 +11,9 @@ import pytest
 
 from conftest import wearlab
 from wearlab.errors import InputError
-from wearlab.model import load_experiment, load_topology
-from wearlab.nodes.kinds import DEFAULT_KIND, node_kinds
-from wearlab.workloads.base import workload_kinds
+from wearlab.model.experiment_file import load_experiment
+from wearlab.model.topology import load_topology
+from wearlab.catalog import CATALOG
 
 TOPO = """\
 nodes:
@@ -38,16 +38,16 @@ def write(tmp_path, name, text):
 
 def problems(f, **kw):
     with pytest.raises(InputError) as e:
-        load_experiment(f, **kw)
+        load_experiment(f, CATALOG, **kw)
     return e.value.problems
 
 
 def test_every_kind_is_declared_completely():
-    for k in node_kinds().values():
+    for k in CATALOG.node_kinds.values():
         assert k.name and k.doc and k.roles
         for p in k.options:
             assert p.doc, (k.name, p.name)
-    for w in workload_kinds().values():
+    for w in CATALOG.workloads.values():
         assert w.kind and w.doc and w.metrics
         assert "kind" in w.Fields.model_fields
         assert len({m.name for m in w.metrics}) == len(w.metrics)
@@ -57,11 +57,11 @@ def test_every_kind_is_declared_completely():
 
 def test_default_kinds_follow_roles(tmp_path):
     (tmp_path / "t.yaml").write_text(TOPO)
-    t = load_topology(tmp_path / "t.yaml")
+    t = load_topology(tmp_path / "t.yaml", CATALOG)
     assert {n.name: n.kind for n in t.nodes.values()} == {
         "watch": "wearable", "phone": "relay", "ap": "host", "server": "nginx"}
     assert t.nodes["phone"].options == {"rmem_max": 8291456}
-    assert DEFAULT_KIND[t.nodes["phone"].role] == "relay"
+    assert CATALOG.default_kinds[t.nodes["phone"].role] == "relay"
 
 
 def test_node_settings_layer_topology_experiment_and_cell(tmp_path):
@@ -73,7 +73,7 @@ def test_node_settings_layer_topology_experiment_and_cell(tmp_path):
     matrix:
       phone.kind: [relay, haproxy, "command: ./p {listen} {upstream}"]
     """)
-    e = load_experiment(f)
+    e = load_experiment(f, CATALOG)
     cells = e.cells()
     assert [c["phone.kind"] for c in cells] == ["relay", "haproxy", "command: ./p {listen} {upstream}"]
     kind, opts = e.node_settings("phone", cells[0])
@@ -93,7 +93,7 @@ def test_matrix_of_node_options_is_normalised(tmp_path):
     matrix:
       phone.rmem_max: [8291456, 4525824, 2MiB]
     """)
-    assert load_experiment(f).matrix["phone.rmem_max"] == [8291456, 4525824, 2097152]
+    assert load_experiment(f, CATALOG).matrix["phone.rmem_max"] == [8291456, 4525824, 2097152]
 
 
 def test_set_overrides_replace_what_the_file_fixes_or_varies(tmp_path):
@@ -103,7 +103,7 @@ def test_set_overrides_replace_what_the_file_fixes_or_varies(tmp_path):
     matrix:
       duration: [10s, 20s]
     """)
-    e = load_experiment(f, overrides={"duration": "2s", "rate": "3Mbit", "phone.kind": "haproxy"})
+    e = load_experiment(f, CATALOG, overrides={"duration": "2s", "rate": "3Mbit", "phone.kind": "haproxy"})
     assert "duration" not in e.matrix and e.fixed["duration"] == 2.0 and e.fixed["rate"] == 3_000_000
     assert e.node_settings("phone")[0] == "haproxy"
     # A node setting fixed for the whole experiment is not a cell column (compare matches cells).
@@ -152,24 +152,24 @@ def test_resolved_experiment_loads_back_with_node_settings(tmp_path):
     workload: {kind: stream, pattern: bulk, client: watch, server: server, path: phone, bytes: 1MB}
     matrix: {phone.rmem_max: [8MB, 2MB]}
     """)
-    e = load_experiment(f)
+    e = load_experiment(f, CATALOG)
     out = tmp_path / "resolved.yaml"
     with out.open("w") as fh:
         YAML().dump(e.to_document(), fh)
-    again = load_experiment(out)
+    again = load_experiment(out, CATALOG)
     assert again.cells() == e.cells() and again.nodes == e.nodes
 
 
 def test_experiment_overrides_keep_the_topologys_normalised_options(tmp_path):
     # The topology's sniff_timer is normalised once (5.0 s); an experiment overriding another
     # option of the same node must not normalise it again ("'5' has no unit").
-    from wearlab.model import load_experiment
+    from wearlab.model.experiment_file import load_experiment
     root = Path(__file__).resolve().parents[1]
     (tmp_path / "e.yaml").write_text(f"""
 topology: {root / "topologies" / "bt-sniff.yaml"}
 workload: {{kind: stream, client: watch, server: server, path: phone, duration: 5s}}
 nodes: {{watch: {{uplink_keepalive: true}}}}
 """)
-    exp = load_experiment(tmp_path / "e.yaml")
+    exp = load_experiment(tmp_path / "e.yaml", CATALOG)
     kind, options = exp.node_settings("watch")
     assert kind == "wearable" and options["sniff_timer"] == 5.0 and options["uplink_keepalive"] is True

@@ -8,8 +8,9 @@ from textwrap import dedent
 import pytest
 
 from wearlab.errors import InputError
-from wearlab.model import load_experiment
+from wearlab.model.experiment_file import load_experiment
 from wearlab.model.timeline import MTU_BITS
+from wearlab.catalog import CATALOG
 
 HEAD = """\
 name: tl
@@ -26,7 +27,7 @@ workload: {kind: stream, client: watch, server: server, path: phone, duration: 2
 def load(tmp_path, body: str, **kw):
     f = tmp_path / "e.yaml"
     f.write_text(HEAD + dedent(body))
-    return load_experiment(f, **kw)
+    return load_experiment(f, CATALOG, **kw)
 
 
 def problems(tmp_path, body: str) -> list[str]:

@@ -6,8 +6,12 @@ from textwrap import dedent
 import pytest
 
 from wearlab.errors import InputError
-from wearlab.model import PROFILES, Loss, Role, Shape, load_topology, topology_from_mapping
+from wearlab.model.profiles import PROFILES
+from wearlab.model.roles import Role
+from wearlab.model.shape import Loss, Shape
+from wearlab.model.topology import load_topology, topology_from_mapping
 from wearlab.model.yamlsrc import parse_yaml
+from wearlab.catalog import CATALOG
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +33,7 @@ def write(tmp_path, text, name="t.yaml"):
 def problems(tmp_path, text):
     f = write(tmp_path, text)
     with pytest.raises(InputError) as e:
-        load_topology(f)
+        load_topology(f, CATALOG)
     for p in e.value.problems:
         assert p.file == str(f)
     return e.value.problems
@@ -89,7 +93,7 @@ def test_every_profile_is_complete():
 
 
 def test_wearable_basic():
-    t = load_topology(ROOT / "topologies" / "wearable-basic.yaml")
+    t = load_topology(ROOT / "topologies" / "wearable-basic.yaml", CATALOG)
     assert t.name == "wearable-basic"
     assert {n: node.role for n, node in t.nodes.items()} == {
         "watch": Role.WEARABLE, "phone": Role.PHONE, "ap": Role.AP, "server": Role.SERVER}
@@ -108,7 +112,7 @@ def test_wearable_basic():
 
 
 def test_wearable_lossy():
-    t = load_topology(ROOT / "topologies" / "wearable-lossy.yaml")
+    t = load_topology(ROOT / "topologies" / "wearable-lossy.yaml", CATALOG)
     wifi = t.link_between("watch", "ap")
     assert wifi.reverse.loss == Loss(model="gilbert-elliott", p=0.5, r=25.0, bad_loss=100.0, good_loss=0.0)
     assert wifi.forward.loss is None
@@ -117,8 +121,8 @@ def test_wearable_lossy():
 
 def test_to_document_loads_back_to_the_same_topology():
     for f in sorted((ROOT / "topologies").glob("*.yaml")):
-        t = load_topology(f)
-        again = topology_from_mapping(t.to_document(), None, {})
+        t = load_topology(f, CATALOG)
+        again = topology_from_mapping(t.to_document(CATALOG), None, {}, CATALOG)
         assert again.model_dump(exclude={"file"}) == t.model_dump(exclude={"file"}) | {
             "links": [link.model_dump() | {"line": None} for link in t.links]}
 
@@ -136,7 +140,7 @@ def test_precedence_profile_link_direction(tmp_path):
         forward: {rate: 20Mbit, delay: 30ms}
         reverse: {loss: 1%}
     """))
-    link = load_topology(f).links[0]
+    link = load_topology(f, CATALOG).links[0]
     wan = PROFILES["wan"].forward
     # forward: direction > link > profile
     assert link.forward.rate_bps == 20_000_000
@@ -155,7 +159,7 @@ def test_queue_override_replaces_the_other_unit(tmp_path):
         queue_packets: 50
         reverse: {queue_bytes: 64KB}
     """))
-    link = load_topology(f).links[0]
+    link = load_topology(f, CATALOG).links[0]
     assert (link.forward.queue_packets, link.forward.queue_bytes) == (50, None)
     assert (link.reverse.queue_packets, link.reverse.queue_bytes) == (None, 64_000)
 
@@ -166,7 +170,7 @@ def test_link_without_profile_and_needs_netem(tmp_path):
       - {between: [watch, ap], rate: 1Mbit}
       - {between: [ap, server], delay: 1ms, jitter: 1ms, reorder: true}
     """))
-    t = load_topology(f)
+    t = load_topology(f, CATALOG)
     assert t.links[0].profile is None
     assert t.links[0].forward == Shape(rate_bps=1_000_000)
     assert not t.links[0].forward.needs_netem()
@@ -176,14 +180,14 @@ def test_link_without_profile_and_needs_netem(tmp_path):
 
 def test_default_name_is_file_stem(tmp_path):
     f = write(tmp_path, NODES, name="my-topo.yaml")
-    assert load_topology(f).name == "my-topo"
+    assert load_topology(f, CATALOG).name == "my-topo"
 
 
 def test_inline_mapping_with_prefix():
     inline = NODES + "links:\n  - {between: [watch, ap], dealy: 1ms}\n"
     src = parse_yaml("x: 1\ntopology:\n" + "".join("  " + line + "\n" for line in inline.splitlines()), "exp.yaml")
     with pytest.raises(InputError) as e:
-        topology_from_mapping(src.data["topology"], "exp.yaml", src.lines, at=("topology",))
+        topology_from_mapping(src.data["topology"], "exp.yaml", src.lines, CATALOG, at=("topology",))
     [p] = e.value.problems
     assert (p.file, p.line, p.field) == ("exp.yaml", 9, "topology.links[0].dealy")
     assert "did you mean 'delay'?" in p.message
@@ -292,7 +296,7 @@ def test_host_sysctl_refused(tmp_path):
 
 def test_sysctl_numbers_become_text(tmp_path):
     f = write(tmp_path, "nodes:\n  a: {role: ap, sysctls: {net.ipv4.ip_forward: 1}}\n")
-    assert load_topology(f).nodes["a"].sysctls == {"net.ipv4.ip_forward": "1"}
+    assert load_topology(f, CATALOG).nodes["a"].sysctls == {"net.ipv4.ip_forward": "1"}
 
 
 @pytest.mark.parametrize("field, value, words", [
@@ -311,7 +315,7 @@ def test_queue_packets_and_bytes_exclusive(tmp_path):
 
 def test_gilbert_elliott(tmp_path):
     f = write(tmp_path, NODES + "links:\n  - between: [watch, ap]\n    loss: {model: gilbert-elliott, p: 1%, r: 30%}\n")
-    loss = load_topology(f).links[0].forward.loss
+    loss = load_topology(f, CATALOG).links[0].forward.loss
     assert loss == Loss(model="gilbert-elliott", p=1.0, r=30.0, bad_loss=100.0, good_loss=0.0)
 
 
@@ -353,7 +357,7 @@ def test_empty_file(tmp_path):
 
 def test_missing_file(tmp_path):
     with pytest.raises(InputError) as e:
-        load_topology(tmp_path / "nope.yaml")
+        load_topology(tmp_path / "nope.yaml", CATALOG)
     assert e.value.problems[0].file == str(tmp_path / "nope.yaml")
 
 
@@ -365,6 +369,35 @@ def test_unreadable_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Path, "read_text", deny)
     with pytest.raises(InputError) as e:
-        load_topology(f)
+        load_topology(f, CATALOG)
     [p] = e.value.problems
     assert p.file == str(f) and "permission" in p.message
+
+
+def test_links_declare_their_medium(tmp_path):
+    """A profile carries a medium, an explicit link gives one or inherits its profile's, and
+    nothing is inferred from a name: a link with neither has none."""
+    f = tmp_path / "t.yaml"
+    f.write_text("""nodes: {watch: {role: wearable}, phone: {role: phone}, ap: {role: ap}, server: {role: server}}
+links:
+  - {between: [watch, phone], profile: ble}
+  - {between: [watch, ap], profile: bt-classic, medium: wifi}
+  - {between: [phone, ap], rate: 10Mbit}
+  - {between: [ap, server], delay: 5ms, medium: wired}
+""")
+    t = load_topology(f, CATALOG)
+    assert [l.medium.value if l.medium else None for l in t.links] == ["ble", "wifi", None, "wired"]
+    again = topology_from_mapping(t.to_document(CATALOG), None, {}, CATALOG)
+    assert [l.medium for l in again.links] == [l.medium for l in t.links]
+    assert {p.name: p.medium.value for p in PROFILES.values()} == {
+        "bt-classic": "bt", "ble": "ble", "wifi-2g4-good": "wifi", "wifi-2g4-fair": "wifi", "wifi-5g-good": "wifi",
+        "wan": "wired"}
+
+
+def test_an_unknown_medium_is_located(tmp_path):
+    f = tmp_path / "t.yaml"
+    f.write_text("nodes: {a: {role: wearable}, b: {role: phone}}\nlinks:\n  - {between: [a, b], medium: blutooth}\n")
+    with pytest.raises(InputError) as e:
+        load_topology(f, CATALOG)
+    [p] = e.value.problems
+    assert (p.line, p.field) == (3, "links[0].medium") and "unknown medium 'blutooth'" in p.message

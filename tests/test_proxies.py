@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from netutil import live_network
-from wearlab.nodes.kinds import KindError, Relay, node_kinds
+from wearlab.catalog import CATALOG
+from wearlab.model.needs import Relay
+from wearlab.nodes.kinds import NodeContext
+from wearlab.nodes.software import KindError
 
 pytestmark = pytest.mark.netem
 
@@ -106,10 +109,10 @@ def proxied(tmp_path, kind: str, server_mode: str, options: dict | None = None):
         net.sh("watch", f"ip route replace {server_ip}/32 via {hop.peer_ip}")
         srv = net.popen("server", [sys.executable, "-c", SERVER, server_mode], stdout=__import__("subprocess").PIPE, text=True)
         assert srv.stdout.readline().strip() == "listening"
-        cls = node_kinds()[kind]
+        cls = CATALOG.node_kinds[kind]
         defaults = {p.name: p.default for p in cls.options}
-        proxy = cls(net, "phone", {**defaults, **KINDS[kind], **(options or {})}, tmp_path / "phone")
-        proxy.configure([Relay("phone", "server", server_ip, PORT)])
+        proxy = cls(NodeContext(net, "phone", {**defaults, **KINDS[kind], **(options or {})}, tmp_path / "phone"),
+                    [Relay("phone", "server", server_ip, PORT)])
         proxy.prepare()
         proxy.start()
         try:

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, wearlab
-from wearlab.model.experiment import load_experiment
+from wearlab.model.experiment_file import load_experiment
+from wearlab.catalog import CATALOG
 
 pytestmark = pytest.mark.shipped
 
@@ -33,7 +34,7 @@ QUICK: dict[str, list[str]] = {
 
 
 def overrides(path: Path) -> list[str]:
-    exp = load_experiment(path)
+    exp = load_experiment(path, CATALOG)
     out = QUICK.get(exp.name, [])
     if "duration" in exp.workload_class.params and not any(o.startswith("duration=") for o in out):
         out = [f"duration={SHORT}", *out]
@@ -43,7 +44,7 @@ def overrides(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_shipped_experiment_runs_every_cell(path, tmp_path):
     sets = overrides(path)
-    exp = load_experiment(path, repetitions=1, overrides=dict(s.split("=", 1) for s in sets))
+    exp = load_experiment(path, CATALOG, repetitions=1, overrides=dict(s.split("=", 1) for s in sets))
     cells = len(exp.cells())
     t0 = time.monotonic()
     res = wearlab("run", str(path), "--repetitions", "1", "--out", str(tmp_path), *[f"--set={s}" for s in sets],

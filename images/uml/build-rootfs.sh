@@ -18,6 +18,7 @@ mirror=${WEARLAB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # so it needs the same python3 and Mininet as the host, plus the programs experiments start
 # (the `guest` packages above).
 tmp="$dest.tmp"
+start=$(date +%s)
 rm -rf "$tmp"
 mkdir -p "$(dirname "$dest")"
 debootstrap --variant=minbase --include="$pkgs" "$suite" "$tmp" "$mirror"
@@ -40,3 +41,4 @@ rm -rf "$tmp/var/cache/apt/archives/"*.deb
 echo "$want" > "$tmp/.wearlab-rootfs-stamp"
 rm -rf "$dest"
 mv "$tmp" "$dest"
+echo "built the guest's root filesystem in $(( $(date +%s) - start )) s" >&2

@@ -1,42 +1,31 @@
-"""Experiments: a topology, a workload kind, node settings and the matrix to sweep, from YAML.
-
-What a workload can be told is declared by its kind (`wearlab.workloads`); what a node can be
-told, by its node kind (`wearlab.nodes`). This module only reads those declarations:
+"""Experiments: a topology, a workload kind, node settings and the matrix to sweep - the YAML
+schema (`ExperimentSpec`) and the resolved, checked experiment (`Experiment`). Reading a file is
+model.experiment_file's job; resolving it into runs is the plan's (wearlab.plan).
 
 - `workload:` holds the kind, its fixed fields (client, server, ...) and fixed parameters;
 - `nodes:` overrides a node's kind and options for the whole experiment (`phone: {kind: haproxy}`);
 - `matrix:` varies workload parameters (`size: [1KB, 1MB]`) and node settings, written
   `node.option` (`phone.rmem_max: [8MB, 2MB]`, `phone.kind: [relay, haproxy]`).
 
-A parameter is either fixed (or left to its default) or varied, never both. Values are
-normalised once, here, so `cells()` hands the runner ready-to-use values.
+The kinds' declarations come from the catalog the experiment was read with (`catalog`), so
+`cells()` and `node_settings()` need no import of what runs.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from wearlab.errors import InputError, Problem
 from wearlab.model import units
-from wearlab.model.timeline import STATIC, load_timeline
-from wearlab.model.topology import DOC_NAME, DOC_NAME_RULE, Topology, load_topology, resolve_kind, topology_from_mapping
-from wearlab.model.yamlsrc import (
-    YamlPath,
-    YamlSource,
-    did_you_mean,
-    dotted,
-    load_yaml,
-    problems_from_validation,
-    sort_problems,
-    suggest,
-)
+from wearlab.model.catalog import Catalog
+from wearlab.model.choices import Runtime, values
+from wearlab.model.timeline import STATIC
+from wearlab.model.topology import Topology
+from wearlab.model.yamlsrc import Where, YamlPath
 
-RUNTIMES = ("auto", "host", "uml")
+RUNTIMES = values(Runtime)
 TIMELINE_KEY = "timeline"   # matrix key sweeping named timelines
 COMMAND_LINE = "command line"
 KIND_SHORTHAND = "command:"  # `phone.kind: "command: ./my-proxy {listen} {upstream}"`
@@ -77,7 +66,7 @@ class ExperimentSpec(BaseModel):
     name: str | None = None
     description: str = ""
     topology: Any  # a path (str) or an inline mapping; checked by hand for a better message
-    runtime: Literal["auto", "host", "uml"] = "auto"
+    runtime: Runtime = Runtime.AUTO
     repetitions: Annotated[int, Field(ge=1, strict=True)] = 5
     seed: Annotated[int, Field(ge=0, strict=True)] = 1
     timeout: Annotated[float, BeforeValidator(lambda v: units.parse_duration(v, bare_unit="s")),
@@ -104,11 +93,12 @@ class Experiment(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
+    catalog: Catalog = Field(exclude=True, repr=False)   # the kinds its names refer to
     name: str
     description: str = ""
     file: str | None = None
     topology: Topology
-    runtime: Literal["auto", "host", "uml"] = "auto"
+    runtime: Runtime = Runtime.AUTO
     repetitions: int
     seed: int
     timeout_s: float
@@ -120,6 +110,11 @@ class Experiment(BaseModel):
     reference: ReferenceSpec | None = None
     timelines: dict[str, Any] = Field(default_factory=dict)   # name -> model.timeline.Timeline
     timeline: str = STATIC                  # the timeline of every cell, unless the matrix varies it
+    # Where things were written, for the plan's problems: the file, `--set` keys, and the YAML path
+    # of every parameter value ("size=1000" -> ("matrix", "size", 0)).
+    where: Where = Field(default_factory=lambda: Where(None), exclude=True, repr=False)
+    overridden: frozenset[str] = frozenset()
+    value_paths: dict[str, YamlPath] = Field(default_factory=dict, exclude=True, repr=False)
 
     def timeline_of(self, cell: dict[str, Any]):
         """The Timeline a cell runs under."""
@@ -129,15 +124,13 @@ class Experiment(BaseModel):
 
     @property
     def workload_class(self):
-        from wearlab.workloads.base import workload_kinds
-        return workload_kinds()[self.workload.kind]
+        return self.catalog.workloads[self.workload.kind]
 
     def metrics(self) -> tuple:
         """What a run's row reports: the workload's metrics, then those of the node kinds the
         cells run (e.g. the wearable kind's handover phases)."""
-        from wearlab.nodes.kinds import node_kinds
         used = {self.node_settings(n, c)[0] for n in self.topology.nodes for c in self.cells()}
-        return (*self.workload_class.metrics, *[m for k in sorted(used) for m in node_kinds()[k].metrics])
+        return (*self.workload_class.metrics, *[m for k in sorted(used) for m in self.catalog.node_kinds[k].metrics])
 
     def cells(self) -> list[dict[str, Any]]:
         """Every combination to run: matrix keys first (first key varies slowest), then the fixed
@@ -171,8 +164,6 @@ class Experiment(BaseModel):
         """(kind, options) of `node` in `cell`: the topology's, overridden by the experiment's
         `nodes:`, overridden by the cell's `node.*` values. Options the final kind does not take
         are dropped; defaults are filled in."""
-        from wearlab.nodes.kinds import node_kinds
-
         n = self.topology.nodes[node]
         kind, options = n.kind, dict(n.options)
         layers = [self.nodes.get(node, {})]
@@ -185,15 +176,13 @@ class Experiment(BaseModel):
                     options.update(extra)
                 else:
                     options[key] = value
-        declared = node_kinds()[kind].options
+        declared = self.catalog.node_kinds[kind].options
         resolved = {p.name: p.default for p in declared}
         resolved.update({k: v for k, v in options.items() if k in declared})
         return kind, resolved
 
     def to_document(self) -> dict[str, Any]:
         """Resolved experiment in the YAML schema (loadable again), topology inline."""
-        from wearlab.nodes.kinds import node_kinds
-
         def doc(key: str, value: Any) -> Any:
             if key == TIMELINE_KEY:
                 return value
@@ -202,14 +191,14 @@ class Experiment(BaseModel):
                 if opt == "kind":
                     return value
                 kind, _ = self.node_settings(node, {key: value})
-                return node_kinds()[kind].options[opt].to_doc(value)
+                return self.catalog.node_kinds[kind].options[opt].to_doc(value)
             return self.workload_class.params[key].to_doc(value)
 
         return {
             "name": self.name,
             "description": self.description,
-            "topology": self.topology.to_document(),
-            "runtime": self.runtime,
+            "topology": self.topology.to_document(self.catalog),
+            "runtime": self.runtime.value,
             "repetitions": self.repetitions,
             "seed": self.seed,
             "timeout": units.format_duration(self.timeout_s),
@@ -232,471 +221,3 @@ def split_kind(value: str) -> tuple[str, dict[str, Any]]:
     if value.startswith(KIND_SHORTHAND):
         return "command", {"command": value[len(KIND_SHORTHAND):].strip()}
     return value, {}
-
-
-# ---------------------------------------------------------------------------------------------
-# Loading
-
-
-def load_experiment(path: str | Path, *, repetitions: int | None = None, runtime: str | None = None,
-                    overrides: dict[str, str] | None = None) -> Experiment:
-    """Load an experiment and its topology. `repetitions`/`runtime` override the file (CLI flags);
-    `overrides` are `--set key=value` (a workload parameter or `node.option`), which replace what
-    the file fixes or varies. Raises InputError listing every problem found."""
-    src = load_yaml(path)
-    file = src.file
-    if not isinstance(src.data, dict):
-        what = "file is empty" if src.data is None else "the file must be a mapping"
-        raise InputError([Problem(file, src.line(), None,
-                                  f"{what}; an experiment has topology:, workload: and optionally matrix:")])
-    problems: list[Problem] = []
-    spec: ExperimentSpec | None = None
-    try:
-        spec = ExperimentSpec.model_validate(src.data)
-    except ValidationError as e:
-        problems += [p for p in problems_from_validation(e, src.lines, file, ExperimentSpec)
-                     if not (p.field or "").startswith("workload.")]
-    problems += _check_overrides(repetitions, runtime)
-
-    raw_name = src.data.get("name")
-    name = raw_name if isinstance(raw_name, str) else Path(path).stem
-    if not DOC_NAME.match(name):
-        problems.append(Problem(file, src.line(("name",)), "name" if isinstance(raw_name, str) else None,
-                                f"'{name}' is not a usable experiment name; {DOC_NAME_RULE}"))
-
-    topology: Topology | None = None
-    if "topology" in src.data:
-        topology, topo_problems = _load_topology(src, name)
-        problems += topo_problems
-
-    fields, wclass, found = _workload_fields(src)
-    problems += found
-    fixed: dict[str, Any] = {}
-    matrix: dict[str, list[Any]] = {}
-    nodes: dict[str, dict[str, Any]] = {}
-    timeline_choice: dict[str, Any] = {}
-    if wclass is not None:
-        data = _apply_overrides(src, overrides or {}, wclass, problems)
-        timeline_choice = _timeline_choice(src, data, problems)
-        fixed, matrix, nodes, found = _resolve_parameters(src, data, wclass, fields, topology)
-        problems += found
-        if timeline_choice.get("varied"):
-            matrix[TIMELINE_KEY] = timeline_choice["varied"]
-
-    ratios: list = []
-    if spec is not None and wclass is not None:
-        ratios, found = _resolve_ratios(src, spec, wclass, matrix, fixed, set(overrides or {}))
-        problems += found
-    if problems or spec is None or topology is None or fields is None:
-        raise InputError(sort_problems(problems))
-    exp = Experiment(
-        name=name, description=spec.description, file=file, topology=topology,
-        runtime=runtime if runtime is not None else spec.runtime,
-        repetitions=repetitions if repetitions is not None else spec.repetitions,
-        seed=spec.seed, timeout_s=spec.timeout, workload=fields, fixed=fixed, matrix=matrix, nodes=nodes,
-        ratios=tuple(ratios), reference=spec.reference, timeline=timeline_choice.get("fixed", STATIC))
-    timelines = _load_timelines(src, exp, timeline_choice)
-    return exp.model_copy(update={"timelines": timelines}) if timelines else exp
-
-
-def _timeline_choice(src: YamlSource, data: dict, problems: list[Problem]) -> dict[str, Any]:
-    """Which timelines exist (`timelines:` by name, an inline `timeline:` list, `static`) and which
-    the cells run: one fixed name, or the names the matrix's `timeline:` sweeps."""
-    named = src.data.get("timelines") if isinstance(src.data.get("timelines"), dict) else {}
-    raw = data.get("timeline", src.data.get("timeline"))
-    sources: dict[str, tuple] = {n: ("timelines", n) for n in named}
-    out: dict[str, Any] = {"sources": sources}
-    names = [STATIC, *named]
-    if STATIC in named:
-        problems.append(Problem(src.file, src.line(("timelines", STATIC)), f"timelines.{STATIC}",
-                                f"'{STATIC}' is the built-in timeline without events; give yours another name"))
-    if isinstance(raw, list):
-        sources["timeline"] = ("timeline",)
-        out["fixed"] = "timeline"
-    elif isinstance(raw, str):
-        if raw not in names:
-            where = (COMMAND_LINE, None, "--set timeline") if "timeline" in data.get("overridden", ()) else \
-                (src.file, src.line(("timeline",)), "timeline")
-            problems.append(Problem(*where, f"no timeline '{raw}'{did_you_mean(raw, names)} (timelines: {', '.join(names)})"))
-        else:
-            out["fixed"] = raw
-    elif raw is not None:
-        problems.append(Problem(src.file, src.line(("timeline",)), "timeline",
-                                "timeline is a list of events or the name of one under timelines:"))
-    varied = data["matrix"].pop(TIMELINE_KEY, None)
-    if varied is not None:
-        if "fixed" in out:
-            problems.append(Problem(src.file, src.line(("matrix", TIMELINE_KEY)), f"matrix.{TIMELINE_KEY}",
-                                    "the timeline is both fixed (timeline:) and varied here; remove one of them"))
-        elif not isinstance(varied, list) or not varied:
-            problems.append(Problem(src.file, src.line(("matrix", TIMELINE_KEY)), f"matrix.{TIMELINE_KEY}",
-                                    f"a non-empty list of timeline names ({', '.join(names)})"))
-        else:
-            for i, v in enumerate(varied):
-                if v not in names:
-                    problems.append(Problem(src.file, src.line(("matrix", TIMELINE_KEY, i)), dotted(("matrix", TIMELINE_KEY, i)),
-                                            f"no timeline '{v}'{did_you_mean(str(v), names)} (timelines: {', '.join(names)})"))
-            out["varied"] = [str(v) for v in varied]
-    return out
-
-
-def _load_timelines(src: YamlSource, exp: Experiment, choice: dict[str, Any]) -> dict[str, Any]:
-    """The timelines the cells use, checked against the topology and the runs' lengths."""
-    used = set(choice.get("varied") or []) | ({choice["fixed"]} if "fixed" in choice else set())
-    problems: list[Problem] = []
-    out = {}
-    for name, at in choice.get("sources", {}).items():
-        if name not in used:
-            continue
-        cells = [c for c in exp.cells() if c.get(TIMELINE_KEY, exp.timeline) == name]
-        lengths = [exp.workload_class.run_length(c) for c in cells]
-        horizon = exp.timeout_s if not lengths or None in lengths else min(max(lengths), exp.timeout_s)
-        raw = src.data.get(at[0]) if len(at) == 1 else src.data["timelines"][at[1]]
-        tl, found = load_timeline(src, at, name, raw, exp.topology, horizon)
-        problems += found
-        out[name] = tl
-    if problems:
-        raise InputError(sort_problems(problems))
-    return out
-
-
-def _resolve_ratios(src: YamlSource, spec: ExperimentSpec, wclass, matrix: dict[str, list[Any]],
-                    fixed: dict[str, Any], overridden: set[str]) -> tuple[list, list[Problem]]:
-    """`ratios:` and `reference:` name matrix keys, their values, and the workload's metrics. A
-    key a `--set` fixed no longer varies: its ratio is left out, not an error (the user narrowed
-    the experiment on purpose)."""
-    from wearlab.workloads.base import Ratio
-
-    from wearlab.nodes.kinds import node_kinds
-
-    problems: list[Problem] = []
-    metrics = [m.name for m in wclass.metrics] + [m.name for k in node_kinds().values() for m in k.metrics]
-    out = []
-
-    def problem(path: YamlPath, message: str) -> None:
-        problems.append(Problem(src.file, src.line(path), dotted(path), message))
-
-    for i, r in enumerate(spec.ratios):
-        at = ("ratios", i)
-        if r.param in overridden:
-            continue
-        if r.param not in matrix:
-            problem(at + ("param",), f"'{r.param}' is not varied in matrix:{did_you_mean(r.param, list(matrix))} "
-                                     f"(matrix keys: {', '.join(matrix) or 'none'})")
-            continue
-        values = {}
-        for side in ("numerator", "denominator"):
-            raw = getattr(r, side)
-            match = [v for v in matrix[r.param] if str(v) == str(raw) or _same_value(r.param, raw, v, wclass)]
-            if not match:
-                problem(at + (side,), f"{raw!r} is not one of the values of {r.param}: "
-                                      f"{', '.join(map(str, matrix[r.param]))}")
-            else:
-                values[side] = match[0]
-        for j, m in enumerate(r.metrics):
-            if m not in metrics:
-                problem(at + ("metrics", j), f"unknown metric '{m}'{did_you_mean(m, metrics)}")
-        if len(values) == 2:
-            out.append(Ratio(str(r.param), values["numerator"], values["denominator"], tuple(r.metrics),
-                             title=r.title))
-    if spec.reference is not None:
-        for i, cell in enumerate(spec.reference.cells):
-            for key, raw in list(cell.match.items()):
-                if key not in matrix and key not in fixed and key not in overridden:
-                    problem(("reference", "cells", i, "match", key), f"'{key}' is no parameter of this experiment")
-                # As the cells hold it (e.g. '897KB' -> 897000), so the table finds the cell.
-                same = [v for v in matrix.get(key, []) if str(v) == str(raw) or _same_value(key, raw, v, wclass)]
-                if same:
-                    cell.match[key] = same[0]
-            for key in cell.values:
-                if key not in metrics:
-                    problem(("reference", "cells", i, "values", key), f"unknown metric '{key}'{did_you_mean(key, metrics)}")
-    return out, problems
-
-
-def _same_value(param: str, raw: Any, value: Any, wclass) -> bool:
-    """Whether a value as written in `ratios:` means the matrix value (e.g. '8MB' and 8000000)."""
-    try:
-        if param in wclass.params:
-            return wclass.params[param].normalize(raw) == value
-    except ValueError:
-        return False
-    return False
-
-
-def _check_overrides(repetitions: Any, runtime: Any) -> list[Problem]:
-    problems = []
-    if repetitions is not None and (isinstance(repetitions, bool) or not isinstance(repetitions, int)
-                                    or repetitions < 1):
-        problems.append(Problem(COMMAND_LINE, None, "--repetitions",
-                                f"{repetitions!r} is impossible: must be a whole number, at least 1"))
-    if runtime is not None and runtime not in RUNTIMES:
-        problems.append(Problem(COMMAND_LINE, None, "--runtime",
-                                f"'{runtime}' is not one of: {', '.join(RUNTIMES)}{did_you_mean(runtime, RUNTIMES)}"))
-    return problems
-
-
-def _load_topology(src: YamlSource, experiment_name: str) -> tuple[Topology | None, list[Problem]]:
-    """The experiment's topology, by path (relative to the experiment file) or inline."""
-    value = src.data["topology"]
-    here = ("topology",)
-    if isinstance(value, str) and value.strip():
-        ref = value.strip()
-        # Relative to the experiment file, so experiments work from any working directory; shown
-        # normalised ("experiments/../topologies/x.yaml" -> "topologies/x.yaml").
-        target = ref if os.path.isabs(ref) else os.path.normpath(os.path.join(os.path.dirname(src.file), ref))
-        if os.path.isdir(target):
-            return None, [Problem(src.file, src.line(here), "topology", f"'{ref}' is a directory ({target}); "
-                                  "name a topology YAML file")]
-        if not os.path.exists(target):
-            return None, [Problem(src.file, src.line(here), "topology",
-                                  f"topology file '{ref}' not found (looked for {target}; paths are "
-                                  "relative to the experiment file)")]
-        try:
-            return load_topology(target), []
-        except InputError as e:
-            return None, e.problems
-    if isinstance(value, dict):
-        try:
-            return topology_from_mapping(value, src.file, src.lines, at=here,
-                                         default_name=f"{experiment_name}-topology"), []
-        except InputError as e:
-            return None, e.problems
-    return None, [Problem(src.file, src.line(here), "topology",
-                          "topology must be a path to a topology file or an inline mapping with nodes: "
-                          "and links:")]
-
-
-def _workload_fields(src: YamlSource):
-    """Validate `workload:` against its kind's Fields plus parameters. Returns (fields or None,
-    workload class or None, problems). An unknown kind with a close match is validated as that
-    kind, so the rest of the file still gets checked."""
-    from wearlab.workloads.base import workload_kinds
-
-    kinds = workload_kinds()
-    wl = src.data.get("workload")
-    at = ("workload",)
-    if not isinstance(wl, dict):
-        return None, None, []  # missing or not a mapping: ExperimentSpec reported it
-    kind = wl.get("kind")
-    problems: list[Problem] = []
-    wclass = kinds.get(kind) if isinstance(kind, str) else None
-    if wclass is None:
-        if "kind" not in wl:
-            message = f"missing required key 'kind' (workload kinds: {', '.join(kinds)})"
-        else:
-            message = (f"{kind!r} is not one of: {', '.join(kinds)}{did_you_mean(kind, kinds)}"
-                       if isinstance(kind, str) else f"kind must be one of: {', '.join(kinds)}")
-        problems.append(Problem(src.file, src.line(at + ("kind",)), "workload.kind", message))
-        close = suggest(kind, kinds)
-        if close is None:
-            return None, None, problems
-        wclass = kinds[close]
-        wl = {**wl, "kind": close}
-    model = _spec_model(wclass)
-    try:
-        spec = model.model_validate(wl)
-    except ValidationError as e:
-        return None, wclass, problems + problems_from_validation(e, src.lines, src.file, model, at)
-    fields = wclass.Fields.model_validate({k: getattr(spec, k) for k in wclass.Fields.model_fields})
-    return (fields if not problems else None), wclass, problems
-
-
-def _spec_model(wclass) -> type[BaseModel]:
-    """The workload's Fields plus each parameter as an optional key with its normaliser, so unknown
-    keys get "did you mean" against both and every value error comes out located."""
-    extra = {p.name: (Annotated[Any, BeforeValidator(p.normalize)], None) for p in wclass.params}
-    return create_model(f"{wclass.__name__}Spec", __base__=wclass.Fields, **extra)
-
-
-def _apply_overrides(src: YamlSource, overrides: dict[str, str], wclass, problems: list[Problem]) -> dict:
-    """The experiment's workload/nodes/matrix with `--set key=value` applied (a set key leaves
-    the matrix and becomes fixed)."""
-    wl = dict(src.data.get("workload") or {}) if isinstance(src.data.get("workload"), dict) else {}
-    nodes = {k: dict(v) for k, v in (src.data.get("nodes") or {}).items() if isinstance(v, dict)} \
-        if isinstance(src.data.get("nodes"), dict) else {}
-    matrix = dict(src.data.get("matrix") or {}) if isinstance(src.data.get("matrix"), dict) else {}
-    out: dict[str, Any] = {}
-    for key, value in overrides.items():
-        matrix.pop(key, None)
-        if key == TIMELINE_KEY:
-            out[TIMELINE_KEY] = value
-        elif "." in key:
-            node, opt = key.split(".", 1)
-            nodes.setdefault(node, {})[opt] = value
-        elif key in wclass.params:
-            wl[key] = value
-        else:
-            problems.append(Problem(COMMAND_LINE, None, f"--set {key}",
-                                    f"unknown parameter '{key}'{did_you_mean(key, wclass.params.names())} "
-                                    f"({wclass.kind} parameters: {', '.join(wclass.params.names())}; node settings "
-                                    "are written node.option)"))
-    return {"workload": wl, "nodes": nodes, "matrix": matrix, "overridden": set(overrides), **out}
-
-
-def _resolve_parameters(src: YamlSource, data: dict, wclass, fields, topo: Topology | None):
-    """Split workload parameters and node settings into fixed and matrix, and check them against
-    each other, the node kinds and the topology. Works on the raw YAML; malformed parts are
-    skipped (pydantic reported them)."""
-    problems: list[Problem] = []
-    overridden = data["overridden"]
-
-    def problem(path: YamlPath, message: str) -> None:
-        key = path[1] if len(path) > 1 else None
-        if key in overridden:
-            problems.append(Problem(COMMAND_LINE, None, f"--set {key}", message))
-        else:
-            problems.append(Problem(src.file, src.line(path), dotted(path), message))
-
-    params = wclass.params
-    wl, raw_matrix = data["workload"], data["matrix"]
-    written: dict[str, Any] = {}  # valid parameters fixed under workload:
-    for p in params:
-        if p.name in wl:
-            try:
-                written[p.name] = p.normalize(wl[p.name])
-            except ValueError as e:
-                if p.name in overridden:
-                    problem(("workload", p.name), str(e))
-                # else: reported by pydantic
-
-    # Node settings: `nodes:` (fixed for the experiment) and `node.option` matrix keys.
-    nodes, node_problems = _node_overrides(data["nodes"], topo, overridden, src)
-    problems += node_problems
-
-    matrix: dict[str, list[Any]] = {}
-    where: dict[tuple[str, Any], YamlPath] = {}  # (param, value) -> where it was written
-    for key, values in raw_matrix.items():
-        at = ("matrix", key)
-        if isinstance(key, str) and "." in key:
-            clean = _node_matrix(key, values, at, topo, nodes, problem)
-            if clean is not None:
-                matrix[key] = clean
-            continue
-        if key not in params:
-            fixed_fields = [k for k in wclass.Fields.model_fields]
-            if key in fixed_fields:
-                problem(at, f"{key} cannot be varied; write one experiment per {key}")
-            else:
-                problem(at, f"unknown parameter '{key}'{did_you_mean(key, params.names())} "
-                            f"({wclass.kind} parameters: {', '.join(params.names())}; node settings are "
-                            "written node.option, e.g. phone.kind)")
-            continue
-        if key in wl:
-            problem(at, f"'{key}' is both fixed under workload: (line {src.line(('workload', key))}) and "
-                        "varied here; remove one of them")
-            continue
-        clean = _values(values, at, params[key].normalize, problem)
-        if clean is not None:
-            matrix[key] = clean
-            where.update({(key, v): at + (i,) for i, v in enumerate(clean)})
-
-    # Fixed: written under workload:, else the default (a computed default needs the topology).
-    fixed: dict[str, Any] = {}
-    for p in params:
-        if p.name in raw_matrix:
-            continue
-        if p.name in written:
-            fixed[p.name] = written[p.name]
-            where[(p.name, fixed[p.name])] = ("workload", p.name)
-        elif p.default is not None:
-            fixed[p.name] = p.default
-
-    # A varied parameter that applies in no cell at all makes every cell the same.
-    for p in params:
-        if p.applies is None or p.name not in matrix:
-            continue
-        others = [k for k in matrix if k != p.name]
-        combos = ({**fixed, **dict(zip(others, c, strict=True))} for c in itertools.product(*(matrix[k] for k in others)))
-        if not any(p.applies(c) for c in combos):
-            problem(("matrix", p.name), f"varying {p.name} has no effect: it only applies when {p.applies_doc}, "
-                                        "and no cell has that")
-    if topo is not None and fields is not None:
-        problems += wclass.check(fields, fixed, matrix, where, topo, src)
-    # Keep the declared parameter order in `fixed`.
-    fixed = {p.name: fixed[p.name] for p in params if p.name in fixed}
-    return fixed, matrix, nodes, problems
-
-
-def _values(values: Any, at: YamlPath, normalize, problem) -> list[Any] | None:
-    """A matrix entry: a non-empty list of valid, distinct values."""
-    if not isinstance(values, list):
-        return None  # reported by pydantic
-    if not values:
-        problem(at, f"empty list; give at least one value for {at[-1]} or remove it")
-        return None
-    clean: list[Any] = []
-    for i, raw in enumerate(values):
-        try:
-            value = normalize(raw)
-        except ValueError as e:
-            problem(at + (i,), str(e))
-            continue
-        if value in clean:
-            problem(at + (i,), f"{raw!r} is listed twice")
-            continue
-        clean.append(value)
-    return clean
-
-
-def _node_overrides(raw: dict, topo: Topology | None, overridden: set[str], src: YamlSource
-                    ) -> tuple[dict[str, dict[str, Any]], list[Problem]]:
-    """`nodes:` of the experiment: existing nodes, known kinds for their roles, known options."""
-    problems: list[Problem] = []
-    out: dict[str, dict[str, Any]] = {}
-    if topo is None:
-        return out, problems
-    for node, settings in raw.items():
-        if node not in topo.nodes:
-            where = (Problem(COMMAND_LINE, None, f"--set {node}", "") if any(k.startswith(node + ".") for k in overridden)
-                     else Problem(src.file, src.line(("nodes", node)), f"nodes.{node}", ""))
-            problems.append(Problem(where.file, where.line, where.field,
-                                    f"unknown node '{node}'{did_you_mean(node, topo.nodes)} (nodes: {', '.join(topo.nodes)})"))
-            continue
-        n = topo.nodes[node]
-        kind_value = settings.get("kind", n.kind)
-        kind, extra = split_kind(kind_value) if isinstance(kind_value, str) else (kind_value, {})
-        given = {**extra, **{k: v for k, v in settings.items() if k != "kind"}}
-        options, bad = resolve_kind(kind, n.role, given, n.options if kind == n.kind else None)
-        for key, message in bad:
-            field_key = f"{node}.{key}"
-            if field_key in overridden or (key == "kind" and f"{node}.kind" in overridden):
-                problems.append(Problem(COMMAND_LINE, None, f"--set {field_key}", message))
-            else:
-                path = ("nodes", node, key if key in settings else "kind")
-                problems.append(Problem(src.file, src.line(path), dotted(path), message))
-        written = {k: options[k] for k in settings if k in options}
-        out[node] = ({"kind": kind_value} if "kind" in settings else {}) | written
-    return out, problems
-
-
-def _node_matrix(key: str, values: Any, at: YamlPath, topo: Topology | None,
-                 nodes: dict[str, dict[str, Any]], problem) -> list[Any] | None:
-    """A `node.option` matrix entry, each value checked against the node's kind(s)."""
-    from wearlab.nodes.kinds import node_kinds
-
-    if topo is None:
-        return None
-    node, opt = key.split(".", 1)
-    if node not in topo.nodes:
-        problem(at, f"unknown node '{node}'{did_you_mean(node, topo.nodes)} (nodes: {', '.join(topo.nodes)})")
-        return None
-    n = topo.nodes[node]
-    base_kind = split_kind(nodes.get(node, {}).get("kind", n.kind))[0]
-    if opt == "kind":
-        def normalize(v: Any) -> str:
-            if not isinstance(v, str):
-                raise ValueError(f"a node kind is a name, got {v!r}")
-            kind, extra = split_kind(v.strip())
-            options, bad = resolve_kind(kind, n.role, extra)
-            if bad:
-                raise ValueError(bad[0][1])
-            return v.strip()
-        return _values(values, at, normalize, problem)
-    kind = node_kinds().get(base_kind)
-    if kind is None or opt not in kind.options:
-        takes = ", ".join(kind.options.names()) if kind else ""
-        problem(at, f"kind {base_kind} of node {node} has no option '{opt}'"
-                    f"{did_you_mean(opt, kind.options.names()) if kind else ''} (it takes: {takes or 'none'})")
-        return None
-    return _values(values, at, kind.options[opt].normalize, problem)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from wearlab.model.media import Medium
 from wearlab.model.shape import Shape
 
 
@@ -16,15 +17,16 @@ class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
+    medium: Medium  # what carries it (a link using the profile inherits it unless it says otherwise)
     description: str
     citation: str  # which study, which number, and what is measured vs assumed
     forward: Shape
     reverse: Shape
 
 
-def _symmetric(name: str, description: str, citation: str, **shape) -> Profile:
+def _symmetric(name: str, medium: Medium, description: str, citation: str, **shape) -> Profile:
     s = Shape(**shape)
-    return Profile(name=name, description=description, citation=citation, forward=s, reverse=s)
+    return Profile(name=name, medium=medium, description=description, citation=citation, forward=s, reverse=s)
 
 
 _SEED_003 = 'Zhu et al., "Understanding the Networking Performance of Wear OS" (seed 003)'
@@ -33,7 +35,7 @@ PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
         _symmetric(
-            "bt-classic",
+            "bt-classic", Medium.BT,
             "Bluetooth Classic (RFCOMM) between a watch and its paired phone.",
             f"Rate 1.1 Mbit/s: {_SEED_003}, section 4 - proxy-side bufferbloat 'will always occur "
             "when the WiFi/cellular link throughput becomes higher than ~1.1Mbps', i.e. the usable "
@@ -44,7 +46,7 @@ PROFILES: dict[str, Profile] = {
             rate_bps=1_100_000, delay_s=0.015,
         ),
         _symmetric(
-            "ble",
+            "ble", Medium.BLE,
             "Bluetooth Low Energy (GATT) between a wearable and a phone.",
             "Rate 236.7 kbit/s: Gomez, Oller, Paradells 2012, 'Overview and Evaluation of "
             "Bluetooth Low Energy: An Emerging Low-Power Wireless Technology', Sensors 12(9) - the "
@@ -54,21 +56,21 @@ PROFILES: dict[str, Profile] = {
             rate_bps=236_700, delay_s=0.030,
         ),
         _symmetric(
-            "wifi-2g4-good",
+            "wifi-2g4-good", Medium.WIFI,
             "2.4 GHz WiFi, good conditions (the only WiFi band most watches have).",
             f"{_SEED_003}, section 5: WiFi 'good network condition (10Mbps BW, 10ms RTT)'. The "
             "10 ms RTT is split evenly as 5 ms each way; the even split is an assumption.",
             rate_bps=10_000_000, delay_s=0.005,
         ),
         _symmetric(
-            "wifi-2g4-fair",
+            "wifi-2g4-fair", Medium.WIFI,
             "2.4 GHz WiFi, fair conditions.",
             f"{_SEED_003}, section 5: WiFi 'fair network condition (5Mbps BW, 20ms RTT)'. The "
             "20 ms RTT is split evenly as 10 ms each way; the even split is an assumption.",
             rate_bps=5_000_000, delay_s=0.010,
         ),
         _symmetric(
-            "wifi-5g-good",
+            "wifi-5g-good", Medium.WIFI,
             "5 GHz WiFi (802.11ac) at short range, e.g. phone to access point.",
             "ASSUMPTION, not measured in the seed studies: 50 Mbit/s and 2 ms one-way are typical "
             "of 802.11ac at short range in a quiet room. Seed 003 (section 5) notes the watches "
@@ -76,7 +78,7 @@ PROFILES: dict[str, Profile] = {
             rate_bps=50_000_000, delay_s=0.002,
         ),
         _symmetric(
-            "wan",
+            "wan", Medium.WIRED,
             "Broadband path from an access point to an Internet server.",
             "ASSUMPTION, not measured in the seed studies: 50 Mbit/s and 10 ms one-way stand for a "
             "typical home broadband path to a nearby data centre. Override per link as needed.",

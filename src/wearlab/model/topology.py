@@ -15,12 +15,15 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from wearlab.errors import InputError, Problem
+from wearlab.model.catalog import Catalog
+from wearlab.model.media import MEDIA, Medium
 from wearlab.model.profiles import PROFILES
 from wearlab.model.roles import ROLES, Role
 from wearlab.model.shape import Shape, ShapeSpec
 from wearlab.model.units import format_duration
 from wearlab.model.yamlsrc import (
     LineMap,
+    Where,
     YamlPath,
     did_you_mean,
     dotted,
@@ -53,6 +56,15 @@ def _role(value: Any) -> Role:
         return Role(value.strip().lower())
     shown = f"'{value}'" if isinstance(value, str) else repr(value)
     raise ValueError(f"unknown role {shown}{did_you_mean(value, ROLES)} (roles: {', '.join(ROLES)})")
+
+
+def _medium(value: Any) -> Medium | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() in MEDIA:
+        return Medium(value.strip().lower())
+    shown = f"'{value}'" if isinstance(value, str) else repr(value)
+    raise ValueError(f"unknown medium {shown}{did_you_mean(value, MEDIA)} (media: {', '.join(MEDIA)})")
 
 
 def _sysctl_value(value: Any) -> str:
@@ -90,10 +102,12 @@ class NodeSpec(BaseModel):
 
 
 class LinkSpec(ShapeSpec):
-    """A link: its two ends, an optional profile, and shaping overrides (both / per direction)."""
+    """A link: its two ends, an optional profile, what carries it (`medium`: bt, ble, wifi, wired;
+    default: the profile's), and shaping overrides (both / per direction)."""
 
     between: list[str]
     profile: str | None = None
+    medium: Annotated[Medium | None, BeforeValidator(_medium)] = None
     forward: ShapeSpec | None = None
     reverse: ShapeSpec | None = None
 
@@ -138,6 +152,7 @@ class Link(BaseModel):
     a: str
     b: str
     profile: str | None
+    medium: Medium | None = None   # None: neither the link nor a profile says
     forward: Shape
     reverse: Shape
     line: int | None = None
@@ -153,6 +168,10 @@ class Link(BaseModel):
     def other(self, node: str) -> str:
         return self.b if node == self.a else self.a
 
+    @property
+    def name(self) -> str:
+        return f"{self.a}-{self.b}"
+
 
 class Topology(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -162,6 +181,7 @@ class Topology(BaseModel):
     file: str | None = None
     nodes: dict[str, Node]
     links: list[Link]
+    where: Where = Field(default_factory=lambda: Where(None), exclude=True)   # for the plan's problems
 
     def neighbors(self, node: str) -> list[str]:
         """Nodes linked to `node`, in link order."""
@@ -187,16 +207,14 @@ class Topology(BaseModel):
                     todo.append(nxt)
         return False
 
-    def to_document(self) -> dict[str, Any]:
+    def to_document(self, catalog: Catalog) -> dict[str, Any]:
         """Resolved topology in the YAML schema (loadable again), units as strings."""
         nodes: dict[str, Any] = {}
-        from wearlab.nodes.kinds import DEFAULT_KIND, node_kinds
-
         for node in self.nodes.values():
             nodes[node.name] = {"role": node.role.value}
-            if node.kind != DEFAULT_KIND[node.role]:
+            if node.kind != catalog.default_kinds[node.role]:
                 nodes[node.name]["kind"] = node.kind
-            kind = node_kinds()[node.kind]
+            kind = catalog.node_kinds[node.kind]
             nodes[node.name].update({k: kind.options[k].to_doc(v) for k, v in node.options.items()})
             if node.image:
                 nodes[node.name]["image"] = node.image
@@ -207,6 +225,8 @@ class Topology(BaseModel):
             doc: dict[str, Any] = {"between": [link.a, link.b]}
             if link.profile:
                 doc["profile"] = link.profile
+            if link.medium is not None:
+                doc["medium"] = link.medium.value
             doc["forward"] = link.forward.to_document()
             doc["reverse"] = link.reverse.to_document()
             links.append(doc)
@@ -217,18 +237,19 @@ class Topology(BaseModel):
 # Loading
 
 
-def load_topology(path: str | Path) -> Topology:
+def load_topology(path: str | Path, catalog: Catalog) -> Topology:
     """Load and resolve a topology file. Raises InputError listing every problem found."""
     src = load_yaml(path)
     if src.data is None:
         raise InputError([Problem(src.file, None, None, "file is empty; a topology needs nodes: and links:")])
-    return topology_from_mapping(src.data, src.file, src.lines, default_name=Path(path).stem)
+    return topology_from_mapping(src.data, src.file, src.lines, catalog, default_name=Path(path).stem)
 
 
 def topology_from_mapping(
     data: Any,
     file: str | None,
     linemap: LineMap,
+    catalog: Catalog,
     *,
     at: YamlPath = (),
     default_name: str | None = None,
@@ -249,11 +270,12 @@ def topology_from_mapping(
         raise InputError(sort_problems(report.problems + problems_from_validation(
             e, linemap, shown, TopologySpec, at))) from None
     links = [_resolve_link(i, ls, report) for i, ls in enumerate(spec.links)]
-    nodes = {n: _resolve_node(n, s, report) for n, s in spec.nodes.items()}
+    nodes = {n: _resolve_node(n, s, report, catalog) for n, s in spec.nodes.items()}
     if report.problems:
         raise InputError(sort_problems(report.problems))
     name = spec.name if spec.name is not None else (default_name or "topology")
-    return Topology(name=name, description=spec.description, file=file, nodes=nodes, links=links)
+    return Topology(name=name, description=spec.description, file=file, nodes=nodes, links=links,
+                    where=Where(file, linemap, tuple(at)))
 
 
 class _Report:
@@ -327,13 +349,11 @@ def _check_graph(data: dict, problem: _Report, default_name: str | None) -> None
             pairs[pair] = i
 
 
-def _resolve_node(name: str, spec: NodeSpec, problem: _Report) -> Node | None:
+def _resolve_node(name: str, spec: NodeSpec, problem: _Report, catalog: Catalog) -> Node | None:
     """The node's kind (written, or its role's default) and that kind's options."""
-    from wearlab.nodes.kinds import DEFAULT_KIND, node_kinds
-
-    kinds = node_kinds()
-    kind_name = spec.kind if spec.kind is not None else DEFAULT_KIND[spec.role]
-    options, bad = resolve_kind(kind_name, spec.role, spec.model_extra or {})
+    kinds = catalog.node_kinds
+    kind_name = spec.kind if spec.kind is not None else catalog.default_kinds[spec.role]
+    options, bad = resolve_kind(catalog, kind_name, spec.role, spec.model_extra or {})
     for key, message in bad:
         problem(("nodes", name, key), message)
     if kind_name not in kinds:
@@ -347,14 +367,12 @@ def _resolve_node(name: str, spec: NodeSpec, problem: _Report) -> Node | None:
                 image=spec.image)
 
 
-def resolve_kind(kind_name: str, role: Role, given: dict[str, Any],
+def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, Any],
                  normalised: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     """Check a kind name against a role and normalise its options. `normalised`: options already
     normalised (the topology's, under an experiment's overrides), taken as they are. Returns
     (options, normalised; [(key, problem)])."""
-    from wearlab.nodes.kinds import node_kinds
-
-    kinds = node_kinds()
+    kinds = catalog.node_kinds
     if kind_name not in kinds:
         return {}, [("kind", f"unknown kind '{kind_name}'{did_you_mean(kind_name, kinds)} (kinds: {', '.join(kinds)})")]
     kind = kinds[kind_name]
@@ -409,5 +427,6 @@ def _resolve_link(i: int, ls: LinkSpec, problem: _Report) -> Link:
             what = " and ".join(f"{n} for {s} -> {d}" for n, s, d in cases)
         problem(path, f"{what}; jitter must not exceed delay, or netem clips the negative delays to 0 "
                       "and skews the distribution: lower jitter or raise delay")
-    return Link(index=i, a=a, b=b, profile=ls.profile, forward=shapes["forward"], reverse=shapes["reverse"],
-                line=problem.line(("links", i)))
+    medium = ls.medium if ls.medium is not None else (profile.medium if profile else None)
+    return Link(index=i, a=a, b=b, profile=ls.profile, medium=medium, forward=shapes["forward"],
+                reverse=shapes["reverse"], line=problem.line(("links", i)))

@@ -174,6 +174,25 @@ def _scalar(value: Any) -> Any:
 # Locating and wording problems
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where a document sits in its file (`at`: its path there, e.g. ("topology",) for a topology
+    inline in an experiment), so later steps - the plan - can still point at a file, line and
+    field. `file` None: not from a file (built in code)."""
+
+    file: str | None
+    lines: LineMap = field(default_factory=dict, compare=False, repr=False)
+    at: YamlPath = ()
+
+    def problem(self, path: YamlPath, message: str) -> Problem:
+        full = tuple(self.at) + tuple(path)
+        return Problem(self.file or "<topology>", line_of(self.lines, full), dotted(full) or None, message)
+
+    def written(self, path: YamlPath) -> bool:
+        """Whether the file has this key."""
+        return (tuple(self.at) + tuple(path)) in self.lines
+
+
 def line_of(lines: LineMap, path: YamlPath) -> int | None:
     """Line of `path`, or of its closest ancestor that appears in the file (for missing keys)."""
     path = tuple(path)
@@ -273,7 +292,7 @@ def _message(err: dict, loc: YamlPath, model: type[BaseModel] | None) -> str:
         return f"unknown key '{key}'{hint}"
     if kind == "missing":
         return f"missing required key '{loc[-1]}'" if loc else "missing required value"
-    if kind == "literal_error":
+    if kind in ("literal_error", "enum"):
         expected = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         return f"{describe(value)} is not one of: {', '.join(expected)}{did_you_mean(value, expected)}"
     if kind in ("value_error", "assertion_error"):

@@ -106,7 +106,7 @@ class HandoverController:
         wifi_on = self.s["handover"] == "wifi-always"
         self.net.sh(self.watch, f"ip link set {self.wifi_dev} {'up' if wifi_on else 'down'}")
         if self.s["handover"] == "proactive":
-            server = self.kind.ctx.exp.workload_class.endpoints(self.kind.ctx.exp.workload)["server"]
+            server = self.kind.ctx.plan.endpoints["server"]
             wifi_ip = self.net.addresses.interface_to(self.watch, self.ap).ip
             for node in (self.watch, server):
                 self.net.sh(node, "ip mptcp endpoint flush && ip mptcp limits set subflow 2 add_addr_accepted 2")
@@ -193,7 +193,7 @@ class HandoverController:
             s["walk_start"] = self.walk_at
         trace = rssi_trace(walk_start=s["walk_start"], speed=s["walk_speed"], rssi_1m=s["rssi_1m"],
                            exponent=s["path_loss_exponent"], shadowing_db=s["shadowing_db"], rng=self.rng,
-                           until=self.kind.ctx.exp.timeout_s + 600)
+                           until=self.kind.ctx.plan.experiment.timeout_s + 600)
         crossing = next((t for t, r in trace if r < s["bt_unusable"] and t >= s["walk_start"]), None)
         self._log("walk", f"from {s['walk_start']:g} s at {s['walk_speed']:g} m/s; BT below "
                           f"{s['bt_unusable']:g} dBm at {crossing if crossing is None else round(crossing, 1)} s")

@@ -3,10 +3,9 @@ phone that routes instead of proxying). Workloads may still start their agents o
 
 from __future__ import annotations
 
-from wearlab.nodes.kinds import NodeKind, register
+from wearlab.nodes.kinds import NodeKind
 
 
-@register
 class Host(NodeKind):
     name = "host"
     doc = "no software of its own; forwards if its role forwards"

@@ -11,22 +11,24 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from wearlab.model import ports
+from wearlab.model.needs import Files, Service
 from wearlab.model.roles import Role
 from wearlab.nodes.certs import CERT_KINDS, make_pki
-from wearlab.nodes.kinds import Files, KindError, Need, NodeKind, Service, register, wait_listening
+from wearlab.nodes.kinds import NodeKind
+from wearlab.nodes.software import KindError, wait_listening
 
-HTTP_PORT = 80
+HTTP_PORT = ports.HTTP
 # Plain HTTP again, on a port the node's tcpcryptd (nodes/tcpcrypt.py) intercepts when a workload
 # asks for tcpcrypt: nginx itself is unchanged, as tcpcrypt promises applications.
-TCPCRYPT_PORT = 8080
-HTTPS_PORTS = {"rsa2048": 443, "ecdsa-p256": 4443}
+TCPCRYPT_PORT = ports.HTTP_TCPCRYPT
+HTTPS_PORTS = ports.HTTPS
 
 
 def content_path(size: int) -> str:
     return f"/files/{size}.bin"
 
 
-@register
 class Nginx(NodeKind):
     name = "nginx"
     doc = "nginx: generated files over HTTP (80) and HTTPS (443 RSA-2048, 4443 ECDSA P-256), no caching"
@@ -34,9 +36,7 @@ class Nginx(NodeKind):
     in_container = True  # e.g. images/server-nginx: the same nginx, config and content
     SERVICES = (Service("http", HTTP_PORT), Service("http", TCPCRYPT_PORT, (("transport", "tcpcrypt"),)),
                 *(Service("https", port, (("cert", cert),)) for cert, port in HTTPS_PORTS.items()))
-
-    def accepts(self, need: Need) -> bool:
-        return isinstance(need, Files)
+    ACCEPTS = (Files,)
 
     def start(self) -> None:
         d = self.workdir

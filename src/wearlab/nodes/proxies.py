@@ -27,13 +27,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from collections.abc import Mapping
+
 from wearlab.model import params as P
+from wearlab.model.features import KernelFeature
+from wearlab.model.needs import Need, Relay
 from wearlab.model.params import Param, ParamSet
+from wearlab.model.ports import PROXY_LISTEN_BASE
 from wearlab.model.roles import Role
 from wearlab.model.units import format_size
-from wearlab.nodes.kinds import KindError, Need, NodeKind, Relay, register, wait_listening
+from wearlab.nodes.kinds import NodeKind
+from wearlab.nodes.software import KindError, wait_listening
 
-LISTEN_BASE = 20000          # the proxy's port for the i-th upstream: LISTEN_BASE + i
+LISTEN_BASE = PROXY_LISTEN_BASE  # the proxy's port for the i-th upstream: LISTEN_BASE + i
 THROTTLE_DEV = "ifb-vq"      # ingress of the phone's uplink is redirected here when throttling
 THROTTLE_CLASS = "1:1"
 UNTHROTTLED = "10gbit"
@@ -69,9 +75,16 @@ def _command(value: Any) -> str:
 class ProxyKind(NodeKind):
     roles = frozenset({Role.PHONE})
     process_name = "proxy"
+    ACCEPTS = (Relay,)
 
-    def accepts(self, need: Need) -> bool:
-        return isinstance(need, Relay)
+    @classmethod
+    def features(cls, settings: Mapping[str, Any]) -> set[KernelFeature]:
+        return {KernelFeature.IPT_REDIRECT}
+
+    @classmethod
+    def ports(cls, settings: Mapping[str, Any], needs: list[Need]) -> dict[int, str]:
+        relays = [n for n in needs if isinstance(n, Relay)]
+        return {LISTEN_BASE + i: f"{cls.name} proxy for {n.server}:{n.port}" for i, n in enumerate(relays)}
 
     @property
     def upstreams(self) -> list[Relay]:
@@ -148,7 +161,6 @@ class ProxyKind(NodeKind):
                                "port": u.port} for i, u in enumerate(self.upstreams)]}
 
 
-@register
 class RelayProxy(ProxyKind):
     name = "relay"
     process_name = "relay"
@@ -167,6 +179,11 @@ class RelayProxy(ProxyKind):
         Param("vq_T", P.positive_duration, 1.0, "T of the virtual queue thresholds"),
         Param("vq_epsilon", P.fraction, 0.3, "epsilon of the virtual queue thresholds"),
     ))
+
+    @classmethod
+    def features(cls, settings: Mapping[str, Any]) -> set[KernelFeature]:
+        extra = {KernelFeature.IFB, KernelFeature.HTB} if settings.get("mitigation") == "virtual-queue" else set()
+        return super().features(settings) | extra
 
     @property
     def events_file(self) -> Path:
@@ -237,7 +254,6 @@ class RelayProxy(ProxyKind):
         return f"wearlab relay {__version__}"
 
 
-@register
 class HaproxyProxy(ProxyKind):
     name = "haproxy"
     process_name = "haproxy"
@@ -294,7 +310,6 @@ class HaproxyProxy(ProxyKind):
         return (res.stdout.strip().splitlines() or ["haproxy (version unknown)"])[0]
 
 
-@register
 class CommandProxy(ProxyKind):
     name = "command"
     process_name = "command"

@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from wearlab.model.choices import RadioState
 from wearlab.realize.linkctl import TcBatch
 
 POLL_S = 0.02
@@ -54,7 +55,7 @@ KEEPALIVE_PORT = 9             # discard
 # ldh [net + 2] (IP total length); jge 128; ret -1 (match) : ret 0
 OWN_TX_BPF = f"4,40 0 0 {(1 << 32) - 0x100000 + 2},53 0 1 {OWN_TX_MIN_IP_BYTES},6 0 0 {(1 << 32) - 1},6 0 0 0"
 
-ACTIVE, SNIFF, WAKING = "active", "sniff", "waking"
+ACTIVE, SNIFF, WAKING = (s.value for s in RadioState)   # plain strings: what series and live views hold
 
 
 @dataclass

@@ -18,27 +18,19 @@ import json
 import os
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wearlab.errors import EnvironmentProblem
-from wearlab.nodes.kinds import KindError, Need, wait_listening
+from wearlab.model.needs import Tcpcrypt
+from wearlab.model.ports import TCPCRYPTD_IN, TCPCRYPTD_OUT
+from wearlab.nodes.software import KindError, wait_listening
 from wearlab.runtime import cgroup
 
 ROOT = Path(__file__).resolve().parents[3]
 BINARY = ROOT / "tcpcrypt" / "target" / "release" / "tcpcryptd"
-OUT_PORT, IN_PORT = 7001, 7002
+OUT_PORT, IN_PORT = TCPCRYPTD_OUT, TCPCRYPTD_IN
 NODE_CGROUP2 = Path("/sys/fs/cgroup")
-
-
-@dataclass(frozen=True)
-class Tcpcrypt(Need):
-    """Run tcpcryptd on this node for connections to `port`: as the client (`outbound`) or the
-    server (`inbound`) end."""
-
-    port: int = 0
-    side: str = "outbound"
 
 
 def process_cpu_clock(pid: int) -> int:

@@ -16,19 +16,30 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from wearlab.model import params as P
+from wearlab.model.choices import HandoverPolicy, values
+from wearlab.model.columns import Metric, Series
+from wearlab.model.features import KernelFeature
+from wearlab.model.kinds import NodeView
+from wearlab.model.media import Medium
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.roles import Role
 from wearlab.model.units import format_duration
-from wearlab.nodes.kinds import KindError, NodeKind, register
-from wearlab.workloads.base import Metric, Series
+from wearlab.nodes.kinds import NodeKind
 
 HANDOVER_SERIES = Series("handover", ("t_s", "t_ns", "event", "detail"),
                          "the handover's actions and what the watch's interfaces showed (handover: ...)")
 RADIO_SERIES = Series("radio", ("t_s", "t_ns", "link", "state", "reason", "recovery_s"),
                       "the BT radio's state changes (wearable kind, radio: bt)")
+
+
+def _undeclared(view: NodeView) -> str:
+    missing = [l.peer for l in view.links if l.medium is None]
+    return (f" (the links to {', '.join(missing)} declare no medium: give them `medium:` or a profile that has one)"
+            if missing else "")
 
 
 def _dur(v: float) -> str:
@@ -67,7 +78,6 @@ def _positive_number(name: str):
     return check
 
 
-@register
 class Wearable(NodeKind):
     name = "wearable"
     doc = "a watch; radio: bt emulates its Bluetooth radio's Active/Sniff states (seed 003 section 3)"
@@ -92,7 +102,7 @@ class Wearable(NodeKind):
               to_doc=_dur, shown=_dur),
         Param("uplink_keepalive", P.flag("uplink_keepalive"), False, "the paper's fix: a small uplink packet "
               "just before the watch's timer expires"),
-        Param("handover", P.choice("handover", ("none", "reactive", "wifi-always", "proactive")), "none",
+        Param("handover", P.choice("handover", values(HandoverPolicy)), "none",
               "reactive: Wear OS's BT->WiFi handover with phases P1-P3 from timers; wifi-always: WiFi "
               "associated all along (no P2/P3); proactive: predicted from Kalman-smoothed RSSI, the flow "
               "moves to an MPTCP subflow over WiFi before BT fails (needs mptcp: true); none: stays put"),
@@ -111,21 +121,52 @@ class Wearable(NodeKind):
         Param("p3", P.duration, 8.3, "P3: WiFi association (paper mean)", to_doc=_dur, shown=_dur),
     ))
 
+    # -- plan time ---------------------------------------------------------------------------
+    @classmethod
+    def check(cls, view: NodeView) -> list[tuple[str, str]]:
+        s, out = view.settings, []
+        if s["recovery_min"] > s["recovery_max"]:
+            out.append(("recovery_min", f"recovery_min {_dur(s['recovery_min'])} is above recovery_max "
+                                        f"{_dur(s['recovery_max'])}"))
+        bt = view.links_of(Medium.BT, Role.PHONE)
+        if s["radio"] == "bt" and len(bt) != 1:
+            out.append(("radio", f"radio: bt needs exactly one Bluetooth link (medium bt) to a phone; found "
+                                 f"{len(bt)}{_undeclared(view)}"))
+        if s["handover"] != HandoverPolicy.NONE.value:
+            wifi = view.links_of(Medium.WIFI, Role.AP)
+            if len(bt) != 1 or len(wifi) != 1:
+                out.append(("handover", f"handover needs a BT path and a WiFi path: exactly one link with medium bt "
+                                        f"to a phone and one with medium wifi to an AP; found {len(bt)} and "
+                                        f"{len(wifi)}{_undeclared(view)}"))
+            if "server" not in view.endpoints:
+                out.append(("handover", "handover moves the path to the workload's server; this workload has none"))
+            if s["handover"] == HandoverPolicy.PROACTIVE.value and not view.cell.get("mptcp"):
+                out.append(("handover", "proactive handover moves the flow to an MPTCP subflow over WiFi: the "
+                                        "workload needs mptcp: true"))
+        return out
+
+    @classmethod
+    def features(cls, settings: Mapping[str, Any]) -> set[KernelFeature]:
+        out = set()
+        if settings.get("radio") == "bt":
+            out |= {KernelFeature.PLUG, KernelFeature.HTB, KernelFeature.CLSACT}
+        if settings.get("handover") == HandoverPolicy.PROACTIVE.value:
+            out.add(KernelFeature.MPTCP)
+        return out
+
+    # -- run time ----------------------------------------------------------------------------
     def prepare(self) -> None:
         self.controller = self.handover = None
         if self.settings.get("handover", "none") != "none":
             from wearlab.nodes.handover import HandoverController
             digest = hashlib.sha256(f"wearlab-walk:{self.seed}:{self.node}".encode()).digest()
-            self.handover = HandoverController(self, bt_peer=self._bt_peer(), ap=self._wifi_peer(),
-                                               settings=self.settings,
+            self.handover = HandoverController(self, bt_peer=self._peer(Medium.BT, Role.PHONE),
+                                               ap=self._peer(Medium.WIFI, Role.AP), settings=self.settings,
                                                rng=random.Random(int.from_bytes(digest[:8], "big")))
         if self.settings.get("radio") != "bt":
             return
         s = self.settings
-        if s["recovery_min"] > s["recovery_max"]:
-            raise KindError(f"{self.node}: recovery_min {_dur(s['recovery_min'])} is above recovery_max "
-                            f"{_dur(s['recovery_max'])}")
-        phone = self._bt_peer()
+        phone = self._peer(Medium.BT, Role.PHONE)
         from wearlab.nodes.radio import BtRadio, RadioController
         digest = hashlib.sha256(f"wearlab-radio:{self.seed}:{self.node}-{phone}".encode()).digest()
         radio = BtRadio(sniff_timer=s["sniff_timer"], phone_timer=s["phone_timer"],
@@ -134,19 +175,15 @@ class Wearable(NodeKind):
         self.controller = RadioController(self.net, self.node, phone, radio, keepalive=s["uplink_keepalive"])
         self.controller.install()
 
-    def _wifi_peer(self) -> str:
-        topo = self.net.topo
-        peers = [l.other(self.node) for l in topo.links if self.node in (l.a, l.b)
-                 and (l.profile or "").startswith("wifi") and topo.nodes[l.other(self.node)].role == Role.AP]
-        if len(peers) != 1:
-            raise KindError(f"{self.node}: handover needs a BT path and a WiFi path: exactly one WiFi link "
-                            f"(profile wifi-*) to an AP; found {len(peers)}")
-        return peers[0]
+    def _peer(self, medium: Medium, role: Role) -> str:
+        """The one peer over a link of `medium` (the plan checked there is exactly one)."""
+        (end,) = [l for l in self.ctx.plan.link_ends(self.node) if l.medium == medium and l.peer_role == role]
+        return end.peer
 
     def run_started(self, t0_ns: int) -> None:
         if self.handover is not None:
-            server = self.ctx.exp.workload_class.endpoints(self.ctx.exp.workload).get("server")
-            self.handover.run_started(t0_ns, self.ctx.address(server))
+            server = self.ctx.plan.endpoints["server"]
+            self.handover.run_started(t0_ns, self.ctx.plan.addresses.address_of(server))
 
     def run_ended(self) -> None:
         if self.handover is not None:
@@ -175,15 +212,6 @@ class Wearable(NodeKind):
 
     def run_metrics(self) -> dict[str, Any]:
         return self.handover.phases() if self.handover is not None else {}
-
-    def _bt_peer(self) -> str:
-        topo = self.net.topo
-        peers = [l.other(self.node) for l in topo.links if self.node in (l.a, l.b)
-                 and (l.profile or "").startswith("bt") and topo.nodes[l.other(self.node)].role == Role.PHONE]
-        if len(peers) != 1:
-            raise KindError(f"{self.node}: radio: bt needs exactly one Bluetooth link (profile bt-*) to a phone; "
-                            f"found {len(peers)}")
-        return peers[0]
 
     def start(self) -> None:
         if self.controller is not None:

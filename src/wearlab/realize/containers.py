@@ -260,9 +260,9 @@ def attach_to_guest(topo, containers: dict[str, Container], run_id: str) -> tupl
     container under its planned name and MAC (down: the guest configures it), the other for UML's
     vector driver. Returns the kernel arguments and, per container node, what the guest needs
     (pid, id, and per peer the guest's vector device)."""
-    from wearlab.realize.addressing import plan
+    from wearlab.plan.addressing import plan_addresses
 
-    addresses = plan(topo)
+    addresses = plan_addresses(topo)
     args: list[str] = []
     info: dict[str, dict[str, Any]] = {n: {"pid": c.pid, "id": c.id, "vec": {}} for n, c in containers.items()}
     token = secrets.token_hex(2)

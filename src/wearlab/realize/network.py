@@ -23,8 +23,9 @@ import psutil
 from wearlab.errors import EnvironmentProblem
 from wearlab.model.roles import TRANSIT_ROLES, Role
 from wearlab.model.topology import Topology
+from wearlab.plan.addressing import MAC_PREFIX, AddressPlan
+from wearlab.plan.network import NetworkPlan
 from wearlab.realize import containers
-from wearlab.realize.addressing import MAC_PREFIX, AddressPlan, plan
 from wearlab.realize.containers import BridgeClient, ContainerNode
 from wearlab.realize import tcjson
 from wearlab.realize.shaping import netem_seed, qdisc_plan
@@ -61,17 +62,14 @@ class RealizeError(EnvironmentProblem):
 
 @dataclass
 class Network:
-    topo: Topology
-    addresses: AddressPlan
+    plan: NetworkPlan
     run_id: str
     workdir: Path
-    shaper: str = "netem"
     seed: int | None = None                         # experiment seed; None: netem seeds itself
     netem_seeds: dict[str, int] = field(default_factory=dict)  # "a->b" -> netem PRNG seed
     hosts: dict = field(default_factory=dict)      # node name -> mininet Host
     procs: list = field(default_factory=list)      # Popen objects started in nodes
     notes: list[str] = field(default_factory=list)  # conversions applied while shaping
-    radio_nodes: set = field(default_factory=set)   # wearables whose BT radio sleeps (see link_shaper)
     # Container nodes on the host while this network lives in a UML guest: node -> {pid, id, vec:
     # {peer: guest vector device}} (realize.containers). Their links' both directions are shaped
     # on the guest's side.
@@ -122,15 +120,18 @@ class Network:
     def pid(self, node: str) -> int:
         return self.hosts[node].pid
 
+    @property
+    def topo(self) -> Topology:
+        return self.plan.topology
+
+    @property
+    def addresses(self) -> AddressPlan:
+        return self.plan.addresses
+
     # -- shaping ----------------------------------------------------------------------------
     def link_shaper(self, link) -> str:
-        """The shaper of one link: the run's, except where a wearable's BT radio sleeps on it.
-        Its blackouts are held in a plug below netem, and the rate limit must come after the
-        plug (htb above netem), so the backlog drains at the link's rate when the radio wakes
-        instead of leaving at once: the blackout's time is lost, as on a real radio."""
-        if (link.profile or "").startswith("bt") and {link.a, link.b} & self.radio_nodes:
-            return "htb"
-        return self.shaper
+        """The shaper of one link (plan.network: htb where a wearable's BT radio sleeps)."""
+        return self.plan.link(link.a, link.b).shaper.value
 
     def egress(self, src: str, dst: str) -> tuple[str, str]:
         """Where the direction src -> dst is shaped: (node, device). Each end shapes its own
@@ -298,10 +299,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def build(topo: Topology, *, run_id: str, shaper: str = "netem", seed: int | None = None,
-          radio_nodes: set[str] | None = None) -> Network:
-    """Create namespaces, veths, addresses, routes, sysctls and qdiscs. Undone by teardown().
-    With `seed`, every netem draws loss and jitter from its own seeded PRNG (reproducible)."""
+def build(plan: NetworkPlan, *, run_id: str, seed: int | None = None) -> Network:
+    """Create namespaces, veths, addresses, routes, sysctls and qdiscs as `plan` says. Undone by
+    teardown(). With `seed`, every netem draws loss and jitter from its own seeded PRNG
+    (reproducible)."""
+    topo = plan.topology
     from mininet.node import Host  # imported late: Mininet is only needed when a network is built
 
     if os.geteuid() != 0:
@@ -315,8 +317,8 @@ def build(topo: Topology, *, run_id: str, shaper: str = "netem", seed: int | Non
     registry.record("net", run_id, paths=[str(workdir)])
     images = {n: node.image for n, node in topo.nodes.items() if node.image}
     remote = json.loads(os.environ.get(containers.ENV, "{}"))
-    net = Network(topo=topo, addresses=plan(topo), run_id=run_id, workdir=workdir, shaper=shaper, seed=seed,
-                  radio_nodes=set(radio_nodes or ()), remote={n: remote[n] for n in images if n in remote})
+    net = Network(plan=plan, run_id=run_id, workdir=workdir, seed=seed,
+                  remote={n: remote[n] for n in images if n in remote})
     try:
         local = {n: img for n, img in images.items() if n not in net.remote}
         if local and shared:

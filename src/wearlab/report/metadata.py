@@ -109,20 +109,22 @@ def machine(runtime: str) -> dict[str, object]:
 class RunRecord:
     """metadata.json of one experiment run."""
 
-    def __init__(self, path: Path, exp, *, run_id: str, runtime_label: str, shaper: str, started: str):
+    def __init__(self, path: Path, plan, *, run_id: str, runtime_label: str, started: str):
+        """`plan`: the run's wearlab.plan.plan.RunPlan."""
         self.path = path
-        wl = exp.workload_class
+        exp = plan.experiment
         self.doc: dict[str, object] = {
             "experiment": exp.name, "experiment_file": exp.file, "experiment_sha256": sha256(exp.file),
             "topology_file": exp.topology.file, "topology_sha256": sha256(exp.topology.file),
-            "workload": exp.workload.kind, "seed": exp.seed, "repetitions": exp.repetitions, "shaper": shaper,
+            "workload": exp.workload.kind, "seed": exp.seed, "repetitions": exp.repetitions,
+            "shaper": plan.network.shaper.value, "kernel_features": sorted(f.value for f in plan.features),
             "started_utc": started, "run_id": run_id, "command": os.environ.get("WEARLAB_ARGV"),
             "git_commit": git_commit(Path(__file__).resolve().parent),
             "machine": machine(runtime_label), "versions": versions(),
             # What compare and plots need to read runs.csv without knowing the workload.
-            "columns": {"params": exp.param_columns(),
-                        "metrics": {m.name: m.describe() for m in exp.metrics()},
-                        "series": {s.name: list(s.columns) for s in wl.series}},
+            "columns": {"params": list(plan.columns.params),
+                        "metrics": {m.name: m.describe() for m in plan.columns.metrics},
+                        "series": {s.name: list(s.columns) for s in plan.columns.series}},
             "notes": [], "status": "running",
         }
         self.save()

@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from wearlab.workloads.base import Ratio
+from wearlab.model.columns import Ratio
 
 
 @dataclass

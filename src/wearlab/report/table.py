@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from wearlab.report.summary import Cell
-from wearlab.workloads.base import Metric, Ratio
+from wearlab.model.columns import Metric, Ratio
 
 
 def _fmt(metric: Metric, q: tuple[float, float, float]) -> str:

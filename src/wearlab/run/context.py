@@ -1,5 +1,6 @@
-"""What a workload gets to work with during an experiment: the live network, the running node
-kinds, captures, routes, and where its files go. The runner owns it; workloads only use it."""
+"""What the runner keeps while an experiment runs, shared with live control and the live view:
+the plan, the workload's context (network, running node kinds, captures), the links and their
+change log, the workload, progress, and the series files."""
 
 from __future__ import annotations
 
@@ -7,67 +8,44 @@ import csv
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from wearlab.measure.capture import ClientCapture
-
-if TYPE_CHECKING:
-    from wearlab.model.experiment import Experiment
-    from wearlab.nodes.kinds import NodeKind
-    from wearlab.realize.network import Network
+from wearlab.model.experiment import Experiment
+from wearlab.nodes.kinds import NodeKind
+from wearlab.plan.plan import RunPlan
+from wearlab.realize.changelog import ChangeLog
+from wearlab.realize.linkctl import LinkControl
+from wearlab.workloads.base import Workload
+from wearlab.workloads.context import WorkloadContext
 
 
 @dataclass
-class RunContext:
-    net: Network
-    exp: Experiment
-    out_dir: Path
-    nodes: dict[str, NodeKind] = field(default_factory=dict)
-    captures: dict[str, ClientCapture] = field(default_factory=dict)
-    routes: dict[tuple[str, str], str] = field(default_factory=dict)  # (node, destination) -> via
+class RunState:
+    plan: RunPlan
+    wctx: WorkloadContext
+    links: LinkControl | None = None
+    changes: ChangeLog | None = None
+    workload: Workload | None = None
+    progress: dict[str, Any] = field(default_factory=dict)   # runs done/total/failed, the current cell
     series: SeriesFiles | None = None
-    cwd: Path = field(default_factory=Path.cwd)
-    links: Any = None      # realize.linkctl.LinkControl: the links, changed in place
-    changes: Any = None    # run.timeline.ChangeLog: every link change of the run in progress
-    workload: Any = None   # the experiment's Workload (a live view asks it for its state)
-    progress: dict = field(default_factory=dict)   # runs done/total/failed, the current cell
-    run_start_ns: int | None = None  # time.time_ns() at the run's start: t = 0 of its series and timeline
 
     @property
-    def timeout_s(self) -> float:
-        return self.exp.timeout_s
+    def exp(self) -> Experiment:
+        return self.plan.experiment
 
-    def address(self, node: str) -> str:
-        """The node's address as others reach it (its first interface)."""
-        return self.net.addresses.address_of(node)
+    @property
+    def nodes(self) -> dict[str, NodeKind]:
+        return self.wctx.nodes
 
-    def capture(self, node: str, snaplen: int = 0) -> ClientCapture:
-        """One capture of all of `node`'s interfaces for the whole experiment (kept in captures/);
-        snaplen 0 keeps whole packets."""
-        if node not in self.captures:
-            intfs = [i.name for i in self.net.addresses.interfaces[node]]
-            self.captures[node] = ClientCapture(self.net, node, intfs, self.out_dir / "captures", snaplen=snaplen)
-        return self.captures[node]
-
-    def select_route(self, node: str, destination: str, via: str) -> None:
-        """Send `node`'s packets for `destination` through its neighbour `via` (only when it
-        changes). A phone on that path proxies if its kind intercepts, else it routes."""
-        if self.routes.get((node, destination)) == via:
-            return
-        dest_ip = self.address(destination)
-        hop = self.net.addresses.interface_to(node, via)
-        self.net.sh(node, f"ip route replace {dest_ip}/32 via {hop.peer_ip} dev {hop.name}")
-        self.routes[(node, destination)] = via
-
-    def workdir(self, name: str) -> Path:
-        d = self.net.workdir / name
-        d.mkdir(parents=True, exist_ok=True)
-        return d
+    @property
+    def run_start_ns(self) -> int | None:
+        return self.wctx.run_start_ns
 
 
 class SeriesFiles:
-    """Time series under series/<name>.csv, one file per series a workload declares; each row
-    starts with the run and its cell's parameters, so `pandas.read_csv` gives a tidy table."""
+    """Time series under series/<name>.csv, one file per series the workload and node kinds
+    declare; each row starts with the run and its cell's parameters, so `pandas.read_csv` gives a
+    tidy table."""
 
     def __init__(self, directory: Path, declared: dict[str, tuple[str, ...]], param_columns: list[str]):
         self.directory = directory

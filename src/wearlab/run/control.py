@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from wearlab.errors import EnvironmentProblem, InputError, Problem
+from wearlab.model.choices import LinkAction, NodeAction, values
 from wearlab.model.shape import ShapeSpec
 from wearlab.model.timeline import LinkChange, resolve_link
 
@@ -29,8 +30,8 @@ LIVE_S = 0.5               # live.json: what `wearlab top` and `wearlab exporter
 COUNTERS_S = 2.0           # qdisc counters: one tc query per node, so not every live.json
 STALE_S = 5.0
 ANSWER_TIMEOUT_S = 5.0
-ACTIONS = ("show", "set", "down", "up", "reset")
-NODE_ACTIONS = ("radio", "handover")   # handled by the node kind (NodeKind.control)
+ACTIONS = values(LinkAction)
+NODE_ACTIONS = values(NodeAction)   # handled by the node kind (NodeKind.control)
 WHERE = "<command line>"
 
 

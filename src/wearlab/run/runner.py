@@ -1,13 +1,12 @@
-"""Run one experiment on the kernel we are on (the host, or inside a UML guest).
+"""Run one planned experiment on the kernel we are on (the host, or inside a UML guest).
 
-The runner only orchestrates; what is measured belongs to the workload kind, what runs on a
-node to its node kind, what is recorded to `RunRecord`. Order: build the network, start the
-node kinds with what the workload needs of them, start the workload's agents, warm up, then
-repetitions × cells with repetitions outermost (interleaving cells spreads slow drifts of the
+The runner only orchestrates what the plan says (wearlab.plan): build the network, start each
+node's kind with the needs the plan found for it, start the workload's agents, warm up, then
+repetitions x cells with repetitions outermost (interleaving cells spreads slow drifts of the
 machine over all cells), a row written and flushed after every run, the summary at the end.
-Cells that change a node's settings (`phone.kind`, `phone.rmem_max`, ...) restart that node's
-software between them. Whatever happens (a failed run, Ctrl-C, SIGTERM), teardown runs and
-what was measured stays on disk.
+Cells of another group (other node settings: `phone.kind`, `phone.rmem_max`, ...) restart the
+nodes whose settings differ. Whatever happens (a failed run, Ctrl-C, SIGTERM, a hang-up: see
+runtime.signals), teardown runs and what was measured stays on disk.
 """
 
 from __future__ import annotations
@@ -22,75 +21,44 @@ from typing import Any
 
 from rich.console import Console
 
-from wearlab.errors import EnvironmentProblem
-from wearlab.model.experiment import Experiment
-from wearlab.nodes.kinds import NodeKind, Relay, node_kinds
-from wearlab.nodes.tcpcrypt import Tcpcrypt, TcpcryptDaemon
-from wearlab.realize import network
+from wearlab.nodes.kinds import NodeContext, NodeKind
+from wearlab.plan.plan import CellPlan, NodeSetting, RunPlan
+from wearlab.realize import changelog, network
 from wearlab.realize.linkctl import LinkControl
 from wearlab.report import results
 from wearlab.report.metadata import RunRecord
 from wearlab.report.summary import ratios, summarize, to_document
 from wearlab.report.table import print_reference, print_summary
-from wearlab.run.context import RunContext, SeriesFiles
 from wearlab.run import timeline
+from wearlab.run.context import RunState, SeriesFiles
 from wearlab.run.control import ControlServer
 from wearlab.run.progress import Progress
 from wearlab.runtime import probe
-
-
-def needs_netem(exp: Experiment) -> bool:
-    return any(l.forward.needs_netem() or l.reverse.needs_netem() or l.forward.rate_bps
-               or l.reverse.rate_bps for l in exp.topology.links)
-
-
-def check_kernel(exp: Experiment) -> None:
-    if needs_netem(exp):
-        p = probe.probe_qdisc("netem")
-        if not p.works:
-            raise EnvironmentProblem(
-                f"this kernel ({probe.kernel_release()}) has no sch_netem qdisc ({p.detail}), which "
-                f"the links of {exp.topology.name} need for delay/loss/rate; run with `--runtime uml` "
-                "(or `--runtime auto`) to use a User-Mode Linux guest whose kernel has it. "
-                "wearlab never runs without the configured impairments.")
-
-
-def columns(exp: Experiment) -> list[str]:
-    return ["run", "repetition", *exp.param_columns(), "status", "error",
-            *[m.name for m in exp.metrics()], "link_changes", "started_utc", "wall_s"]
+from wearlab.workloads.context import WorkloadContext
 
 
 class Nodes:
-    """The node kinds running on every node, (re)started when a cell changes their settings."""
+    """The node kinds running on every node, (re)started when a cell's group changes their settings."""
 
-    def __init__(self, ctx: RunContext, needs: list, record: RunRecord):
-        self.ctx, self.needs, self.record = ctx, needs, record
+    def __init__(self, state: RunState, record: RunRecord):
+        self.state, self.record = state, record
         self.running: dict[str, tuple[tuple, NodeKind]] = {}
         self.facts: dict[str, list[dict[str, Any]]] = {}
 
-    def apply(self, cell: dict[str, Any]) -> list[str]:
+    def apply(self, cell: CellPlan) -> list[str]:
         """Bring every node to its settings for `cell`; returns the nodes (re)started."""
+        wctx = self.state.wctx
         changed = []
-        for node in self.ctx.exp.topology.nodes:
-            kind_name, options = self.ctx.exp.node_settings(node, cell)
-            key = (kind_name, tuple(sorted((k, str(v)) for k, v in options.items())))
+        for node, setting in cell.nodes.items():
+            key = setting.key()
             if node in self.running and self.running[node][0] == key:
                 continue
             if node in self.running:
-                _stop_kind(self.running[node][1])
-            kind = node_kinds()[kind_name](self.ctx.net, node, options, self.ctx.workdir(f"{node}-{len(self.facts.get(node, []))}"),
-                                           seed=self.ctx.exp.seed)
-            mine = [n for n in self.needs if n.node == node and (kind.accepts(n) or not isinstance(n, Relay))]
-            crypt = [n for n in mine if isinstance(n, Tcpcrypt)]  # any kind can carry tcpcryptd beside it
-            kind.ctx = self.ctx
-            kind.configure([n for n in mine if not isinstance(n, Tcpcrypt)])  # a need it cannot provide: KindError
-            kind.prepare()
-            kind.start()
-            if crypt:
-                kind.tcpcrypt = TcpcryptDaemon(self.ctx.net, node, kind.workdir, crypt)
-                kind.tcpcrypt.start()
+                self.running[node][1].shut_down()
+            kind = self._make(node, setting)
+            kind.bring_up()
             self.running[node] = (key, kind)
-            self.ctx.nodes[node] = kind
+            wctx.nodes[node] = kind
             changed.append(node)
         for node in changed:
             kind = self.running[node][1]
@@ -100,41 +68,38 @@ class Nodes:
             self.record.set(nodes=self.facts)
         return changed
 
+    def _make(self, node: str, setting: NodeSetting) -> NodeKind:
+        plan, wctx = self.state.plan, self.state.wctx
+        workdir = wctx.workdir(f"{node}-{len(self.facts.get(node, []))}")
+        ctx = NodeContext(net=wctx.net, node=node, settings=dict(setting.options), workdir=workdir,
+                          seed=plan.experiment.seed, plan=plan, links=self.state.links, changes=self.state.changes)
+        return setting.kind(ctx, plan.needs_of(node, setting))
+
     def stop(self) -> None:
         for _, kind in self.running.values():
             try:
-                _stop_kind(kind)
+                kind.shut_down()
             except Exception:  # noqa: BLE001 - teardown must go on
                 pass
 
 
-def _stop_kind(kind: NodeKind) -> None:
-    if kind.tcpcrypt is not None:
-        kind.tcpcrypt.stop()
-    kind.stop()
-
-
-def _node_key(cell: dict[str, Any]) -> tuple:
-    return tuple(sorted((k, str(v)) for k, v in cell.items() if "." in k))
-
-
-def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper: str = "netem",
-                   console: Console | None = None) -> int:
+def run_experiment(plan: RunPlan, out_dir: Path, *, runtime_label: str, console: Console | None = None) -> int:
     """Run all runs into out_dir (already created). Returns the exit status."""
     console = console or Console()
     # The timeline player, live control and the radio/handover controllers are threads that must
     # act within a few ms; Python hands the GIL over every 5 ms by default, which is the error
     # they would inherit from any busy thread. 0.5 ms bounds it.
     sys.setswitchinterval(0.0005)
-    W = exp.workload_class
+    exp, W = plan.experiment, plan.workload
     run_id = f"{os.getpid()}-{secrets.token_hex(3)}"
-    record = RunRecord(out_dir / "metadata.json", exp, run_id=run_id, runtime_label=runtime_label, shaper=shaper,
+    record = RunRecord(out_dir / "metadata.json", plan, run_id=run_id, runtime_label=runtime_label,
                        started=datetime.now(timezone.utc).isoformat())
     results.write_yaml(out_dir / "experiment.yaml", exp.to_document())
-    results.write_yaml(out_dir / "topology.yaml", exp.topology.to_document())
-    param_cols = exp.param_columns()
-    runs = results.RunsCsv(out_dir / "runs.csv", columns(exp))
-    net = ctx = nodes = workload = live = None
+    results.write_yaml(out_dir / "topology.yaml", exp.topology.to_document(exp.catalog))
+    results.write_json(out_dir / "plan.json", plan.to_document())
+    param_cols = list(plan.columns.params)
+    runs = results.RunsCsv(out_dir / "runs.csv", plan.columns.runs_csv())
+    net = state = nodes = workload = live = None
     rows: list[dict[str, Any]] = []
     status = 0
     try:
@@ -143,32 +108,28 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
         if not seeded.works:
             record.note(f"netem on this kernel cannot be seeded ({seeded.detail}): its loss and jitter draws "
                         "differ run to run; wearlab's own randomness (file contents) uses `seed`.")
-        # Wearables whose BT radio sleeps in some cell: their BT links get the radio's qdisc order.
-        radios = {n for n in exp.topology.nodes for c in exp.cells() if exp.node_settings(n, c)[1].get("radio") == "bt"}
-        net = network.build(exp.topology, run_id=run_id, shaper=shaper, seed=exp.seed if seeded.works else None,
-                            radio_nodes=radios)
+        net = network.build(plan.network, run_id=run_id, seed=exp.seed if seeded.works else None)
         setup: dict[str, Any] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
         record.set(netem_seeds=net.netem_seeds, setup=setup)
-        ctx = RunContext(net=net, exp=exp, out_dir=out_dir,
-                         series=SeriesFiles(out_dir / "series", {**{s.name: s.columns for s in W.series},
-                                                                 **{s.name: s.columns for k in node_kinds().values()
-                                                                    for s in k.series},
-                                                                 "timeline": timeline.COLUMNS}, param_cols))
-        ctx.links = LinkControl(net)
-        ctx.changes = timeline.ChangeLog()
-        player = timeline.TimelinePlayer(ctx.links, ctx.changes)
-        live = ControlServer(out_dir / "control", ctx)
+        wctx = WorkloadContext(plan=plan, net=net, out_dir=out_dir)
+        state = RunState(plan=plan, wctx=wctx)
+        state.series = SeriesFiles(out_dir / "series", {**{s.name: s.columns for s in plan.columns.series},
+                                                         "timeline": changelog.COLUMNS}, param_cols)
+        state.links = LinkControl(net)
+        state.changes = changelog.ChangeLog()
+        player = timeline.TimelinePlayer(state.links, state.changes)
+        live = ControlServer(out_dir / "control", state)
         live.start()
-        cells = exp.cells()
-        ctx.progress = {"total": len(cells) * exp.repetitions, "done": 0, "failed": 0}
-        workload = W(exp.workload, ctx)
-        ctx.workload = workload
+        state.progress = {"total": len(plan.cells) * exp.repetitions, "done": 0, "failed": 0}
+        workload = W(exp.workload, wctx)
+        state.workload = workload
         t = time.monotonic()
-        nodes = Nodes(ctx, workload.needs(cells), record)
-        nodes.apply(cells[0])
+        nodes = Nodes(state, record)
+        nodes.apply(plan.cells[0])
         setup["services_s"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
-        record.set(workload_facts=workload.start(cells))
+        values = [dict(c.values) for c in plan.cells]
+        record.set(workload_facts=workload.start(values))
         setup["workload_s"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
         snap = net.snapshot()
@@ -179,31 +140,29 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
                    routes=net.addresses.routes)
         setup["dumps_s"] = round(time.monotonic() - t, 3)
         setup["total_s"] = round(time.monotonic() - t0, 3)
-        groups: dict[tuple, list[dict[str, Any]]] = {}
-        for c in cells:
-            groups.setdefault(_node_key(c), []).append(c)
-        warmups = [workload.warm_up(list(groups.values())[0])]
+        groups = plan.groups()
+        warmups = [workload.warm_up([dict(c.values) for c in groups[0]])]
         record.set(setup=setup, warmup=warmups)
-        with Progress(console, len(cells) * exp.repetitions, exp.name, workload.describe_cell, W.headline) as progress:
+        with Progress(console, len(plan.cells) * exp.repetitions, exp.name, W.describe_cell, W.headline) as progress:
             n, pending = 0, None
             try:
                 for rep in range(1, exp.repetitions + 1):
-                    for group in groups.values():
+                    for group in groups:
                         if nodes.apply(group[0]):
-                            warmups.append(workload.warm_up(group))
+                            warmups.append(workload.warm_up([dict(c.values) for c in group]))
                             record.set(warmup=warmups)
                         for cell in group:
                             n += 1
-                            nxt = _one_run(workload, ctx, player, cell, rep, n, param_cols)
+                            nxt = _one_run(state, player, cell, rep, n)
                             # The previous run's teardown is on the wire by now: finish its row.
                             if pending is not None:
                                 rows.append(_finish(pending, runs, progress))
-                                _count(ctx, rows[-1])
+                                _count(state, rows[-1])
                             pending = nxt
             finally:
                 if pending is not None:
                     rows.append(_finish(pending, runs, progress))
-                    _count(ctx, rows[-1])
+                    _count(state, rows[-1])
         record.set(status="complete")
     except KeyboardInterrupt as e:  # errors.Interrupted: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT (runtime.signals)
         record.set(status=f"interrupted ({getattr(e, 'signal_name', 'SIGINT')})")
@@ -219,24 +178,24 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
                     record.doc["qdiscs_after"] = net.qdisc_dump()
                 except Exception as e:  # noqa: BLE001
                     record.doc["qdiscs_after"] = f"unavailable: {e}"
-            for c in (ctx.captures.values() if ctx else ()):
+            for c in (state.wctx.captures.values() if state else ()):
                 c.stop()
             if workload is not None:
                 workload.stop()
             if nodes is not None:
                 nodes.stop()
-            if ctx is not None and ctx.series is not None:
-                ctx.series.close()
+            if state is not None and state.series is not None:
+                state.series.close()
             if live is not None:
                 live.stop()
-            if ctx is not None and getattr(ctx, "links", None) is not None:
-                ctx.links.close()
+            if state is not None and state.links is not None:
+                state.links.close()
         finally:
             if net is not None:
                 net.teardown()
             runs.close()
             record.set(finished_utc=datetime.now(timezone.utc).isoformat())
-    _write_summary(out_dir, exp, rows, console)
+    _write_summary(out_dir, plan, rows, console)
     failed = sum(1 for r in rows if r["status"] != "ok")
     if failed:
         console.print(f"[red]{failed} of {len(rows)} runs failed; see runs.csv (status, error)[/red]")
@@ -244,17 +203,17 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
     return status
 
 
-def _count(ctx: RunContext, row: dict[str, Any]) -> None:
-    ctx.progress["done"] = ctx.progress.get("done", 0) + 1
+def _count(state: RunState, row: dict[str, Any]) -> None:
+    state.progress["done"] = state.progress.get("done", 0) + 1
     if row.get("status") != "ok":
-        ctx.progress["failed"] = ctx.progress.get("failed", 0) + 1
+        state.progress["failed"] = state.progress.get("failed", 0) + 1
 
 
-def _node_series(ctx: RunContext, row: dict[str, Any], t0_ns: int) -> None:
+def _node_series(state: RunState, row: dict[str, Any], t0_ns: int) -> None:
     """What node kinds recorded (e.g. the BT radio's states), into their series files."""
-    for kind in ctx.nodes.values():
+    for kind in state.nodes.values():
         for name, rows in kind.take_series(t0_ns).items():
-            ctx.series.append(name, row, rows)
+            state.series.append(name, row, rows)
 
 
 class _Pending:
@@ -262,40 +221,40 @@ class _Pending:
         self.row, self.finish = row, finish
 
 
-def _one_run(workload, ctx: RunContext, player: timeline.TimelinePlayer, cell: dict[str, Any], rep: int, n: int,
-             param_cols: list[str]) -> _Pending:
-    row: dict[str, Any] = {"run": n, "repetition": rep, **{p: cell.get(p, "") for p in param_cols},
+def _one_run(state: RunState, player: timeline.TimelinePlayer, cell: CellPlan, rep: int, n: int) -> _Pending:
+    plan, workload, wctx = state.plan, state.workload, state.wctx
+    values = dict(cell.values)
+    row: dict[str, Any] = {"run": n, "repetition": rep, **{p: values.get(p, "") for p in plan.columns.params},
                            "started_utc": datetime.now(timezone.utc).isoformat()}
     t0 = time.monotonic()
     finish = None
-    exp = ctx.exp
     # Changes between runs (live ones, a radio falling asleep) belong to no run; flush them with
     # this run's prefix.
-    ctx.series.append("timeline", row, ctx.changes.take())
-    _node_series(ctx, row, time.time_ns())
-    horizon = exp.workload_class.run_length(cell) or exp.timeout_s
-    ctx.run_start_ns = time.time_ns()
-    ctx.progress.update(run=n, cell=workload.describe_cell(cell), repetition=rep)
-    player.start(exp.timeline_of(cell), horizon, ctx.run_start_ns)
+    state.series.append("timeline", row, state.changes.take())
+    _node_series(state, row, time.time_ns())
+    horizon = plan.workload.run_length(values) or plan.experiment.timeout_s
+    wctx.run_start_ns = time.time_ns()
+    state.progress.update(run=n, cell=cell.label, repetition=rep)
+    player.start(cell.timeline, horizon, wctx.run_start_ns)
     try:
         try:
-            for kind in ctx.nodes.values():
-                kind.run_started(ctx.run_start_ns)
-            outcome = workload.run(cell, rep)
+            for kind in state.nodes.values():
+                kind.run_started(wctx.run_start_ns)
+            outcome = workload.run(values, rep)
         finally:
-            for kind in ctx.nodes.values():
+            for kind in state.nodes.values():
                 kind.run_ended()
                 row.update(kind.run_metrics())
             errors = player.stop()
-            changes = ctx.changes.take()
+            changes = state.changes.take()
             row["link_changes"] = sum(1 for c in changes if c["source"] != "reset")
-            ctx.series.append("timeline", row, changes)
-            _node_series(ctx, row, ctx.run_start_ns)
+            state.series.append("timeline", row, changes)
+            _node_series(state, row, wctx.run_start_ns)
         if errors:
             raise RuntimeError(f"timeline: {errors[0]}")
         row.update(outcome.row)
         for name, samples in outcome.series.items():
-            ctx.series.append(name, row, samples)
+            state.series.append(name, row, samples)
         finish = outcome.finish
         row["status"] = "ok"
     except KeyboardInterrupt:
@@ -321,12 +280,12 @@ def _finish(p: _Pending, runs: results.RunsCsv, progress) -> dict[str, Any]:
     return row
 
 
-def _write_summary(out_dir: Path, exp: Experiment, rows: list[dict[str, Any]], console: Console) -> None:
-    W = exp.workload_class
-    param_cols = exp.param_columns()
+def _write_summary(out_dir: Path, plan: RunPlan, rows: list[dict[str, Any]], console: Console) -> None:
+    exp, W = plan.experiment, plan.workload
+    param_cols = list(plan.columns.params)
     varied = [p for p in param_cols if len({str(r.get(p, "")) for r in rows} - {""}) > 1]
     declared = (*W.ratios, *exp.ratios)
-    metrics = exp.metrics()
+    metrics = plan.columns.metrics
     wanted = {m.name for m in metrics if m.summarised} | {m for r in declared for m in r.metrics}
     if exp.reference:
         wanted |= {m for c in exp.reference.cells for m in c.values}

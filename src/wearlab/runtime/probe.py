@@ -3,7 +3,8 @@ module may be missing, blacklisted or auto-loadable, and a config option may be 
 tool that drives it (tc's `seed`, iptables' TPROXY) is too old.
 
 Every probe runs in a throwaway network namespace (`unshare -n`), so nothing on the machine
-changes. `FEATURES` is the one list of what wearlab may need; `wearlab doctor` shows it for the
+changes. `model.features.KernelFeature` is the one list of what wearlab may need (one probe each
+here); `wearlab doctor` shows it for the
 host and for the UML guest kernel, and the guest's feature tests assert it.
 """
 
@@ -19,47 +20,41 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# qdisc -> (the smallest `tc qdisc add ... root <args>` that exercises it, why wearlab needs it).
-QDISCS: dict[str, tuple[list[str], str]] = {
-    "netem": (["netem", "delay", "1ms"], "delay, jitter, loss and rate of every emulated link"),
-    "htb": (["htb", "default", "1"], "--shaper htb, and the proxy throttle"),
-    "tbf": (["tbf", "rate", "1mbit", "burst", "10kb", "latency", "10ms"], "byte-exact bottleneck queues"),
-    "pfifo": (["pfifo", "limit", "10"], "packet-limited queues"),
-    "bfifo": (["bfifo", "limit", "10000"], "byte-limited queues"),
-    "fq_codel": (["fq_codel"], "AQM on the phone (comparison)"),
-    "fq": (["fq"], "pacing (comparison)"),
-    "cake": (["cake"], "AQM on the phone (comparison)"),
-    "plug": (["plug"], "BT sniff blackouts that hold packets"),
-}
-QDISC_PROBES: dict[str, list[str]] = {q: args for q, (args, _) in QDISCS.items()}
+from wearlab.model.features import WHY, KernelFeature
 
-# feature -> (why wearlab needs it, shell script that succeeds only if it works). The scripts
-# run as root in a fresh network namespace whose loopback is up.
-FEATURE_PROBES: dict[str, tuple[str, str]] = {
-    **{f"qdisc {q}": (why, "tc qdisc add dev lo root " + " ".join(args)) for q, (args, why) in QDISCS.items()},
-    "netem seed": ("reproducible loss and jitter (netem's own PRNG, Linux >= 6.6 and tc >= 6.6)",
-                   "tc qdisc add dev lo root netem delay 1ms loss 1% seed 7 && "
-                   "tc qdisc show dev lo | grep -q 'seed 7'"),
-    "clsact/ingress": ("shaping traffic that enters a node", "tc qdisc add dev lo clsact"),
-    "ifb": ("ingress shaping through an ifb device",
-            "ip link add wlprobe0 type ifb && ip link del wlprobe0"),
-    "mptcp": ("proactive BT->WiFi handover over MPTCP subflows",
-              f"{sys.executable} -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)'"
-              " && sysctl -n net.mptcp.enabled | grep -qx 1"),
-    "iptables REDIRECT": ("transparent phone proxy",
-                          "iptables-legacy -t nat -A OUTPUT -p tcp --dport 9 -j REDIRECT --to-ports 10"),
-    "iptables TPROXY": ("transparent interception (tcpcrypt, proxy)",
-                        "iptables-legacy -t mangle -A PREROUTING -p tcp --dport 9 -j TPROXY --on-port 10 "
-                        "--tproxy-mark 1"),
-    "iptables NFQUEUE": ("packet rewriting in user space",
-                         "iptables-legacy -A OUTPUT -p tcp --dport 9 -j NFQUEUE --queue-num 1"),
-    "nftables ip family": ("nft rules in the ip/inet families",
-                           "nft add table ip wlprobe && nft add table inet wlprobe"),
-    "bpf sock_ops": ("TCP header options written from BPF (tcpcrypt's TCP-ENO)",
-                     "bpftool feature probe kernel 2>/dev/null | grep -q 'program_type sock_ops is available'"),
-    "cgroup cpu": ("CPU bandwidth limits (cpu.max) for wearable CPU profiles",
-                   "grep -qw cpu /sys/fs/cgroup/cgroup.controllers"),
+# qdisc -> the smallest `tc qdisc add ... root <args>` that exercises it.
+QDISC_PROBES: dict[str, list[str]] = {
+    "netem": ["netem", "delay", "1ms"],
+    "htb": ["htb", "default", "1"],
+    "tbf": ["tbf", "rate", "1mbit", "burst", "10kb", "latency", "10ms"],
+    "pfifo": ["pfifo", "limit", "10"],
+    "bfifo": ["bfifo", "limit", "10000"],
+    "fq_codel": ["fq_codel"],
+    "fq": ["fq"],
+    "cake": ["cake"],
+    "plug": ["plug"],
 }
+QDISCS = tuple(QDISC_PROBES)
+
+# One probe per kernel feature (model.features lists them and says why wearlab needs each): a
+# shell script that succeeds only if it works, run as root in a fresh network namespace whose
+# loopback is up.
+_SCRIPTS: dict[str, str] = {
+    **{f"qdisc {q}": "tc qdisc add dev lo root " + " ".join(args) for q, args in QDISC_PROBES.items()},
+    "netem seed": "tc qdisc add dev lo root netem delay 1ms loss 1% seed 7 && tc qdisc show dev lo | grep -q 'seed 7'",
+    "clsact/ingress": "tc qdisc add dev lo clsact",
+    "ifb": "ip link add wlprobe0 type ifb && ip link del wlprobe0",
+    "mptcp": f"{sys.executable} -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)'"
+             " && sysctl -n net.mptcp.enabled | grep -qx 1",
+    "iptables REDIRECT": "iptables-legacy -t nat -A OUTPUT -p tcp --dport 9 -j REDIRECT --to-ports 10",
+    "iptables TPROXY": "iptables-legacy -t mangle -A PREROUTING -p tcp --dport 9 -j TPROXY --on-port 10 "
+                       "--tproxy-mark 1",
+    "iptables NFQUEUE": "iptables-legacy -A OUTPUT -p tcp --dport 9 -j NFQUEUE --queue-num 1",
+    "nftables ip family": "nft add table ip wlprobe && nft add table inet wlprobe",
+    "bpf sock_ops": "bpftool feature probe kernel 2>/dev/null | grep -q 'program_type sock_ops is available'",
+    "cgroup cpu": "grep -qw cpu /sys/fs/cgroup/cgroup.controllers",
+}
+FEATURE_PROBES: dict[str, tuple[str, str]] = {f.value: (WHY[f], _SCRIPTS[f.value]) for f in KernelFeature}
 
 
 @dataclass(frozen=True)
@@ -101,17 +96,20 @@ def probe_feature(name: str) -> Probe:
     return _run_probe(name, script)
 
 
-def features() -> dict[str, Probe]:
-    """Every probe of FEATURE_PROBES in one throwaway namespace: one process start instead of
-    one per feature (each costs ~0.2 s in a UML guest). Qdisc probes use `replace`, so each
-    finds lo as the previous one left it."""
+def features(names: list[str] | None = None) -> dict[str, Probe]:
+    """The probes of FEATURE_PROBES (all, or `names`) in one throwaway namespace: one process
+    start instead of one per feature (each costs ~0.2 s in a UML guest). Qdisc probes use
+    `replace`, so each finds lo as the previous one left it."""
+    wanted = list(FEATURE_PROBES) if names is None else list(names)
     if os.geteuid() != 0:
-        return {n: Probe(n, False, "not root: cannot probe") for n in FEATURE_PROBES}
+        return {n: Probe(n, False, "not root: cannot probe") for n in wanted}
     if shutil.which("modprobe"):
         for q in QDISCS:
-            subprocess.run(["modprobe", "-q", f"sch_{q}"], capture_output=True, check=False)
+            if names is None or f"qdisc {q}" in wanted:
+                subprocess.run(["modprobe", "-q", f"sch_{q}"], capture_output=True, check=False)
     parts = ["ip link set lo up"]
-    for name, (_, script) in FEATURE_PROBES.items():
+    for name in wanted:
+        _, script = FEATURE_PROBES[name]
         script = script.replace("tc qdisc add dev lo root", "tc qdisc replace dev lo root")
         parts.append(f"out=$( ({script}) 2>&1 ); rc=$?; "
                      f"printf '%s\\037%s\\037%s\\036' {shlex.quote(name)} $rc \"$(echo \"$out\" | head -n1)\"")
@@ -123,7 +121,7 @@ def features() -> dict[str, Probe]:
         if len(fields) == 3:
             name, rc, detail = fields
             found[name] = Probe(name, rc == "0", detail or ("ok" if rc == "0" else f"exit status {rc}"))
-    return {n: found.get(n, Probe(n, False, res.stderr.strip()[:200] or "not probed")) for n in FEATURE_PROBES}
+    return {n: found.get(n, Probe(n, False, res.stderr.strip()[:200] or "not probed")) for n in wanted}
 
 
 def netem_works() -> bool:

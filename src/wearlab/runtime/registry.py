@@ -7,7 +7,7 @@ environment as a second, ledger-independent way to find them after a `kill -9`.
 Every entry names its owner: the wearlab process that made it (`owner_pid`) and that process's
 start time (`owner_start`, so a PID the kernel reused for another program is not mistaken for
 the owner). An entry whose owner is gone belongs to a run that died without cleaning up
-(`kill -9`, a crash): `wearlab.runtime.cleanup.heal` removes it and what it lists.
+(`kill -9`, a crash): `wearlab.run.cleanup.heal` removes it and what it lists.
 """
 
 from __future__ import annotations

@@ -15,19 +15,25 @@ import subprocess
 import sys
 from typing import Any, Literal
 
+from collections.abc import Mapping
+
 from wearlab.errors import Problem
 from wearlab.measure.curl import CURL_TIMES, curl_argv, tls_options
 from wearlab.measure.phases import PHASES, TCPCRYPT
 from wearlab.model import params as P
+from wearlab.model.columns import Metric, Ratio, Series
+from wearlab.model.features import KernelFeature
+from wearlab.model.kinds import PlanView, WorkloadFields
+from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.tls import TLS13_SUITES, TLS_VERSIONS
 from wearlab.model.units import format_size
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.certs import CERT_KINDS
-from wearlab.nodes.kinds import Files, Need, Relay
 from wearlab.nodes.nginx import content_path
-from wearlab.nodes.tcpcrypt import RunAccount, Tcpcrypt
-from wearlab.workloads.base import Metric, Outcome, Ratio, Series, Workload, WorkloadFields, register
+from wearlab.nodes.tcpcrypt import RunAccount
+from wearlab.workloads.base import Outcome, Workload
+from wearlab.workloads.paths import PATH, check_nodes
 
 
 def _tls_version(value: Any) -> str:
@@ -58,12 +64,6 @@ def _cipher(value: Any) -> str:
     return value
 
 
-def _path(value: Any) -> str:
-    if isinstance(value, str) and value:
-        return value
-    raise ValueError(f"path is the name of the client's first-hop node (e.g. ap or phone), got {value!r}")
-
-
 def _https(cell: dict[str, Any]) -> bool:
     return cell.get("protocol") == "https"
 
@@ -74,7 +74,6 @@ class HttpGetFields(WorkloadFields):
     server: str
 
 
-@register
 class HttpGet(Workload):
     kind = "http-get"
     doc = "one GET of a generated file per run, timed by phase (TCP, TLS, transfer, close)"
@@ -84,8 +83,7 @@ class HttpGet(Workload):
               "http, https, or tcpcrypt (HTTP over wearlab's tcpcryptd on client and server)"),
         Param("size", P.size, 100_000, "file size (KB = 1000 bytes)", to_doc=format_size,
               shown=lambda v: format_size(int(v))),
-        Param("path", _path, None, "the client's first hop (a phone proxies, an AP routes); default: "
-              "the client's first neighbour"),
+        PATH,
         Param("tls_version", _tls_version, "1.3", "TLS version pinned (1.0-1.3)", applies=_https,
               applies_doc="protocol is https"),
         Param("cipher", _cipher, "default", "an OpenSSL cipher, a TLS 1.3 suite, or default", applies=_https,
@@ -136,7 +134,7 @@ class HttpGet(Workload):
 
     @classmethod
     def check(cls, fields, fixed, matrix, where, topo, src) -> list[Problem]:
-        problems = _check_nodes(fields, topo, fixed, matrix, where, src)
+        problems = check_nodes(fields, topo, fixed, matrix, where, src)
         return problems + _check_tls(fixed, matrix, where, src)
 
     # -- run time ----------------------------------------------------------------------------
@@ -148,21 +146,25 @@ class HttpGet(Workload):
         url = f"{scheme}://{f.server}:{service.port}{content_path(cell['size'])}"
         return url, f"{f.server}:{service.port}:{self.ctx.address(f.server)}", service.port
 
-    def needs(self, cells: list[dict[str, Any]]) -> list[Need]:
-        from wearlab.nodes.kinds import node_kinds
-
-        f = self.fields
-        server_kind = node_kinds()[self.ctx.exp.node_settings(f.server)[0]]
+    @classmethod
+    def needs(cls, fields: HttpGetFields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:
+        f = fields
         out: list[Need] = [Files(f.server, tuple(sorted({c["size"] for c in cells})))]
         for hop in sorted({c["path"] for c in cells}):
             for c in cells:
-                need = Relay(hop, f.server, self.ctx.address(f.server), _service(server_kind, c).port)
+                need = Relay(hop, f.server, plan.address_of(f.server), _service(plan.kind_of(f.server, c), c).port)
                 if c["path"] == hop and need not in out:
                     out.append(need)
-        crypt = {_service(server_kind, c).port for c in cells if c["protocol"] == "tcpcrypt"}
+        crypt = {_service(plan.kind_of(f.server, c), c).port for c in cells if c["protocol"] == "tcpcrypt"}
         for port in sorted(crypt):
             out += [Tcpcrypt(f.client, port, "outbound"), Tcpcrypt(f.server, port, "inbound")]
         return out
+
+    @classmethod
+    def features(cls, cells: list[Mapping[str, Any]]) -> set[KernelFeature]:
+        if any(c["protocol"] == "tcpcrypt" for c in cells):
+            return {KernelFeature.BPF_SOCK_OPS, KernelFeature.IPT_REDIRECT}
+        return set()
 
     def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         self.agent = FetchAgent(self.ctx.net, self.fields.client)
@@ -345,44 +347,6 @@ class FetchAgent:
 
 # ---------------------------------------------------------------------------------------------
 # Load-time checks
-
-
-def _check_nodes(fields, topo, fixed: dict[str, Any], matrix: dict[str, list[Any]],
-                 where: dict[tuple[str, Any], YamlPath], src: YamlSource) -> list[Problem]:
-    """Client and server exist; every path is a first hop that leads to the server. Fills in
-    the default path: the client's first neighbour in link order."""
-    problems: list[Problem] = []
-
-    def problem(path: YamlPath, message: str) -> None:
-        problems.append(Problem(src.file, src.line(path), dotted(path), message))
-
-    client, server = fields.client, fields.server
-    nodes = ", ".join(topo.nodes)
-    for role_name, node in (("client", client), ("server", server)):
-        if node not in topo.nodes:
-            problem(("workload", role_name), f"unknown node '{node}'{did_you_mean(node, topo.nodes)} (nodes: {nodes})")
-    if client == server:
-        problem(("workload", "server"), f"client and server are both '{client}'; they must differ")
-    if problems:
-        return problems
-
-    neighbors = topo.neighbors(client)
-    if "path" not in fixed and "path" not in matrix:
-        if not neighbors:
-            problem(("workload", "client"), f"client '{client}' has no links, so no path to the server")
-            return problems
-        fixed["path"] = neighbors[0]
-        where[("path", fixed["path"])] = ("workload", "client")
-
-    for hop in matrix.get("path", []) + ([fixed["path"]] if "path" in fixed else []):
-        at = where[("path", hop)]
-        if hop not in neighbors:
-            problem(at, f"'{hop}' is not next to the client '{client}' (its neighbours: "
-                        f"{', '.join(neighbors) or 'none'}){did_you_mean(hop, neighbors)}")
-        elif not topo.reachable(hop, server, avoiding=(client,)):
-            problem(at, f"the server '{server}' cannot be reached through '{hop}' without passing "
-                        f"back through the client '{client}'")
-    return problems
 
 
 def _check_tls(fixed: dict[str, Any], matrix: dict[str, list[Any]],

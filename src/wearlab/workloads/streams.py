@@ -35,19 +35,25 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from wearlab.errors import EnvironmentProblem, Problem
+from collections.abc import Mapping
+
+from wearlab.errors import Problem
 from wearlab.model import params as P
+from wearlab.model import ports
+from wearlab.model.columns import Metric, Series
+from wearlab.model.features import KernelFeature
+from wearlab.model.kinds import PlanView, WorkloadFields
+from wearlab.model.needs import Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.units import format_duration, format_rate, format_size
-from wearlab.nodes.kinds import Need, Relay
-from wearlab.nodes.tcpcrypt import RunAccount, Tcpcrypt
-from wearlab.workloads.base import Metric, Outcome, Series, Workload, WorkloadFields, register
-from wearlab.workloads.http_get import _check_nodes, _path
+from wearlab.nodes.tcpcrypt import RunAccount
+from wearlab.workloads.base import Outcome, Workload
+from wearlab.workloads.paths import PATH, check_nodes
 
-STREAM_PORT = 5001
+STREAM_PORT = ports.STREAM
 # The same stream agent on a second port, which the nodes' tcpcryptd intercept in cells with
 # `tcpcrypt: true` (nodes/tcpcrypt.py): plain cells stay on STREAM_PORT, untouched.
-TCPCRYPT_PORT = 5002
+TCPCRYPT_PORT = ports.STREAM_TCPCRYPT
 GOODPUT_BIN_S = 0.2
 DIRECTIONS = ("down", "up")
 QUEUE_SAMPLE_S = 0.2
@@ -73,7 +79,6 @@ def _direction_param(default: str = "down") -> Param:
 # App reconnect behaviours: (silence before reconnecting, retry interval), seconds.
 RECONNECT: dict[str, tuple[float, float] | None] = {"none": None, "rtapp": (3.0, 5.0), "tinycam": (10.0, 60.0)}
 
-PATH = Param("path", _path, None, "the client's first hop (a phone proxies, an AP routes)")
 TCPCRYPT = Param("tcpcrypt", P.flag("tcpcrypt"), False,
                  "the stream over wearlab's tcpcrypt (tcpcryptd at client and server; a phone that splits "
                  "the connection makes it fall back to plain TCP)")
@@ -138,7 +143,7 @@ class _Streams(Workload):
 
     @classmethod
     def check(cls, fields, fixed, matrix, where, topo, src) -> list[Problem]:
-        return _check_nodes(fields, topo, fixed, matrix, where, src)
+        return check_nodes(fields, topo, fixed, matrix, where, src)
 
     @classmethod
     def run_length(cls, cell: dict[str, Any]) -> float | None:
@@ -152,25 +157,36 @@ class _Streams(Workload):
         raise NotImplementedError
 
     @staticmethod
-    def port(cell: dict[str, Any]) -> int:
+    def port(cell: Mapping[str, Any]) -> int:
         return TCPCRYPT_PORT if cell.get("tcpcrypt") else STREAM_PORT
 
-    def needs(self, cells: list[dict[str, Any]]) -> list[Need]:
-        f = self.fields
-        out: list[Need] = [Relay(hop, f.server, self.ctx.address(f.server), port)
-                           for hop, port in sorted({(c["path"], self.port(c)) for c in cells})]
+    @classmethod
+    def needs(cls, fields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:
+        f = fields
+        out: list[Need] = [Relay(hop, f.server, plan.address_of(f.server), port)
+                           for hop, port in sorted({(c["path"], cls.port(c)) for c in cells})]
         if any(c.get("tcpcrypt") for c in cells):
             out += [Tcpcrypt(f.client, TCPCRYPT_PORT, "outbound"), Tcpcrypt(f.server, TCPCRYPT_PORT, "inbound")]
         return out
 
+    @classmethod
+    def features(cls, cells: list[Mapping[str, Any]]) -> set[KernelFeature]:
+        out = set()
+        if any(c.get("mptcp") for c in cells):
+            out.add(KernelFeature.MPTCP)   # `mptcp: true` on a kernel without it: refused before the run
+        if any(c.get("tcpcrypt") for c in cells):
+            out |= {KernelFeature.BPF_SOCK_OPS, KernelFeature.IPT_REDIRECT}
+        return out
+
+    @classmethod
+    def ports(cls, fields, cells: list[Mapping[str, Any]]) -> dict[str, dict[int, str]]:
+        used = {STREAM_PORT: "stream agent"}
+        if any(c.get("tcpcrypt") for c in cells):
+            used[TCPCRYPT_PORT] = "stream agent (tcpcrypt cells)"
+        return {fields.server: used}
+
     def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         f = self.fields
-        if any(c.get("mptcp") for c in cells):
-            from wearlab.runtime import probe
-            found = probe.probe_feature("mptcp")
-            if not found.works:
-                raise EnvironmentProblem(f"mptcp: true needs Multipath TCP, which this kernel "
-                                         f"({probe.kernel_release()}) lacks ({found.detail}); run with --runtime uml")
         self.server = _Agent(self.ctx.net, f.server, ["serve", "--port", str(STREAM_PORT)])
         self.crypt_server = (_Agent(self.ctx.net, f.server, ["serve", "--port", str(TCPCRYPT_PORT)])
                              if any(c.get("tcpcrypt") for c in cells) else None)
@@ -178,7 +194,7 @@ class _Streams(Workload):
         self.dir = self.ctx.out_dir / "streams"
         self.dir.mkdir(parents=True, exist_ok=True)
         for hop in sorted({c["path"] for c in cells}):
-            if getattr(self.ctx.nodes.get(hop), "upstreams", None):
+            if any(self.ctx.plan.proxying(hop, c) for c in cells if c["path"] == hop):
                 # Headers are enough for the delay decomposition: 128-byte snaplen.
                 self.ctx.capture(hop, snaplen=128)
         return {"stream_agent": "wearlab.measure.stream_agent (Python, TCP_NODELAY, app-level delivery times)",
@@ -211,7 +227,7 @@ class _Streams(Workload):
                  if cell.get("tcpcrypt") and self.ctx.nodes[n].tcpcrypt is not None}
         account = RunAccount(crypt) if crypt else None
         proxy = self.ctx.nodes.get(cell["path"])
-        proxying = proxy is not None and hasattr(proxy, "upstreams") and proxy.upstreams
+        proxying = self.ctx.plan.proxying(cell["path"], cell)
         sampler = _QueueSampler(self.ctx.net, cell["path"]) if proxying else None
         vq_start = _file_size(getattr(proxy, "series_file", None))
         events_start = _file_size(getattr(proxy, "events_file", None))
@@ -296,8 +312,9 @@ class _Streams(Workload):
             return None
         return {"rows": rows, "medians": {f"{k}_median_s": statistics.median(v) for k, v in d.items() if v}}
 
-    def describe_cell(self, cell: dict[str, Any]) -> str:
-        return " ".join(f"{p.name}={p.shown(cell[p.name])}" for p in self.params if cell.get(p.name) not in (None, ""))
+    @classmethod
+    def describe_cell(cls, cell: Mapping[str, Any]) -> str:
+        return " ".join(f"{p.name}={p.shown(cell[p.name])}" for p in cls.params if cell.get(p.name) not in (None, ""))
 
     def live(self) -> dict[str, Any]:
         tail = getattr(self, "_live", None)
@@ -322,7 +339,6 @@ def _is_bulk(cell: dict[str, Any]) -> bool:
     return cell.get("pattern") == "bulk"
 
 
-@register
 class Stream(_Streams):
     kind = "stream"
     Fields = StreamFields
@@ -372,7 +388,6 @@ def _messages_metrics() -> tuple[Metric, ...]:
             Metric("msg_messages", "count", better="none"))
 
 
-@register
 class Messages(_Streams):
     kind = "messages"
     Fields = MessagesFields

@@ -1,11 +1,11 @@
 """The Compose stack (docker-compose.yml): checks, images, up, down, exec.
 
-    python -m wearlab.stack check            # Docker, docker-compose, images, ports: what is missing
-    python -m wearlab.stack images           # build the local images (base, testbed, prometheus, servers)
-    python -m wearlab.stack up               # start testbed + prometheus (+ grafana when its image is here)
-    python -m wearlab.stack down             # stop and remove everything of the stack
-    python -m wearlab.stack exec -- CMD ...  # run CMD in the testbed (docker-compose exec -T)
-    python -m wearlab.stack status           # what of the stack runs
+    python3 images/stack.py check            # Docker, docker-compose, images, ports: what is missing
+    python3 images/stack.py images           # build the local images (base, testbed, prometheus, servers)
+    python3 images/stack.py up               # start testbed + prometheus (+ grafana when its image is here)
+    python3 images/stack.py down             # stop and remove everything of the stack
+    python3 images/stack.py exec -- CMD ...  # run CMD in the testbed (docker-compose exec -T)
+    python3 images/stack.py status           # what of the stack runs
 
 The Makefile's `images`, `up`, `down`, `experiment-compose` and `test-compose` targets call this.
 Exit status 2, with a message naming what to do, when the machine cannot run the stack: no Docker
@@ -32,7 +32,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 PROJECT = os.environ.get("WEARLAB_COMPOSE_PROJECT", "wearlab")
 LABEL = "wearlab.stack=1"
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             if rest[:1] == ["--"]:
                 rest = rest[1:]
             if not rest:
-                raise StackProblem("usage: python -m wearlab.stack exec -- CMD [ARGS...]")
+                raise StackProblem("usage: python3 images/stack.py exec -- CMD [ARGS...]")
             return cmd_exec(rest)
         actions = {"check": cmd_check, "images": cmd_images, "up": cmd_up, "down": cmd_down, "status": cmd_status,
                    "ensure-docker": lambda: log(f"Docker {ensure_docker()} is running")}

@@ -58,7 +58,7 @@ def link_mac(index: int, end: int) -> str:
     return f"{MAC_PREFIX}:{index >> 8 & 0xff:02x}:{index & 0xff:02x}:{end:02x}"
 
 
-def plan(topo: Topology) -> AddressPlan:
+def plan_addresses(topo: Topology) -> AddressPlan:
     p = AddressPlan(interfaces={n: [] for n in topo.nodes}, routes={n: [] for n in topo.nodes})
     for link in topo.links:
         net = link_subnet(link.index)

@@ -6,19 +6,20 @@ import ipaddress
 
 from wearlab.model.shape import Loss, Shape
 from wearlab.model.topology import load_topology
-from wearlab.realize.addressing import plan
+from wearlab.plan.addressing import plan_addresses
 from wearlab.realize.shaping import MTU_FRAME, qdisc_plan
 
 from conftest import ROOT
+from wearlab.catalog import CATALOG
 
 
 def _basic():
-    return load_topology(ROOT / "topologies/wearable-basic.yaml")
+    return load_topology(ROOT / "topologies/wearable-basic.yaml", CATALOG)
 
 
 def test_every_link_is_its_own_subnet_with_unique_addresses():
     topo = _basic()
-    p = plan(topo)
+    p = plan_addresses(topo)
     intfs = [i for n in p.interfaces.values() for i in n]
     assert len({i.ip for i in intfs}) == len(intfs) == 2 * len(topo.links)
     assert len({i.mac for i in intfs}) == len(intfs)
@@ -29,7 +30,7 @@ def test_every_link_is_its_own_subnet_with_unique_addresses():
 
 def test_every_node_reaches_every_server_subnet():
     topo = _basic()
-    p = plan(topo)
+    p = plan_addresses(topo)
     server_prefixes = {i.prefix for i in p.interfaces["server"]}
     for node in topo.nodes:
         if node == "server":
@@ -40,7 +41,7 @@ def test_every_node_reaches_every_server_subnet():
 
 def test_wearables_never_forward_for_others():
     topo = _basic()
-    p = plan(topo)
+    p = plan_addresses(topo)
     watch_ips = {i.ip for i in p.interfaces["watch"]}
     for node, routes in p.routes.items():
         assert not any(via in watch_ips for _, via in routes), (node, routes)
@@ -48,7 +49,7 @@ def test_wearables_never_forward_for_others():
 
 def test_the_server_reaches_the_bt_subnet_through_the_phone_side():
     topo = _basic()
-    p = plan(topo)
+    p = plan_addresses(topo)
     bt = p.interface_to("watch", "phone").prefix
     via = dict(p.routes["server"])[bt]
     assert via == p.interface_to("server", "ap").peer_ip

@@ -1,0 +1,25 @@
+"""The one catalog: every node kind and workload kind wearlab has, listed once, and each role's
+default kind (containerlab's nodes/all). The CLI and the tests import this module; everything
+below it gets the catalog handed to it (`load_experiment(path, CATALOG)`, `plan(exp)`), so the
+model never imports what runs.
+
+Adding a kind: write its module (nodes/ or workloads/), then add its class here.
+"""
+
+from __future__ import annotations
+
+from wearlab.model.catalog import Catalog
+from wearlab.model.roles import Role
+from wearlab.nodes.host import Host
+from wearlab.nodes.nginx import Nginx
+from wearlab.nodes.proxies import CommandProxy, HaproxyProxy, RelayProxy
+from wearlab.nodes.wearable import Wearable
+from wearlab.workloads.http_get import HttpGet
+from wearlab.workloads.streams import Messages, Stream
+
+CATALOG = Catalog.of(
+    node_kinds=[Host, Nginx, RelayProxy, HaproxyProxy, CommandProxy, Wearable],
+    workloads=[HttpGet, Stream, Messages],
+    default_kinds={Role.WEARABLE: "wearable", Role.PHONE: "relay", Role.AP: "host", Role.ROUTER: "host",
+                   Role.SERVER: "nginx"},
+)

@@ -1,0 +1,188 @@
+"""What a node kind and a workload kind declare (containerlab's idea: small registered types).
+
+These are the declarations the loaders and the plan read - options and parameters, metrics,
+series, services, which needs a kind accepts, plan-time checks, the kernel features and ports
+it uses - with nothing that runs. The running side subclasses them (`wearlab.nodes.kinds.NodeKind`,
+`wearlab.workloads.base.Workload`), and `wearlab.catalog` lists every kind once. Model code gets
+kinds from a `Catalog` handed to it, never by importing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from wearlab.errors import Problem
+from wearlab.model.columns import Metric, Ratio, Series
+from wearlab.model.features import KernelFeature
+from wearlab.model.media import Medium
+from wearlab.model.needs import Need, Relay, Service
+from wearlab.model.params import ParamSet
+from wearlab.model.roles import Role
+from wearlab.model.yamlsrc import YamlPath, YamlSource
+
+
+class TopologyView(Protocol):
+    """What a workload's load-time check reads of the topology (model.topology.Topology; the
+    topology loader needs the kinds, so the kinds do not import it)."""
+
+    nodes: Mapping[str, Any]
+
+    def neighbors(self, node: str) -> list[str]: ...
+
+    def reachable(self, start: str, goal: str, *, avoiding: tuple[str, ...] = ()) -> bool: ...
+
+
+class ServiceMissing(LookupError):
+    """A kind offers no service matching a request (the plan turns it into an input error)."""
+
+
+@dataclass(frozen=True)
+class LinkEnd:
+    """One link of a node as its kind's checks see it: the peer and what carries the link."""
+
+    index: int
+    peer: str
+    peer_role: Role
+    medium: Medium | None       # None: the topology does not say
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What a node kind's plan-time check sees of one node in one cell."""
+
+    name: str
+    role: Role
+    settings: Mapping[str, Any]          # the kind's options, resolved (defaults filled in)
+    links: tuple[LinkEnd, ...]
+    cell: Mapping[str, Any]              # the cell's workload parameters
+    endpoints: Mapping[str, str]         # the workload's roles -> nodes (client, server)
+
+    def links_of(self, medium: Medium, peer_role: Role) -> list[LinkEnd]:
+        return [l for l in self.links if l.medium == medium and l.peer_role == peer_role]
+
+
+class NodeKindDecl:
+    """A node kind's declaration: what runs on a node, separate from its role (what forwards)."""
+
+    name: ClassVar[str]
+    doc: ClassVar[str] = ""
+    roles: ClassVar[frozenset[Role]] = frozenset(Role)
+    options: ClassVar[ParamSet] = ParamSet()
+    SERVICES: ClassVar[tuple[Service, ...]] = ()
+    ACCEPTS: ClassVar[tuple[type[Need], ...]] = ()     # needs it provides (Relay: it proxies)
+    # Whether the kind's software can run inside a container image (a node with `image:`): it
+    # starts its programs with Network.run_app, never as wearlab's own Python in the namespace.
+    in_container: ClassVar[bool] = False
+    series: ClassVar[tuple[Series, ...]] = ()     # what it records per run (take_series)
+    metrics: ClassVar[tuple[Metric, ...]] = ()    # what it adds to each run's row (run_metrics)
+
+    @classmethod
+    def accepts(cls, need: Need) -> bool:
+        return isinstance(need, cls.ACCEPTS)
+
+    @classmethod
+    def proxies(cls) -> bool:
+        """Whether it intercepts the connections routed through it (a phone proxy)."""
+        return Relay in cls.ACCEPTS
+
+    @classmethod
+    def service(cls, protocol: str, **attrs: str) -> Service:
+        for s in cls.SERVICES:
+            if s.matches(protocol, **attrs):
+                return s
+        wanted = protocol + "".join(f" {k}={v}" for k, v in attrs.items())
+        raise ServiceMissing(f"kind {cls.name} offers no {wanted} service "
+                             f"(it offers: {', '.join(s.describe() for s in cls.SERVICES) or 'none'})")
+
+    @classmethod
+    def check(cls, view: NodeView) -> list[tuple[str, str]]:
+        """Plan time: problems of this node in this cell, as (option or "", message)."""
+        return []
+
+    @classmethod
+    def features(cls, settings: Mapping[str, Any]) -> set[KernelFeature]:
+        """Kernel features its software needs with these settings."""
+        return set()
+
+    @classmethod
+    def ports(cls, settings: Mapping[str, Any], needs: list[Need]) -> dict[int, str]:
+        """TCP ports it listens on in its node, and what for."""
+        return {s.port: f"{cls.name} {s.protocol}" for s in cls.SERVICES}
+
+
+class WorkloadFields(BaseModel):
+    """Base for a workload's fixed fields: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PlanView:
+    """What a workload's needs() may ask of the plan being made (the plan implements it)."""
+
+    def address_of(self, node: str) -> str:
+        raise NotImplementedError
+
+    def kind_of(self, node: str, cell: Mapping[str, Any]) -> type[NodeKindDecl]:
+        raise NotImplementedError
+
+
+class WorkloadDecl:
+    """A workload kind's declaration (Flent's runners): what it is told and what it reports.
+
+    - `Fields`: fixed for the whole experiment (client and server node, ...);
+    - `params`: what a matrix may vary, each with its one normaliser;
+    - `metrics`, `series`, `ratios`: its results (model.columns);
+    - checks at load time (`check`) and the plan's questions (`needs`, `features`, `ports`).
+    """
+
+    kind: ClassVar[str]
+    doc: ClassVar[str] = ""
+    Fields: ClassVar[type[BaseModel]]
+    params: ClassVar[ParamSet] = ParamSet()
+    metrics: ClassVar[tuple[Metric, ...]] = ()
+    series: ClassVar[tuple[Series, ...]] = ()
+    ratios: ClassVar[tuple[Ratio, ...]] = ()
+    headline: ClassVar[tuple[str, ...]] = ()  # metrics a progress line shows (seconds), first present
+
+    @classmethod
+    def check(cls, fields: BaseModel, fixed: dict[str, Any], matrix: dict[str, list[Any]],
+              where: dict[tuple[str, Any], YamlPath], topo: TopologyView, src: YamlSource) -> list[Problem]:
+        """Load time: problems between parameters and the topology. May fill computed defaults
+        into `fixed` (e.g. the client's first hop)."""
+        return []
+
+    @classmethod
+    def run_length(cls, cell: Mapping[str, Any]) -> float | None:
+        """How long one run of `cell` lasts by design (s), if the workload knows: a timeline's
+        events after it could never happen."""
+        return None
+
+    @classmethod
+    def endpoints(cls, fields: BaseModel) -> dict[str, str]:
+        """Role name -> node name of the nodes this workload runs on (e.g. client, server)."""
+        return {}
+
+    @classmethod
+    def needs(cls, fields: BaseModel, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:
+        """What the cells need of nodes: files to serve, connections a first hop should proxy,
+        tcpcrypt daemons. Raise ServiceMissing when a node's kind cannot serve a cell."""
+        return []
+
+    @classmethod
+    def features(cls, cells: list[Mapping[str, Any]]) -> set[KernelFeature]:
+        return set()
+
+    @classmethod
+    def ports(cls, fields: BaseModel, cells: list[Mapping[str, Any]]) -> dict[str, dict[int, str]]:
+        """node -> {port: what} its own agents listen on."""
+        return {}
+
+    @classmethod
+    def describe_cell(cls, cell: Mapping[str, Any]) -> str:
+        return " ".join(p.shown(cell[p.name]) for p in cls.params
+                        if cell.get(p.name) not in (None, "", "default"))
+

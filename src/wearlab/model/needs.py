@@ -1,0 +1,56 @@
+"""What a workload needs of the nodes it runs on, and what a node kind offers: computed by the
+plan for every cell, checked there against the kinds (a server kind without the service a cell
+asks for is an input error before anything runs), and handed to the kinds when they start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Service:
+    """Something a node offers on the network."""
+
+    protocol: str                        # "http", "https", "tcp"
+    port: int
+    attrs: tuple[tuple[str, str], ...] = ()
+
+    def matches(self, protocol: str, **attrs: str) -> bool:
+        return self.protocol == protocol and all(dict(self.attrs).get(k) == v for k, v in attrs.items())
+
+    def describe(self) -> str:
+        return f"{self.protocol}:{self.port}" + "".join(f" {k}={v}" for k, v in self.attrs)
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a workload needs of one node; a kind that cannot provide it says so."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class Files(Need):
+    """Serve generated files of these sizes (seeded, incompressible)."""
+
+    sizes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Relay(Need):
+    """Proxy connections that the node's clients open to (server address, port). A node whose
+    kind does not proxy routes them instead."""
+
+    server: str = ""
+    address: str = ""
+    port: int = 0
+
+
+@dataclass(frozen=True)
+class Tcpcrypt(Need):
+    """Run tcpcryptd on this node for connections to `port`: as the client (`outbound`) or the
+    server (`inbound`) end. Any kind can carry it (nodes.tcpcrypt)."""
+
+    port: int = 0
+    side: str = "outbound"

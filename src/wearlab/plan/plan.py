@@ -1,0 +1,319 @@
+"""plan(experiment) -> RunPlan: an experiment resolved once, checked whole, before anything touches
+the network (netlab's "transform" phases: each phase collects its errors and reports them all).
+
+Phases:
+1. resolve: every cell with its workload values, the kind and options of every node, its timeline;
+   the links with their media and shapers, addresses and routes;
+2. needs: what the workload needs of each node (files to serve, connections to proxy, tcpcrypt
+   daemons), checked against the kinds (a server kind without the service a cell asks for);
+3. checks: each node kind's own checks per cell (a wearable's radio needs one BT link to a phone,
+   a handover a BT and a WiFi path, recovery_min <= recovery_max, proactive needs MPTCP, ...), and
+   TCP ports that collide on a node;
+4. what the run needs of the kernel (features) and what its results hold (columns).
+Every problem is an InputError naming file, line and field. `realize`, `run`, `measure` and
+`report` read the plan and nothing else; it is written into the results (plan.json) and shown by
+`wearlab plan EXP`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from wearlab.errors import InputError, Problem
+from wearlab.model.choices import Shaper
+from wearlab.model.columns import Metric, Series
+from wearlab.model.experiment import COMMAND_LINE, Experiment
+from wearlab.model.features import KernelFeature
+from wearlab.model.kinds import LinkEnd, NodeKindDecl, NodeView, PlanView, ServiceMissing, WorkloadDecl
+from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
+from wearlab.model.ports import TCPCRYPTD_IN, TCPCRYPTD_OUT
+from wearlab.model.timeline import Timeline
+from wearlab.model.topology import Topology
+from wearlab.model.yamlsrc import sort_problems
+from wearlab.plan.addressing import AddressPlan
+from wearlab.plan.network import NetworkPlan, plan_network
+
+
+@dataclass(frozen=True)
+class NodeSetting:
+    """What runs on a node in a cell."""
+
+    kind: type[NodeKindDecl]
+    options: Mapping[str, Any]
+
+    def key(self) -> tuple:
+        return (self.kind.name, tuple(sorted((k, str(v)) for k, v in self.options.items())))
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """One cell: the values its runs get (workload parameters, `node.option` matrix keys, the
+    timeline's name), what runs on every node, the timeline, and its group - cells of one group
+    share node settings, so nodes restart only between groups."""
+
+    index: int
+    values: Mapping[str, Any]
+    nodes: Mapping[str, NodeSetting]
+    timeline: Timeline
+    group: int
+    label: str
+
+
+@dataclass(frozen=True)
+class Columns:
+    """What a run's results hold: runs.csv's columns and the series files."""
+
+    params: tuple[str, ...]
+    metrics: tuple[Metric, ...]
+    series: tuple[Series, ...]
+
+    def runs_csv(self) -> list[str]:
+        return ["run", "repetition", *self.params, "status", "error", *[m.name for m in self.metrics],
+                "link_changes", "started_utc", "wall_s"]
+
+
+@dataclass(frozen=True)
+class RunPlan(PlanView):
+    experiment: Experiment
+    workload: type[WorkloadDecl]
+    network: NetworkPlan
+    cells: tuple[CellPlan, ...]
+    needs: tuple[Need, ...]
+    features: frozenset[KernelFeature]
+    ports: Mapping[str, Mapping[int, str]]
+    columns: Columns
+    notes: tuple[str, ...] = field(default=())
+
+    # -- what the rest of wearlab asks ---------------------------------------------------------
+    @property
+    def topology(self) -> Topology:
+        return self.network.topology
+
+    @property
+    def addresses(self) -> AddressPlan:
+        return self.network.addresses
+
+    @property
+    def endpoints(self) -> dict[str, str]:
+        return self.workload.endpoints(self.experiment.workload)
+
+    def groups(self) -> list[list[CellPlan]]:
+        out: dict[int, list[CellPlan]] = {}
+        for c in self.cells:
+            out.setdefault(c.group, []).append(c)
+        return list(out.values())
+
+    def address_of(self, node: str) -> str:
+        return self.addresses.address_of(node)
+
+    def kind_of(self, node: str, cell: Mapping[str, Any]) -> type[NodeKindDecl]:
+        return self.experiment.catalog.node_kinds[self.experiment.node_settings(node, dict(cell))[0]]
+
+    def needs_of(self, node: str, setting: NodeSetting) -> list[Need]:
+        """The needs `node` serves with `setting`: what its kind accepts, and tcpcryptd (any kind
+        carries it). A Relay on a kind that does not proxy is routed, not served."""
+        return [n for n in self.needs if n.node == node and (isinstance(n, Tcpcrypt) or setting.kind.accepts(n))]
+
+    def proxying(self, node: str, cell: Mapping[str, Any] | None = None) -> bool:
+        """Whether `node` proxies the workload's connections (in `cell`, or in any cell)."""
+        cells = [c for c in self.cells if cell is None or c.values == cell] or list(self.cells)
+        return any(n.node == node and isinstance(n, Relay) for n in self.needs) and \
+            any(c.nodes[node].kind.proxies() for c in cells)
+
+    def link_ends(self, node: str) -> tuple[LinkEnd, ...]:
+        topo = self.topology
+        return tuple(LinkEnd(l.index, l.other(node), topo.nodes[l.other(node)].role, l.medium)
+                     for l in topo.links if node in (l.a, l.b))
+
+    def builds(self) -> list[str]:
+        """What `make` must build for this run beyond the set-up (`make experiment` asks)."""
+        return ["tcpcrypt"] if any(isinstance(n, Tcpcrypt) for n in self.needs) else []
+
+    def radio_nodes(self) -> frozenset[str]:
+        return frozenset(n for c in self.cells for n, s in c.nodes.items() if s.options.get("radio") == "bt")
+
+    # -- the plan as data ----------------------------------------------------------------------
+    def to_document(self) -> dict[str, Any]:
+        exp = self.experiment
+        return {
+            "experiment": exp.name, "file": exp.file, "workload": self.workload.kind,
+            "endpoints": self.endpoints, "runtime": exp.runtime.value, "shaper": self.network.shaper.value,
+            "repetitions": exp.repetitions, "seed": exp.seed, "runs": len(self.cells) * exp.repetitions,
+            "features": sorted(f.value for f in self.features),
+            "cells": [{"cell": c.index, "group": c.group, "label": c.label,
+                       "values": {k: _plain(v) for k, v in c.values.items()},
+                       "timeline": c.timeline.name,
+                       "nodes": {n: {"kind": s.kind.name, **{k: _plain(v) for k, v in s.options.items()}}
+                                 for n, s in c.nodes.items()}} for c in self.cells],
+            "links": [lp.to_document() for lp in self.network.links],
+            "addresses": {n: [{"interface": i.name, "ip": i.ip, "peer": i.peer} for i in intfs]
+                          for n, intfs in self.addresses.interfaces.items()},
+            "routes": self.addresses.routes,
+            "needs": [{"node": n.node, "need": type(n).__name__.lower(),
+                       **{k: _plain(v) for k, v in vars(n).items() if k != "node"}} for n in self.needs],
+            "ports": {n: {str(p): what for p, what in sorted(ps.items())} for n, ps in self.ports.items()},
+            "columns": {"params": list(self.columns.params), "metrics": [m.name for m in self.columns.metrics],
+                        "series": [s.name for s in self.columns.series]},
+            "notes": list(self.notes),
+        }
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (tuple, list)):
+        return [_plain(x) for x in v]
+    return str(v)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class _Planner(PlanView):
+    """The plan being made: what needs() may ask while the plan is incomplete."""
+
+    def __init__(self, exp: Experiment, network: NetworkPlan):
+        self.exp, self.network = exp, network
+
+    def address_of(self, node: str) -> str:
+        return self.network.addresses.address_of(node)
+
+    def kind_of(self, node: str, cell: Mapping[str, Any]) -> type[NodeKindDecl]:
+        return self.exp.catalog.node_kinds[self.exp.node_settings(node, dict(cell))[0]]
+
+
+def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM) -> RunPlan:
+    """Resolve and check `exp` (module doc). Raises InputError listing every problem found."""
+    catalog = exp.catalog
+    workload = exp.workload_class
+    topo = exp.topology
+
+    # 1. resolve
+    cells: list[CellPlan] = []
+    groups: dict[tuple, int] = {}
+    for i, values in enumerate(exp.cells()):
+        nodes = {}
+        for n in topo.nodes:
+            kind, options = exp.node_settings(n, values)
+            nodes[n] = NodeSetting(catalog.node_kinds[kind], options)
+        group_key = tuple(sorted((n, s.key()) for n, s in nodes.items()))
+        group = groups.setdefault(group_key, len(groups))
+        cells.append(CellPlan(i, dict(values), nodes, exp.timeline_of(values), group, workload.describe_cell(values)))
+    radio = frozenset(n for c in cells for n, s in c.nodes.items() if s.options.get("radio") == "bt")
+    network = plan_network(topo, shaper, radio)
+    planner = _Planner(exp, network)
+
+    # 2. needs
+    problems: list[Problem] = []
+    try:
+        needs = tuple(workload.needs(exp.workload, [c.values for c in cells], planner))
+    except ServiceMissing as e:
+        problems.append(_at_workload(exp, "server", str(e)))
+        needs = ()
+    for c in cells:
+        for n, setting in c.nodes.items():
+            for need in needs:
+                if need.node == n and not isinstance(need, (Relay, Tcpcrypt)) and not setting.kind.accepts(need):
+                    what = "serve files" if isinstance(need, Files) else f"provide {type(need).__name__.lower()}"
+                    problems.append(_at_option(exp, n, "kind", c.values,
+                                               f"node {n} (kind {setting.kind.name}) cannot {what} for this workload"))
+    _raise(problems)
+
+    # 3. checks
+    endpoints = workload.endpoints(exp.workload)
+    ends = {n: tuple(LinkEnd(l.index, l.other(n), topo.nodes[l.other(n)].role, l.medium)
+                     for l in topo.links if n in (l.a, l.b)) for n in topo.nodes}
+    for c in cells:
+        for n, setting in c.nodes.items():
+            view = NodeView(n, topo.nodes[n].role, setting.options, ends[n], c.values, endpoints)
+            for option, message in setting.kind.check(view):
+                problems.append(_at_option(exp, n, option, c.values, message))
+    ports = _ports(exp, workload, cells, needs, problems)
+    _raise(problems)
+
+    # 4. kernel features and result columns
+    features: set[KernelFeature] = set(workload.features([c.values for c in cells]))
+    for c in cells:
+        for s in c.nodes.values():
+            features |= s.kind.features(s.options)
+    if network.needs_netem():
+        features.add(KernelFeature.NETEM)
+    if network.needs_netem() and exp.seed is not None:
+        features.add(KernelFeature.NETEM_SEED)
+    if any(lp.shaper == Shaper.HTB for lp in network.links):
+        features.add(KernelFeature.HTB)
+    used_kinds = sorted({s.kind.name for c in cells for s in c.nodes.values()})
+    kinds = [catalog.node_kinds[k] for k in used_kinds]
+    columns = Columns(params=tuple(exp.param_columns()),
+                      metrics=(*workload.metrics, *[m for k in kinds for m in k.metrics]),
+                      series=(*workload.series, *[s for k in kinds for s in k.series]))
+    return RunPlan(experiment=exp, workload=workload, network=network, cells=tuple(cells), needs=needs,
+                   features=frozenset(features), ports=ports, columns=columns)
+
+
+def _raise(problems: list[Problem]) -> None:
+    if problems:
+        unique = list(dict.fromkeys(problems))
+        raise InputError(sort_problems(unique))
+
+
+def _ports(exp: Experiment, workload: type[WorkloadDecl], cells: list[CellPlan], needs: tuple[Need, ...],
+           problems: list[Problem]) -> dict[str, dict[int, str]]:
+    """Every TCP port something of wearlab's listens on, per node; two uses of one port clash."""
+    out: dict[str, dict[int, str]] = {}
+
+    def use(node: str, port: int, what: str, cell: CellPlan | None) -> None:
+        mine = out.setdefault(node, {})
+        if port in mine and mine[port] != what:
+            message = f"port {port} on {node} is wanted twice: by {mine[port]} and by {what}"
+            problems.append(_at_option(exp, node, "kind", cell.values if cell else {}, message))
+        mine.setdefault(port, what)
+
+    for node, ports in workload.ports(exp.workload, [c.values for c in cells]).items():
+        for port, what in ports.items():
+            use(node, port, what, None)
+    for c in cells:
+        for n, s in c.nodes.items():
+            mine = [x for x in needs if x.node == n]
+            for port, what in s.kind.ports(s.options, [x for x in mine if s.kind.accepts(x)]).items():
+                use(n, port, what, c)
+            crypt = [x for x in mine if isinstance(x, Tcpcrypt)]
+            if any(x.side == "outbound" for x in crypt):
+                use(n, TCPCRYPTD_OUT, "tcpcryptd (outbound)", c)
+            if any(x.side == "inbound" for x in crypt):
+                use(n, TCPCRYPTD_IN, "tcpcryptd (inbound)", c)
+    return out
+
+
+# -- where a problem was written ----------------------------------------------------------------
+
+
+def _at_workload(exp: Experiment, key: str, message: str) -> Problem:
+    if key in exp.overridden:
+        return Problem(COMMAND_LINE, None, f"--set {key}", message)
+    return exp.where.problem(("workload", key), message)
+
+
+def _at_option(exp: Experiment, node: str, option: str, cell: Mapping[str, Any], message: str) -> Problem:
+    """Where `node`'s `option` got its value in `cell`: the matrix value, `--set`, the experiment's
+    `nodes:`, the topology's node, or - a default - the node's kind where it is chosen."""
+    key = f"{node}.{option}"
+    kind_key = f"{node}.kind"
+    for k in (key, kind_key):
+        if k in exp.overridden:
+            return Problem(COMMAND_LINE, None, f"--set {k}", message)
+    for k in (key, kind_key):
+        if k in exp.matrix and k in cell:
+            i = exp.matrix[k].index(cell[k]) if cell[k] in exp.matrix[k] else None
+            return exp.where.problem(("matrix", k) + ((i,) if i is not None else ()), message)
+    for path in (("nodes", node, option), ("nodes", node, "kind")):
+        if exp.where.written(path):
+            return exp.where.problem(path, message)
+    topo = exp.topology
+    for path in (("nodes", node, option), ("nodes", node, "kind"), ("nodes", node)):
+        if topo.where.written(path):
+            return topo.where.problem(path, message)
+    return topo.where.problem(("nodes", node), message)
+

@@ -1,0 +1,156 @@
+"""What the report-side commands print on the terminal: the catalog (`wearlab kinds`, `wearlab
+profiles`), plots (`wearlab plot`), a running experiment (`wearlab top`), its metrics
+(`wearlab exporter`) and a comparison of two results (`wearlab compare`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from wearlab.errors import EnvironmentProblem, InputError, Problem
+from wearlab.model.catalog import Catalog
+from wearlab.model.profiles import PROFILES
+from wearlab.model.units import format_duration, format_rate
+
+WHERE = "<command line>"
+
+
+def profiles(console: Console) -> int:
+    t = Table(title="link profiles (forward = between[0] -> between[1])", show_lines=True)
+    for col in ("profile", "medium", "forward", "reverse", "what and where from"):
+        t.add_column(col)
+    for p in PROFILES.values():
+        def shape(s) -> str:
+            return (f"{format_rate(s.rate_bps) if s.rate_bps else 'no rate limit'}, "
+                    f"{format_duration(s.delay_s)} one-way")
+        t.add_row(p.name, p.medium.value, shape(p.forward), shape(p.reverse), f"{p.description}\n{p.citation}")
+    console.print(t)
+    return 0
+
+
+def kinds(catalog: Catalog, console: Console) -> int:
+    t = Table(title="node kinds (`kind:` on a node; default per role)", show_lines=True)
+    for col in ("kind", "roles", "options", "what it is"):
+        t.add_column(col)
+    defaults = {v: [r.value for r, k in catalog.default_kinds.items() if k == v] for v in catalog.default_kinds.values()}
+    for k in catalog.node_kinds.values():
+        roles = ", ".join(sorted(r.value for r in k.roles))
+        if k.name in defaults:
+            roles += f" (default for {', '.join(defaults[k.name])})"
+        t.add_row(k.name, roles, "\n".join(f"{p.name}: {p.doc}" for p in k.options) or "–", k.doc)
+    console.print(t)
+    w = Table(title="workload kinds (`workload: {kind: ...}`)", show_lines=True)
+    for col in ("kind", "fields", "parameters", "what it measures"):
+        w.add_column(col)
+    for k in catalog.workloads.values():
+        fields = ", ".join(f for f in k.Fields.model_fields if f != "kind")
+        w.add_row(k.kind, fields, "\n".join(f"{p.name}: {p.doc}" for p in k.params), k.doc)
+    console.print(w)
+    return 0
+
+
+def plot(dirs: list[Path], console: Console) -> int:
+    from wearlab.report.plots import plot_results
+
+    problems = [Problem(str(d), None, None, "not a results directory (no metadata.json)")
+                for d in dirs if not (d / "metadata.json").is_file()]
+    if problems:
+        raise InputError(problems)
+    for d in dirs:
+        for png in plot_results(d):
+            console.print(str(png))
+    return 0
+
+
+def top(results: Path, once: bool, console: Console) -> int:
+    from wearlab.report.live import render
+    from wearlab.run import control
+
+    doc = control.read_live(results)
+    if doc is None:
+        raise EnvironmentProblem(f"no running experiment under {results} (give its results directory with --results)")
+    if once:
+        console.print(render(doc))
+        return 0
+    with Live(render(doc), console=console, refresh_per_second=4, screen=False) as live:
+        while True:
+            time.sleep(0.25)
+            doc = control.read_live(results)
+            if doc is None:
+                break
+            live.update(render(doc))
+    console.print("the experiment has ended")
+    return 0
+
+
+def exporter(results: Path, listen: str, once: bool, console: Console) -> int:
+    from prometheus_client import generate_latest
+
+    from wearlab.report import exporter as E
+
+    if once:
+        sys.stdout.write(generate_latest(E.registry(results)).decode())
+        return 0
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError([Problem(WHERE, None, "--listen", f"'{listen}' is not ADDRESS:PORT")])
+    try:
+        E.serve(results, host or "127.0.0.1", int(port))
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot listen on {listen}: {e} (is another exporter running? "
+                                 "choose another port with --listen)") from None
+    console.print(f"serving metrics of experiments under {results} on http://{host or '127.0.0.1'}:{port}/metrics")
+    while True:
+        time.sleep(3600)
+
+
+def compare(baseline: Path, candidate: Path, *, alpha: float | None, threshold: float | None,
+            metric_thresholds: list[str], metrics: list[str], thresholds: Path | None,
+            outputs: dict[str, Path | None], console: Console) -> int:
+    from wearlab.report import compare as C
+
+    th = C.load_thresholds(thresholds)
+    updates: dict = {}
+    if alpha is not None:
+        if not 0 < alpha < 1:
+            raise InputError([Problem(WHERE, None, "--alpha", f"{alpha} is not in (0, 1)")])
+        updates["alpha"] = alpha
+    if threshold is not None:
+        if threshold < 0:
+            raise InputError([Problem(WHERE, None, "--threshold", "must be >= 0")])
+        updates["threshold"] = threshold
+    per_metric = dict(th.metrics)
+    for pair in metric_thresholds:
+        name, sep, value = pair.partition("=")
+        try:
+            per_metric[name] = C.MetricThreshold(rel=float(value))
+            assert sep and name
+        except (ValueError, AssertionError):
+            raise InputError([Problem(WHERE, None, "--metric-threshold", f"'{pair}' is not METRIC=REL")]) from None
+    th = th.model_copy(update={**updates, "metrics": per_metric})
+    base = C.load_side(baseline, "BASELINE")
+    cand = C.load_side(candidate, "CANDIDATE")
+    rep = C.compare(base, cand, th, metrics or None)
+    t = Table(title=C.headline(rep))
+    for h in C.HEADER:
+        t.add_column(h)
+    colour = {"regression": "red", "improvement": "green", "inconclusive": "yellow"}
+    for row, r in zip(C.table_rows(rep), rep.rows, strict=True):
+        t.add_row(*row[:-1], f"[{colour[r.verdict]}]{r.verdict}[/]" if r.verdict in colour else r.verdict)
+    console.print(t)
+    for d in rep.environment_differences:
+        console.print(f"[yellow]environments differ:[/yellow] {d}")
+    if rep.only_baseline or rep.only_candidate:
+        console.print(f"cells only in the baseline: {', '.join(rep.only_baseline) or 'none'}; "
+                      f"only in the candidate: {', '.join(rep.only_candidate) or 'none'}")
+    writers = {"markdown": C.to_markdown, "junit": C.to_junit, "json": C.to_json}
+    for what, path in outputs.items():
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(writers[what](rep))
+    return 1 if rep.regressions else 0

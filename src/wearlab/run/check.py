@@ -1,0 +1,112 @@
+"""`wearlab validate` and `wearlab plan`: an experiment checked whole without running it.
+
+validate = load + plan (every cross-check, with file:line:field) + the kernel features the plan
+needs, checked on the kernel the network would live on. It never says `ok` for a file whose run
+would fail on its input. `wearlab plan EXP` prints what the run would be (the plan.json that
+every results directory holds)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from wearlab.errors import EnvironmentProblem, InputError, Problem
+from wearlab.model.catalog import Catalog
+from wearlab.model.experiment_file import load_experiment
+from wearlab.model.features import OPTIONAL
+from wearlab.model.topology import load_topology
+from wearlab.model.yamlsrc import load_yaml
+from wearlab.plan.plan import RunPlan, plan
+from wearlab.run.launch import overrides_of
+from wearlab.runtime import doctor, launch
+
+
+def validate(files: list[Path], catalog: Catalog, console: Console, *, kernel: bool = True) -> int:
+    problems: list[Problem] = []
+    for f in files:
+        try:
+            data = load_yaml(f).data
+            # A topology has nodes; an experiment has a workload (it may inline a topology).
+            if isinstance(data, dict) and "nodes" in data and "workload" not in data:
+                load_topology(f, catalog)
+                console.print(f"ok: {f}")
+                continue
+            p = plan(load_experiment(f, catalog))
+            said = _kernel_check(p, f) if kernel else "kernel not checked"
+            if isinstance(said, Problem):
+                problems.append(said)
+            else:
+                console.print(f"ok: {f} ({len(p.cells)} cells; {said})")
+        except InputError as e:
+            problems += e.problems
+    if problems:
+        raise InputError(problems)
+    return 0
+
+
+def _kernel_check(p: RunPlan, file: Path) -> str | Problem:
+    needed = frozenset(f for f in p.features if f not in OPTIONAL)
+    if os.geteuid() != 0:
+        return "kernel features not checked: that needs root"
+    try:
+        runtime, _ = launch.choose(p.experiment.runtime)
+        missing = doctor.missing_features(needed, runtime)
+    except EnvironmentProblem as e:
+        return Problem(str(file), None, "runtime", str(e))
+    if missing:
+        return Problem(str(file), None, "runtime", f"runtime {runtime.value}: the kernel lacks {', '.join(missing)}")
+    return f"runtime {runtime.value} has {', '.join(sorted(f.value for f in needed)) or 'all it needs'}"
+
+
+def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool = False, builds: bool = False,
+              overrides: list[str] = (), repetitions: int | None = None, shaper: str = "netem") -> int:
+    p = plan(load_experiment(file, catalog, repetitions=repetitions, overrides=overrides_of(list(overrides))), shaper)
+    if builds:
+        for b in p.builds():
+            print(b)
+        return 0
+    doc = p.to_document()
+    if as_json:
+        console.print_json(json.dumps(doc))
+        return 0
+    console.print(f"[bold]{doc['experiment']}[/bold]: {doc['workload']} {doc['endpoints']}, {len(doc['cells'])} cells "
+                  f"x {doc['repetitions']} = {doc['runs']} runs, seed {doc['seed']}, runtime {doc['runtime']}, "
+                  f"shaper {doc['shaper']}")
+    console.print(f"kernel features: {', '.join(doc['features']) or 'none'}")
+    t = Table(title="cells", title_justify="left")
+    for col in ("cell", "group", "values", "timeline", "node settings that vary"):
+        t.add_column(col)
+    varying = {n for n in p.topology.nodes if len({c.nodes[n].key() for c in p.cells}) > 1}
+    for c in doc["cells"]:
+        nodes = "; ".join(f"{n}: {s['kind']}" + "".join(f" {k}={v}" for k, v in s.items() if k != "kind")
+                          for n, s in c["nodes"].items() if n in varying)
+        t.add_row(str(c["cell"]), str(c["group"]), c["label"], c["timeline"], nodes or "-")
+    console.print(t)
+    lt = Table(title="links", title_justify="left")
+    for col in ("link", "medium", "profile", "shaper", "forward", "reverse"):
+        lt.add_column(col)
+    for lp in p.network.links:
+        l = lp.link
+        lt.add_row(l.name, l.medium.value if l.medium else "-", l.profile or "-", lp.shaper.value,
+                   _shape(l.forward.to_document()), _shape(l.reverse.to_document()))
+    console.print(lt)
+    nt = Table(title="needs and ports", title_justify="left")
+    for col in ("node", "needs", "ports"):
+        nt.add_column(col)
+    for n in p.topology.nodes:
+        needs = [f"{x['need']} " + " ".join(f"{k}={v}" for k, v in x.items() if k not in ("node", "need"))
+                 for x in doc["needs"] if x["node"] == n]
+        ports = [f"{port} {what}" for port, what in doc["ports"].get(n, {}).items()]
+        nt.add_row(n, "\n".join(needs) or "-", "\n".join(ports) or "-")
+    console.print(nt)
+    console.print(f"columns: {', '.join(doc['columns']['params'])} | {len(doc['columns']['metrics'])} metrics | "
+                  f"series: {', '.join(doc['columns']['series']) or 'none'}")
+    return 0
+
+
+def _shape(d: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in d.items() if v not in (None, "0s", False))
