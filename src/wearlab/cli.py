@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="what this machine supports and which runtime `auto` picks")
     sub.add_parser("profiles", help="the built-in link profiles, their media, numbers and sources")
+    dv = sub.add_parser("devices", help="the devices a node may name (`device:`): per-operation costs, handshake, "
+                                        "CPU factor, power figures, each with its source")
+    dv.add_argument("names", nargs="*", metavar="NAME", help="show these devices' every number (default: an overview)")
+    dv.add_argument("--in", dest="source", type=Path, metavar="FILE",
+                    help="also the devices a topology, experiment or devices file defines")
     pt = sub.add_parser("plot", help="(re)draw the plots of results directories")
     pt.add_argument("results", type=Path, nargs="+")
     sub.add_parser("kinds", help="node kinds and workload kinds, with their options and parameters")
@@ -207,6 +212,10 @@ def dispatch(args: argparse.Namespace) -> int:
 
     if cmd == "profiles":
         return terminal.profiles(console)
+    if cmd == "devices":
+        from wearlab.report.devices import devices
+
+        return devices(args.names, args.source, CATALOG, console)
     if cmd == "kinds":
         return terminal.kinds(CATALOG, console)
     if cmd == "plot":

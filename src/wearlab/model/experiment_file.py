@@ -459,6 +459,11 @@ def _node_overrides(raw: dict, topo: Topology | None, overridden: set[str], src:
                                     f"unknown node '{node}'{did_you_mean(node, topo.nodes)} (nodes: {', '.join(topo.nodes)})"))
             continue
         n = topo.nodes[node]
+        if "device" in settings:
+            problems.append(Problem(src.file, src.line(("nodes", node, "device")), f"nodes.{node}.device",
+                                    f"a node's device is part of the topology: write device: under the topology's "
+                                    f"nodes.{node} (an experiment's topology may be inline)"))
+            settings = {k: v for k, v in settings.items() if k != "device"}
         kind_value = settings.get("kind", n.kind)
         kind, extra = split_kind(kind_value) if isinstance(kind_value, str) else (kind_value, {})
         given = {**extra, **{k: v for k, v in settings.items() if k != "kind"}}

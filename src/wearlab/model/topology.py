@@ -8,6 +8,7 @@ into one `Shape` per direction and checks jitter <= delay on the result.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from wearlab.errors import InputError, Problem
 from wearlab.model.catalog import Catalog
+from wearlab.model.devices import DEVICE_NAME, DEVICE_NAME_RULE, Device, builtin_devices, resolve_devices, specs_from_mapping
 from wearlab.model.media import MEDIA, Medium
 from wearlab.model.profiles import PROFILES
 from wearlab.model.roles import ROLES, Role
@@ -91,7 +93,15 @@ class NodeSpec(BaseModel):
     role: Annotated[Role, BeforeValidator(_role)]
     kind: str | None = None
     image: str | None = None
+    device: str | None = None   # what hardware its computation runs on (wearlab.model.devices)
     sysctls: dict[str, Annotated[str, BeforeValidator(_sysctl_value)]] = Field(default_factory=dict)
+
+    @field_validator("device")
+    @classmethod
+    def _device_name(cls, v: str | None) -> str | None:
+        if v is not None and not DEVICE_NAME.match(v):
+            raise ValueError(f"'{v}' is not a device name: {DEVICE_NAME_RULE} (`wearlab devices` lists them)")
+        return v
 
     @field_validator("image")
     @classmethod
@@ -124,6 +134,7 @@ class TopologySpec(BaseModel):
 
     name: str | None = None
     description: str = ""
+    devices: Any = None   # a mapping of device name -> device, or a path to a YAML file of them
     nodes: dict[str, NodeSpec]
     links: list[LinkSpec] = Field(default_factory=list)
 
@@ -141,6 +152,7 @@ class Node(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)  # the kind's options as written (normalised)
     sysctls: dict[str, str] = Field(default_factory=dict)
     image: str | None = None  # runs as a Docker container of this image (realize.containers)
+    device: str | None = None  # a device's name; the plan resolves it (built-in or the topology's)
 
 
 class Link(BaseModel):
@@ -174,7 +186,7 @@ class Link(BaseModel):
 
 
 class Topology(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     name: str
     description: str = ""
@@ -182,6 +194,9 @@ class Topology(BaseModel):
     nodes: dict[str, Node]
     links: list[Link]
     where: Where = Field(default_factory=lambda: Where(None), exclude=True)   # for the plan's problems
+    # Devices the topology defines (`devices:`), resolved; the built-in ones are not repeated here.
+    devices: dict[str, Device] = Field(default_factory=dict, exclude=True)
+    devices_doc: dict[str, Any] = Field(default_factory=dict, exclude=True)   # ... as written, for to_document
 
     def neighbors(self, node: str) -> list[str]:
         """Nodes linked to `node`, in link order."""
@@ -218,6 +233,8 @@ class Topology(BaseModel):
             nodes[node.name].update({k: kind.options[k].to_doc(v) for k, v in node.options.items()})
             if node.image:
                 nodes[node.name]["image"] = node.image
+            if node.device:
+                nodes[node.name]["device"] = node.device
             if node.sysctls:
                 nodes[node.name]["sysctls"] = dict(node.sysctls)
         links = []
@@ -230,7 +247,10 @@ class Topology(BaseModel):
             doc["forward"] = link.forward.to_document()
             doc["reverse"] = link.reverse.to_document()
             links.append(doc)
-        return {"name": self.name, "description": self.description, "nodes": nodes, "links": links}
+        doc: dict[str, Any] = {"name": self.name, "description": self.description}
+        if self.devices_doc:
+            doc["devices"] = self.devices_doc
+        return {**doc, "nodes": nodes, "links": links}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,11 +291,43 @@ def topology_from_mapping(
             e, linemap, shown, TopologySpec, at))) from None
     links = [_resolve_link(i, ls, report) for i, ls in enumerate(spec.links)]
     nodes = {n: _resolve_node(n, s, report, catalog) for n, s in spec.nodes.items()}
+    devices, devices_doc = _load_devices(data.get("devices"), report)
     if report.problems:
         raise InputError(sort_problems(report.problems))
     name = spec.name if spec.name is not None else (default_name or "topology")
     return Topology(name=name, description=spec.description, file=file, nodes=nodes, links=links,
-                    where=Where(file, linemap, tuple(at)))
+                    where=Where(file, linemap, tuple(at)), devices=devices, devices_doc=devices_doc)
+
+
+def _load_devices(raw: Any, report: _Report) -> tuple[dict[str, Device], dict[str, Any]]:
+    """`devices:` - a mapping of name -> device inline, or a path (relative to this file) to a YAML
+    file holding one. Problems are located in whichever file holds the device."""
+    if raw is None:
+        return {}, {}
+    builtin = builtin_devices()
+    try:
+        if isinstance(raw, str) and raw.strip():
+            from wearlab.model.devices import load_device_file
+            base = os.path.dirname(report.file) if report.file != "<topology>" else "."
+            path = raw.strip() if os.path.isabs(raw.strip()) else os.path.normpath(os.path.join(base, raw.strip()))
+            if not os.path.isfile(path):
+                report(("devices",), f"devices file '{raw.strip()}' not found (looked for {path}; paths are relative "
+                                     "to the file that names them)")
+                return {}, {}
+            devices = load_device_file(path, builtin)
+            return devices, load_yaml(path).data
+        at = report.at + ("devices",)
+        specs = specs_from_mapping(raw, report.file, report.lines, at)
+        for n in specs:
+            if n in builtin:
+                report(("devices", n), f"'{n}' is a built-in device; give yours another name (like: {{device: {n}, "
+                                       "scale: 1, derived: ...}} starts from it)")
+        if report.problems:
+            return {}, {}
+        return resolve_devices(specs, builtin, report.file, report.lines, at), raw
+    except InputError as e:
+        report.problems.extend(e.problems)
+        return {}, {}
 
 
 class _Report:
@@ -364,7 +416,7 @@ def _resolve_node(name: str, spec: NodeSpec, problem: _Report, catalog: Catalog)
                 f"kind {kind_name} cannot run in a container: its software is wearlab's own and runs in the "
                 f"node's namespace (kinds that can: {', '.join(able) or 'none for this role'})")
     return Node(name=name, role=spec.role, kind=kind_name, options=options, sysctls=dict(spec.sysctls),
-                image=spec.image)
+                image=spec.image, device=spec.device)
 
 
 def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, Any],

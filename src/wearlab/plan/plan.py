@@ -9,7 +9,8 @@ Phases:
 3. checks: each node kind's own checks per cell (a wearable's radio needs one BT link to a phone,
    a handover a BT and a WiFi path, recovery_min <= recovery_max, proactive needs MPTCP, ...), and
    TCP ports that collide on a node;
-4. what the run needs of the kernel (features) and what its results hold (columns).
+4. what the run needs of the kernel (features) and what its results hold (columns);
+5. devices: each node's `device:` resolved (built-in or the topology's `devices:`).
 Every problem is an InputError naming file, line and field. `realize`, `run`, `measure` and
 `report` read the plan and nothing else; it is written into the results (plan.json) and shown by
 `wearlab plan EXP`.
@@ -24,6 +25,7 @@ from typing import Any
 from wearlab.errors import InputError, Problem
 from wearlab.model.choices import Shaper
 from wearlab.model.columns import Metric, Series
+from wearlab.model.devices import Device, builtin_devices
 from wearlab.model.experiment import COMMAND_LINE, Experiment
 from wearlab.model.features import KernelFeature
 from wearlab.model.kinds import LinkEnd, NodeKindDecl, NodeView, PlanView, ServiceMissing, WorkloadDecl
@@ -31,7 +33,7 @@ from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
 from wearlab.model.ports import TCPCRYPTD_IN, TCPCRYPTD_OUT
 from wearlab.model.timeline import Timeline
 from wearlab.model.topology import Topology
-from wearlab.model.yamlsrc import sort_problems
+from wearlab.model.yamlsrc import did_you_mean, sort_problems
 from wearlab.plan.addressing import AddressPlan
 from wearlab.plan.network import NetworkPlan, plan_network
 
@@ -85,6 +87,7 @@ class RunPlan(PlanView):
     ports: Mapping[str, Mapping[int, str]]
     columns: Columns
     notes: tuple[str, ...] = field(default=())
+    devices: Mapping[str, Device] = field(default_factory=dict)   # node -> its device (nodes that name one)
 
     # -- what the rest of wearlab asks ---------------------------------------------------------
     @property
@@ -129,7 +132,11 @@ class RunPlan(PlanView):
 
     def builds(self) -> list[str]:
         """What `make` must build for this run beyond the set-up (`make experiment` asks)."""
-        return ["tcpcrypt"] if any(isinstance(n, Tcpcrypt) for n in self.needs) else []
+        out = ["tcpcrypt"] if any(isinstance(n, Tcpcrypt) for n in self.needs) else []
+        return out + (["devicecpu"] if self.devices else [])
+
+    def device_of(self, node: str) -> Device | None:
+        return self.devices.get(node)
 
     def radio_nodes(self) -> frozenset[str]:
         return frozenset(n for c in self.cells for n, s in c.nodes.items() if s.options.get("radio") == "bt")
@@ -156,6 +163,7 @@ class RunPlan(PlanView):
             "ports": {n: {str(p): what for p, what in sorted(ps.items())} for n, ps in self.ports.items()},
             "columns": {"params": list(self.columns.params), "metrics": [m.name for m in self.columns.metrics],
                         "series": [s.name for s in self.columns.series]},
+            "devices": {n: d.summary() for n, d in sorted(self.devices.items())},
             "notes": list(self.notes),
         }
 
@@ -244,13 +252,35 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM) -> RunPlan:
         features.add(KernelFeature.NETEM_SEED)
     if any(lp.shaper == Shaper.HTB for lp in network.links):
         features.add(KernelFeature.HTB)
+    devices = _devices(exp, problems)
+    _raise(problems)
     used_kinds = sorted({s.kind.name for c in cells for s in c.nodes.values()})
     kinds = [catalog.node_kinds[k] for k in used_kinds]
     columns = Columns(params=tuple(exp.param_columns()),
                       metrics=(*workload.metrics, *[m for k in kinds for m in k.metrics]),
                       series=(*workload.series, *[s for k in kinds for s in k.series]))
     return RunPlan(experiment=exp, workload=workload, network=network, cells=tuple(cells), needs=needs,
-                   features=frozenset(features), ports=ports, columns=columns)
+                   features=frozenset(features), ports=ports, columns=columns, devices=devices)
+
+
+def _devices(exp: Experiment, problems: list[Problem]) -> dict[str, Device]:
+    """Each node's `device:`: the topology's own devices first, then the built-in ones."""
+    topo = exp.topology
+    known = {**builtin_devices(), **topo.devices}
+    out: dict[str, Device] = {}
+    for n, node in topo.nodes.items():
+        if node.device is None:
+            continue
+        if node.device not in known:
+            problems.append(topo.where.problem(("nodes", n, "device"), f"unknown device '{node.device}'"
+                                               f"{did_you_mean(node.device, known)} (devices: {', '.join(sorted(known))}; "
+                                               "`wearlab devices` shows them, a topology's devices: adds its own)"))
+        elif node.image:
+            problems.append(topo.where.problem(("nodes", n, "device"), f"node {n} runs its software in a container "
+                                               f"({node.image}), where wearlab's device mechanism cannot reach it"))
+        else:
+            out[n] = known[node.device]
+    return out
 
 
 def _raise(problems: list[Problem]) -> None:

@@ -105,6 +105,10 @@ def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool =
     console.print(nt)
     console.print(f"columns: {', '.join(doc['columns']['params'])} | {len(doc['columns']['metrics'])} metrics | "
                   f"series: {', '.join(doc['columns']['series']) or 'none'}")
+    devices = "; ".join(f"{n}: {d.name} (handshake {d.handshake.shown()}, CPU factor {d.cpu_factor.value:g})"
+                        for n, d in sorted(p.devices.items()))
+    none = "none (every node computes at this machine's speed)"
+    console.print(f"devices: {devices or none}")
     return 0
 
 

@@ -1,0 +1,494 @@
+"""Devices: what a node's hardware costs - the time of each cryptographic operation, the platform's
+own cost per TLS handshake, a general CPU factor for other work, and power figures per state and
+per radio medium - each number with where it comes from.
+
+Why per operation: a wearable-class core is not uniformly slower than the machine that emulates
+it. RSA, elliptic curves, hashes and ciphers slow down by very different factors (x86 has AES-NI,
+PCLMUL and SHA instructions a 2015 watch lacked), so one CPU share cannot emulate a device. And
+the primitives alone do not explain a device: seed 000's watch spent ~128 ms of its 147 ms TLS
+handshake in the client, far more than its primitives' sum; the rest is the platform (a Java TLS
+stack, the browser, frequency scaling), which a device states as its `handshake` cost.
+
+Built-in devices are data (`devices/builtin.yaml`, beside this module); a topology's `devices:`
+section (a mapping, or a path to a YAML file with one) adds its own in the same schema. Every
+number says whether it was `measured` (and where), `derived` (and how) or `assumed` (and why). A
+device may be `like` another, scaled: every operation it does not list is the other's times
+`scale`, marked derived with the reason given.
+
+What uses a device: wearlab.nodes.devicecpu turns it into the profile (`profile_text`) that the
+mechanism pads each operation to (the LD_PRELOAD library for OpenSSL users, tcpcryptd's
+`--device-profile`), and the energy model reads its power figures.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from wearlab.errors import InputError, Problem
+from wearlab.model.media import MEDIA, Medium
+from wearlab.model.units import format_duration, parse_duration
+from wearlab.model.yamlsrc import (
+    LineMap,
+    YamlPath,
+    did_you_mean,
+    dotted,
+    line_of,
+    load_yaml,
+    problems_from_validation,
+    sort_problems,
+)
+
+BUILTIN_FILE = Path(__file__).with_name("devices") / "builtin.yaml"
+
+# Names as the mechanism sees OpenSSL's objects (wearlab's devicecpu library and tcpcryptd): key
+# types and sizes, digests and ciphers by their OpenSSL names in lower case.
+KEY_NAME = re.compile(r"^(rsa|dh)(512|1024|2048|3072|4096|8192)$|^(p256|p384|p521|x25519|x448|ed25519|ed448)$")
+KEY_RULE = "rsaBITS or dhBITS (e.g. rsa2048), p256, p384, p521, x25519, x448, ed25519 or ed448"
+KEY_OPS = ("sign", "verify", "derive", "keygen")
+DIGESTS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512", "sha512-224", "sha512-256", "sha3-256",
+           "sha3-512", "ripemd160", "sm3")
+CIPHERS = ("aes-128-cbc", "aes-192-cbc", "aes-256-cbc", "aes-128-gcm", "aes-192-gcm", "aes-256-gcm",
+           "aes-128-ccm", "aes-256-ccm", "aes-128-ctr", "aes-256-ctr", "chacha20-poly1305", "chacha20",
+           "des-ede3-cbc", "camellia-128-cbc", "camellia-256-cbc", "rc4")
+DEVICE_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
+DEVICE_NAME_RULE = "device names are 1-64 lowercase letters, digits, '.' or '-', starting with a letter or digit"
+BASES = ("measured", "derived", "assumed")
+
+
+# ---------------------------------------------------------------------------------------------
+# The YAML schema
+
+
+class Sourced(BaseModel):
+    """A number's provenance: exactly one of measured / derived / assumed, each saying where from,
+    how, or why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    measured: str | None = None
+    derived: str | None = None
+    assumed: str | None = None
+
+    @model_validator(mode="after")
+    def _one_basis(self):
+        given = [b for b in BASES if getattr(self, b) is not None]
+        if len(given) != 1:
+            what = "none" if not given else " and ".join(given)
+            raise ValueError(f"say where the number comes from with exactly one of measured: / derived: / "
+                             f"assumed: (a paper, table and line; how it was derived; or why it is assumed); "
+                             f"got {what}")
+        text = getattr(self, given[0])
+        if not text.strip():
+            raise ValueError(f"{given[0]}: needs its source as text, not an empty value")
+        return self
+
+    @property
+    def basis(self) -> str:
+        return next(b for b in BASES if getattr(self, b) is not None)
+
+    @property
+    def source(self) -> str:
+        return getattr(self, self.basis)
+
+
+def _duration(value: Any) -> float:
+    return parse_duration(value, bare_unit="ms")
+
+
+class OpTime(Sourced):
+    """One operation's time: `time: 35ms`, or `per_s: 23.1` (operations per second, as
+    `openssl speed` prints them)."""
+
+    time: Annotated[float, BeforeValidator(_duration)] | None = None
+    per_s: Annotated[float, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _one_value(self):
+        if (self.time is None) == (self.per_s is None):
+            raise ValueError("give the operation's time (time: 35ms) or its rate (per_s: 23.1), exactly one")
+        return self
+
+    @property
+    def seconds(self) -> float:
+        return self.time if self.time is not None else 1.0 / self.per_s
+
+
+class KeyOps(BaseModel):
+    """A key type's operations (verify also stands for encrypting to the key, sign for decrypting
+    with it: the public and the private operation)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sign: OpTime | None = None
+    verify: OpTime | None = None
+    derive: OpTime | None = None
+    keygen: OpTime | None = None
+
+
+class Throughput(Sourced):
+    """Bytes through a digest or cipher, as `openssl speed` tables them: block size (bytes) ->
+    1000s of bytes per second. Between block sizes the time is interpolated, beyond the largest
+    the last step's rate continues."""
+
+    kbytes_per_s: dict[int, Annotated[float, Field(gt=0)]]
+
+    @field_validator("kbytes_per_s")
+    @classmethod
+    def _sizes(cls, v: dict[int, float]) -> dict[int, float]:
+        if not v:
+            raise ValueError("give at least one block size: rate, e.g. {8192: 34417.32}")
+        bad = [s for s in v if s <= 0]
+        if bad:
+            raise ValueError(f"block sizes are bytes, more than 0; got {bad[0]}")
+        # Not required to grow with the block size: the papers' tables are what was measured (seed
+        # 002's MD5 did 64 bytes faster than 16), and interpolating between them is still defined.
+        return dict(sorted(v.items()))
+
+
+class Factor(Sourced):
+    value: Annotated[float, Field(ge=1)]
+
+
+class Hardware(Sourced):
+    cpu: str
+    memory: str | None = None
+    os: str | None = None
+
+
+class Like(Sourced):
+    """Every operation (and the handshake and CPU factor, unless given) of another device, its
+    times multiplied by `scale`; derived: or assumed: says why that device and that scale."""
+
+    device: str
+    scale: Annotated[float, Field(gt=0)]
+
+
+class PowerFigure(Sourced):
+    """A power level (mw, or ma at volts) or an energy per event (mj), optionally how long it lasts."""
+
+    mw: Annotated[float, Field(ge=0)] | None = None
+    ma: Annotated[float, Field(ge=0)] | None = None
+    volts: Annotated[float, Field(gt=0)] | None = None
+    mj: Annotated[float, Field(ge=0)] | None = None
+    duration: Annotated[float, BeforeValidator(_duration)] | None = None
+
+    @model_validator(mode="after")
+    def _one_value(self):
+        given = [k for k in ("mw", "ma", "mj") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give one of mw: (power), ma: (current, with volts: when known) or mj: (energy "
+                             "per event)")
+        if self.volts is not None and self.ma is None:
+            raise ValueError("volts: goes with ma:")
+        return self
+
+    def describe(self) -> str:
+        if self.mw is not None:
+            v = f"{self.mw:g} mW"
+        elif self.ma is not None:
+            v = f"{self.ma:g} mA" + (f" at {self.volts:g} V" if self.volts else "")
+        else:
+            v = f"{self.mj:g} mJ"
+        return v + (f" for {format_duration(self.duration)}" if self.duration else "")
+
+
+class Battery(Sourced):
+    mah: Annotated[float, Field(gt=0)]
+
+
+class Power(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    battery: Battery | None = None
+    states: dict[str, PowerFigure] = Field(default_factory=dict)     # e.g. tls_handshake, cpu_active
+    media: dict[Medium, dict[str, PowerFigure]] = Field(default_factory=dict)   # per radio, per state
+
+    @field_validator("media", mode="before")
+    @classmethod
+    def _media(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            for key in v:
+                if key not in MEDIA:
+                    raise ValueError(f"unknown medium '{key}'{did_you_mean(key, MEDIA)} (media: {', '.join(MEDIA)})")
+        return v
+
+
+class DeviceSpec(BaseModel):
+    """A device as written."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str = ""
+    hardware: Hardware | None = None
+    like: Like | None = None
+    keys: dict[str, KeyOps] = Field(default_factory=dict)
+    digests: dict[str, Throughput] = Field(default_factory=dict)
+    ciphers: dict[str, Throughput] = Field(default_factory=dict)
+    handshake: OpTime | None = None
+    cpu_factor: Factor | None = None
+    power: Power | None = None
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _keys(cls, v: Any) -> Any:
+        for name in v if isinstance(v, dict) else ():
+            if not isinstance(name, str) or not KEY_NAME.match(name):
+                raise ValueError(f"unknown key type '{name}': {KEY_RULE}")
+        return v
+
+    @field_validator("digests", mode="before")
+    @classmethod
+    def _digests(cls, v: Any) -> Any:
+        for name in v if isinstance(v, dict) else ():
+            if name not in DIGESTS:
+                raise ValueError(f"unknown digest '{name}'{did_you_mean(name, DIGESTS)} (digests: {', '.join(DIGESTS)})")
+        return v
+
+    @field_validator("ciphers", mode="before")
+    @classmethod
+    def _ciphers(cls, v: Any) -> Any:
+        for name in v if isinstance(v, dict) else ():
+            if name not in CIPHERS:
+                raise ValueError(f"unknown cipher '{name}'{did_you_mean(name, CIPHERS)} (ciphers: {', '.join(CIPHERS)})")
+        return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolved devices
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One operation on a device: `points` are (bytes, seconds) - a single (0, s) for a public-key
+    operation - with where they come from."""
+
+    key: str                                  # "verify:rsa2048", "digest:sha256", "cipher:aes-128-gcm"
+    points: tuple[tuple[int, float], ...]
+    basis: str                                # measured | derived | assumed
+    source: str
+
+    @property
+    def per_byte(self) -> bool:
+        return self.points[0][0] > 0
+
+    def seconds(self, nbytes: int = 0) -> float:
+        """The device's time for one call of `nbytes` (the mechanism's interpolation)."""
+        pts = self.points
+        if not self.per_byte:
+            return pts[0][1]
+        if len(pts) == 1 or nbytes <= pts[0][0]:
+            return pts[0][1] * nbytes / pts[0][0]
+        for (s0, t0), (s1, t1) in zip(pts, pts[1:]):
+            if nbytes <= s1:
+                return t0 + (t1 - t0) * (nbytes - s0) / (s1 - s0)
+        (s0, t0), (s1, t1) = pts[-2], pts[-1]
+        return t1 + (t1 - t0) * (nbytes - s1) / (s1 - s0)
+
+    def scaled(self, k: float, basis: str, source: str) -> Cost:
+        return Cost(self.key, tuple((s, t * k) for s, t in self.points), basis, source)
+
+    def shown(self) -> str:
+        if not self.per_byte:
+            t = self.points[0][1]
+            return f"{t * 1e3:.3g} ms ({1 / t:.4g}/s)" if t > 0 else "0 ms"
+        s, t = self.points[-1]
+        return f"{s / t / 1e6:.3g} MB/s at {s} B"
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float
+    basis: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    description: str
+    defined_in: str                           # "built-in" or the file that defines it
+    costs: dict[str, Cost]
+    handshake: Cost                           # the platform's cost per TLS handshake (key "handshake")
+    cpu_factor: Figure
+    hardware: Hardware | None = None
+    power: Power | None = None
+    like: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def cost(self, key: str) -> Cost | None:
+        return self.costs.get(key)
+
+    def profile_text(self) -> str:
+        """The profile the mechanism reads (wearlab's devicecpu library, tcpcryptd
+        --device-profile): one line per operation, times in nanoseconds."""
+        lines = [f"# wearlab device profile: {self.name} ({self.defined_in}); generated, do not edit",
+                 f"device {self.name}", f"cpu_factor {self.cpu_factor.value:.6g}",
+                 f"handshake_ns {round(self.handshake.seconds() * 1e9)}"]
+        for key in sorted(self.costs):
+            c = self.costs[key]
+            if c.per_byte:
+                lines.append(f"bytes {key} " + " ".join(f"{s}:{round(t * 1e9)}" for s, t in c.points))
+            else:
+                lines.append(f"op {key} {round(c.points[0][1] * 1e9)}")
+        return "\n".join(lines) + "\n"
+
+    def summary(self) -> dict[str, Any]:
+        """What results record of the device (metadata.json, plan.json)."""
+        return {"device": self.name, "defined_in": self.defined_in, "like": self.like,
+                "handshake_s": self.handshake.seconds(), "cpu_factor": self.cpu_factor.value,
+                "costs": {k: {"points": [[s, t] for s, t in c.points], "basis": c.basis} for k, c in sorted(self.costs.items())}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def _costs_of(spec: DeviceSpec) -> dict[str, Cost]:
+    out: dict[str, Cost] = {}
+    for algo, ops in spec.keys.items():
+        for op in KEY_OPS:
+            t: OpTime | None = getattr(ops, op)
+            if t is not None:
+                out[f"{op}:{algo}"] = Cost(f"{op}:{algo}", ((0, t.seconds),), t.basis, t.source)
+    for group, table in (("digest", spec.digests), ("cipher", spec.ciphers)):
+        for name, tp in table.items():
+            pts = tuple((s, s / (r * 1000)) for s, r in tp.kbytes_per_s.items())
+            out[f"{group}:{name}"] = Cost(f"{group}:{name}", pts, tp.basis, tp.source)
+    return out
+
+
+def resolve_devices(specs: dict[str, DeviceSpec], known: dict[str, Device], file: str, lines: LineMap,
+                    at: YamlPath = ()) -> dict[str, Device]:
+    """Resolve `specs`, which sit at `at` in `file` (their `like:` may name one another or a device
+    of `known`). Raises InputError with every problem."""
+    problems: list[Problem] = []
+    out: dict[str, Device] = {}
+    failed: set[str] = set()   # reported once, not again for each device that is like it
+
+    def problem(path: YamlPath, message: str) -> None:
+        full = (*at, *path)
+        problems.append(Problem(file, line_of(lines, full), dotted(full), message))
+
+    def resolve(name: str, chain: tuple[str, ...]) -> Device | None:
+        if name in out or name in failed:
+            return out.get(name)
+        device = _resolve(name, chain)
+        if device is None:
+            failed.add(name)
+        return device
+
+    def _resolve(name: str, chain: tuple[str, ...]) -> Device | None:
+        spec = specs[name]
+        base: Device | None = None
+        if spec.like is not None:
+            other = spec.like.device
+            if other in chain:
+                problem((name, "like", "device"), f"'{name}' is like '{other}', which is like '{name}': a device "
+                                                  f"cannot be derived from itself ({' -> '.join((*chain, other))})")
+                return None
+            if other in specs:
+                base = resolve(other, (*chain, other))
+                if base is None:
+                    return None
+            elif other in known:
+                base = known[other]
+            else:
+                names = sorted({*specs, *known} - {name})
+                problem((name, "like", "device"), f"unknown device '{other}'{did_you_mean(other, names)} "
+                                                  f"(devices: {', '.join(names)})")
+                return None
+        own = _costs_of(spec)
+        costs: dict[str, Cost] = {}
+        if base is not None:
+            k, basis, why = spec.like.scale, spec.like.basis, spec.like.source
+            for key, c in base.costs.items():
+                # An assumption anywhere down the chain makes the result one.
+                b = "assumed" if "assumed" in (basis, c.basis) else "derived"
+                costs[key] = c.scaled(k, b, f"{why}: {base.name}'s {key} x {k:g} ({c.basis}: {c.source})")
+        costs.update(own)
+        if spec.handshake is not None:
+            hs = Cost("handshake", ((0, spec.handshake.seconds),), spec.handshake.basis, spec.handshake.source)
+        elif base is not None:
+            b = "assumed" if "assumed" in (spec.like.basis, base.handshake.basis) else "derived"
+            hs = base.handshake.scaled(spec.like.scale, b, f"{spec.like.source}: {base.name}'s handshake "
+                                       f"x {spec.like.scale:g} ({base.handshake.basis}: {base.handshake.source})")
+        else:
+            problem((name,), "missing 'handshake:' - the platform's cost per TLS handshake beyond its primitives "
+                             "(0ms with assumed: why, if there is none), or like: a device that has one")
+            return None
+        if spec.cpu_factor is not None:
+            factor = Figure(spec.cpu_factor.value, spec.cpu_factor.basis, spec.cpu_factor.source)
+        elif base is not None:
+            b = "assumed" if "assumed" in (spec.like.basis, base.cpu_factor.basis) else "derived"
+            factor = Figure(max(1.0, base.cpu_factor.value * spec.like.scale), b,
+                            f"{spec.like.source}: {base.name}'s {base.cpu_factor.value:g} x {spec.like.scale:g} "
+                            f"({base.cpu_factor.basis}: {base.cpu_factor.source})")
+        else:
+            problem((name,), "missing 'cpu_factor:' - how much slower than this machine the device does other "
+                             "work (value: 5 with measured/derived/assumed), or like: a device that has one")
+            return None
+        out[name] = Device(name=name, description=spec.description, defined_in=file, costs=costs, handshake=hs,
+                           cpu_factor=factor, hardware=spec.hardware or (base.hardware if base else None),
+                           power=spec.power, like=spec.like.device if spec.like else None)
+        return out[name]
+
+    for name in specs:
+        resolve(name, (name,))
+    if problems:
+        raise InputError(sort_problems(problems))
+    return out
+
+
+def specs_from_mapping(data: Any, file: str, lines: LineMap, at: YamlPath = ()) -> dict[str, DeviceSpec]:
+    """Validate a mapping of device name -> spec sitting at `at` in `file`. InputError with every
+    problem, each at its line and field."""
+    if not isinstance(data, dict):
+        raise InputError([Problem(file, line_of(lines, at), dotted(at) or None,
+                                  "devices are a mapping of name -> device (see `wearlab devices`)")])
+    problems: list[Problem] = []
+    out: dict[str, DeviceSpec] = {}
+    for name, raw in data.items():
+        here = (*at, name)
+        if not isinstance(name, str) or not DEVICE_NAME.match(name):
+            problems.append(Problem(file, line_of(lines, here), dotted(here), f"bad device name '{name}': {DEVICE_NAME_RULE}"))
+            continue
+        try:
+            out[name] = DeviceSpec.model_validate(raw if raw is not None else {})
+        except ValidationError as e:
+            problems += problems_from_validation(e, lines, file, DeviceSpec, here)
+    if problems:
+        raise InputError(sort_problems(problems))
+    return out
+
+
+def load_device_file(path: str | Path, known: dict[str, Device]) -> dict[str, Device]:
+    """A YAML file whose top level maps device names to devices."""
+    src = load_yaml(path)
+    if src.data is None:
+        raise InputError([Problem(src.file, None, None, "file is empty; a devices file maps names to devices")])
+    specs = specs_from_mapping(src.data, src.file, src.lines)
+    clash = [n for n in specs if n in known]
+    if clash:
+        raise InputError([Problem(src.file, src.line((n,)), n, f"'{n}' is a built-in device; give yours another "
+                                  f"name (like: {{device: {n}, scale: 1, derived: ...}} starts from it)") for n in clash])
+    return resolve_devices(specs, known, src.file, src.lines)
+
+
+_BUILTIN: dict[str, Device] | None = None
+
+
+def builtin_devices() -> dict[str, Device]:
+    """The devices wearlab ships (devices/builtin.yaml), loaded once."""
+    global _BUILTIN
+    if _BUILTIN is None:
+        src = load_yaml(BUILTIN_FILE)
+        specs = specs_from_mapping(src.data, src.file, src.lines)
+        resolved = resolve_devices(specs, {}, src.file, src.lines)
+        _BUILTIN = {n: Device(**{**d.__dict__, "defined_in": "built-in"}) for n, d in resolved.items()}
+    return _BUILTIN
+
