@@ -24,14 +24,14 @@ STAMPS := build/stamps
 NETEM_PROBE := unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root netem delay 1ms' >/dev/null 2>&1
 NEED_GUEST := $(shell if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then echo yes; fi)
 
-.PHONY: setup guest kernel rootfs tcpcrypt experiment test bench compare-proxy clean distclean \
+.PHONY: setup guest kernel rootfs tcpcrypt devicecpu experiment test bench compare-proxy clean distclean \
 	images up down experiment-compose test-compose test-experiments
 
 # A fresh box's time goes to the guest kernel's build (5-6 min on 2 cores): every Debian package
 # comes in one apt transaction first, then the kernel, the guest's root filesystem and the venv
 # are made side by side, the kernel using every core (the other two mostly wait for the network).
 setup: $(STAMPS)/apt
-	@$(MAKE) --no-print-directory -j3 $(STAMPS)/venv $(if $(NEED_GUEST),guest)
+	@$(MAKE) --no-print-directory -j3 $(STAMPS)/venv $(DEVICECPU) $(if $(NEED_GUEST),guest)
 
 define apt_install
 	@mkdir -p $(STAMPS)
@@ -81,6 +81,15 @@ $(STAMPS)/apt-rust: Makefile $(PACKAGE_LIST)
 
 tcpcrypt: $(STAMPS)/apt $(STAMPS)/apt-rust
 	cd tcpcrypt && $(CARGO) build --release --locked -q
+
+# wearlab's device CPU mechanism (devicecpu/, README there): an LD_PRELOAD library in C that needs
+# nothing but libc - it finds each process's OpenSSL at run time - so gcc alone builds it (~1 s).
+DEVICECPU := build/devicecpu/libwearlab-devicecpu.so
+devicecpu: $(DEVICECPU)
+
+$(DEVICECPU): devicecpu/wearlab_devicecpu.c $(STAMPS)/apt
+	@mkdir -p $(dir $@)
+	gcc -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl -pthread
 
 # Only what the experiment needs: tcpcrypt's daemon (minutes of Rust the first time) is built
 # when the experiment uses tcpcrypt (`wearlab plan --builds` says so), by `make test`, or by

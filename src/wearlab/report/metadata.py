@@ -17,6 +17,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 from wearlab import __version__
+from wearlab.nodes import devicecpu
 
 TOOL_VERSION_COMMANDS = {
     "curl": ["curl", "--version"],
@@ -125,6 +126,10 @@ class RunRecord:
             "columns": {"params": list(plan.columns.params),
                         "metrics": {m.name: m.describe() for m in plan.columns.metrics},
                         "series": {s.name: list(s.columns) for s in plan.columns.series}},
+            # Each node's device and how its time is made (empty: every node computes at this
+            # machine's speed, nothing slowed down).
+            "devices": {n: {**{k: v for k, v in d.summary().items() if k != "costs"},
+                            "mechanism": devicecpu.mechanism_facts()} for n, d in sorted(plan.devices.items())},
             "notes": [], "status": "running",
         }
         self.save()

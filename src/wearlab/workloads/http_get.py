@@ -30,6 +30,7 @@ from wearlab.model.tls import TLS13_SUITES, TLS_VERSIONS
 from wearlab.model.units import format_size
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.certs import CERT_KINDS
+from wearlab.nodes.devicecpu import DeviceProcess, RunCounters
 from wearlab.nodes.nginx import content_path
 from wearlab.nodes.tcpcrypt import RunAccount
 from wearlab.workloads.base import Outcome, Workload
@@ -117,6 +118,12 @@ class HttpGet(Workload):
         Metric("tcpcrypt_cpu_s", "s", label="tcpcrypt CPU", summarised=True,
                doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run "
                    "(the kernel's accounting: 10 ms ticks in the UML guest, whose HZ is 100)"),
+        Metric("device_cpu_handshake_s", "s", label="device CPU hs",
+               doc="a client with a device: the device's time for the client's computation inside the TLS "
+                   "handshake (its primitives and the platform's handshake cost, as the devicecpu library padded them)"),
+        Metric("device_cpu_other_s", "s", label="device CPU other",
+               doc="a client with a device: the device's time for the client's cryptography outside the "
+                   "handshake (records' ciphers and MACs)"),
     )
     series = (Series("tcpcrypt", ("node", "mode", "tep", "aead", "session_id", "handshake_ms", "plaintext_sent",
                                   "ciphertext_sent", "handshake_bytes_sent", "frames_sent", "eno_syn", "eno_synack"),
@@ -167,11 +174,16 @@ class HttpGet(Workload):
         return set()
 
     def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
-        self.agent = FetchAgent(self.ctx.net, self.fields.client)
-        self.capture = self.ctx.capture(self.fields.client)
+        client = self.fields.client
+        device = self.ctx.plan.device_of(client)
+        # On a node with a device the agent computes in the device's time (nodes.devicecpu).
+        self.device = DeviceProcess(device, self.ctx.workdir("devicecpu"), f"{client}-fetch-agent") if device else None
+        self.agent = FetchAgent(self.ctx.net, client, env=self.device.env() if self.device else None)
+        self.capture = self.ctx.capture(client)
         return {"client": {"kind": "fetch agent (pycurl, persistent process, fresh handle per run)",
                            "libcurl": self.agent.libcurl,
-                           "tls_groups": tls_options(None, None, None).groups},
+                           "tls_groups": tls_options(None, None, None).groups,
+                           "device": self.device.facts() if self.device else None},
                 "equivalent_curl": self.equivalent_curl(cells)}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -229,6 +241,7 @@ class HttpGet(Workload):
     def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
         crypt = self._daemons() if cell["protocol"] == "tcpcrypt" else {}
         account = RunAccount(crypt) if crypt else None
+        device = RunCounters(self.device) if self.device else None
         m = self._fetch(cell)
         series: dict[str, list[dict[str, Any]]] = {}
         extra: dict[str, Any] = {}
@@ -246,6 +259,8 @@ class HttpGet(Workload):
         row.update(http_code=m["http_code"], size_download=m["size_download"],
                    speed_download_bps=round(m["speed_download"] * 8), local_port=m["local_port"])
         row.update(extra)
+        if device:
+            row.update(device.metrics())
         intf = next(i.name for i in self.ctx.net.addresses.interfaces[self.fields.client] if i.ip == m["local_ip"])
         client = (m["local_ip"], m["local_port"])
         if crypt:
@@ -313,11 +328,11 @@ def _cipher_or_none(cell: dict[str, Any]) -> str | None:
 class FetchAgent:
     """wearlab.measure.fetch_agent running in the client's namespace."""
 
-    def __init__(self, net, client: str, timeout: float = 30):
+    def __init__(self, net, client: str, timeout: float = 30, env: dict[str, str] | None = None):
         self.net, self.client = net, client
         self.proc = net.popen(client, [sys.executable, "-m", "wearlab.measure.fetch_agent"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, bufsize=1)
+                              text=True, bufsize=1, **({"env": env} if env is not None else {}))
         hello = self._read(timeout)
         if not hello.get("ready"):
             raise RuntimeError(f"fetch agent on {client} did not start: {hello}")

@@ -1,0 +1,1129 @@
+/*
+ * wearlab's device CPU mechanism: an LD_PRELOAD library that makes a process's cryptography take
+ * a device's time (wearlab.model.devices; README "Devices").
+ *
+ * It interposes the libcrypto calls a TLS stack makes (EVP_PKEY_sign/verify/derive/keygen,
+ * EVP_DigestSign/Verify*, EVP_Digest*, EVP_Cipher*, X509_verify_cert) and, around the TLS
+ * handshake, SSL_connect/SSL_do_handshake with BIO_read/BIO_write. Each call is timed on the
+ * wall clock (the TSC, calibrated against CLOCK_MONOTONIC: a clock_gettime costs ~20 us in the
+ * UML guest, rdtsc 40 ns; CPU time is useless there, it advances in 10 ms ticks) and the
+ * difference between the device's time for that operation and size (the profile's table) and
+ * the time it took here becomes a debt, paid by sleeping (default: other processes of the one
+ * guest CPU - a server - keep running, as on separate devices) or spinning
+ * (WEARLAB_DEVICE_PAD=spin). A sleep's overshoot is credited to the next operation, so the
+ * timer's wake-up latency does not accumulate. Debt is always paid before the process sends or
+ * reads anything through a BIO, so nothing leaves earlier than it would from the device.
+ *
+ * The per-handshake platform cost (a Java TLS stack, a browser, DVFS: what the primitives alone do
+ * not explain) is charged once per client handshake, just before the client's second flight
+ * leaves: the first BIO write after the server's flight was read, inside SSL_connect or
+ * SSL_do_handshake (seed 000 puts ~87 % of the watch's handshake in that client step).
+ *
+ * Which libcrypto: a process may hold two (pycurl's wheel bundles its own libssl/libcrypto,
+ * loaded RTLD_LOCAL beside the system's). Every call resolves the real function, and the helpers
+ * that read its objects, from the library that called it (dladdr of the return address, then
+ * dlsym on that library's own dependency tree), never from whatever comes next in the global
+ * scope. Nested calls (libcrypto calling its own interposed functions) are not charged twice.
+ *
+ * Environment:
+ *   WEARLAB_DEVICE_PROFILE  the profile (wearlab.model.devices.profile_text); unset: no effect
+ *   WEARLAB_DEVICE_PAD      sleep (default) | spin
+ *   WEARLAB_DEVICE_STATS    a file the library keeps its counters in (mmap, read by wearlab)
+ *   WEARLAB_DEVICE_TSC_HZ   the TSC's rate, to skip the 10 ms calibration at start
+ *
+ * No OpenSSL headers: objects are opaque pointers and the few key-type NIDs are OpenSSL's stable
+ * ABI constants, so this builds with a bare gcc and serves any OpenSSL 3 it finds in a process.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define HAVE_TSC 1
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Clock: nanoseconds from the TSC (calibrated once against CLOCK_MONOTONIC), else clock_gettime. */
+
+static double tsc_ns_per_tick;   /* 0: use clock_gettime */
+
+static int64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static int64_t now_ns(void) {
+#ifdef HAVE_TSC
+    if (tsc_ns_per_tick > 0)
+        return (int64_t)((double)__rdtsc() * tsc_ns_per_tick);
+#endif
+    return mono_ns();
+}
+
+static void calibrate_clock(void) {
+#ifdef HAVE_TSC
+    const char *hz = getenv("WEARLAB_DEVICE_TSC_HZ");
+    if (hz && atof(hz) > 1e8) {
+        tsc_ns_per_tick = 1e9 / atof(hz);
+        return;
+    }
+    /* 10 ms against CLOCK_MONOTONIC: each clock_gettime is ~20 us in the UML guest, 0.4 % of the
+     * window at worst (measured: 2.4454 GHz within 0.1 % over 100-500 ms windows). */
+    int64_t m0 = mono_ns();
+    uint64_t c0 = __rdtsc();
+    struct timespec d = {0, 10000000};
+    while (nanosleep(&d, &d) != 0 && errno == EINTR) {}
+    int64_t m1 = mono_ns();
+    uint64_t c1 = __rdtsc();
+    if (c1 > c0 && m1 > m0)
+        tsc_ns_per_tick = (double)(m1 - m0) / (double)(c1 - c0);
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The profile: per-operation times, per-byte tables, the handshake's platform cost. */
+
+#define MAX_OPS 128
+#define MAX_POINTS 12
+
+struct op {
+    char key[48];                 /* "verify:rsa2048", "cipher:aes-128-gcm", "digest:sha256" */
+    int n;                        /* points; 1 with size 0 = a fixed time per call */
+    double size[MAX_POINTS];
+    double ns[MAX_POINTS];
+    int slot;                     /* its counters (stats), found once */
+};
+
+static struct {
+    int loaded;
+    char name[64];
+    struct op ops[MAX_OPS];
+    int n_ops;
+    double handshake_ns;
+    double cpu_factor;            /* what an operation missing from the table costs: host time x this */
+    int spin;
+} prof;
+
+static void load_profile(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "wearlab-devicecpu: cannot read %s: %s\n", path, strerror(errno));
+        return;
+    }
+    char line[1024];
+    prof.cpu_factor = 1.0;
+    while (fgets(line, sizeof line, f)) {
+        char word[32], key[48];
+        if (line[0] == '#' || sscanf(line, "%31s", word) != 1)
+            continue;
+        if (!strcmp(word, "device")) {
+            sscanf(line, "%*s %63s", prof.name);
+        } else if (!strcmp(word, "cpu_factor")) {
+            sscanf(line, "%*s %lf", &prof.cpu_factor);
+        } else if (!strcmp(word, "handshake_ns")) {
+            sscanf(line, "%*s %lf", &prof.handshake_ns);
+        } else if ((!strcmp(word, "op") || !strcmp(word, "bytes")) && prof.n_ops < MAX_OPS) {
+            struct op *o = &prof.ops[prof.n_ops];
+            int at = 0, used = 0;
+            if (sscanf(line, "%*s %47s %n", key, &at) != 1)
+                continue;
+            snprintf(o->key, sizeof o->key, "%s", key);
+            o->slot = -1;
+            if (!strcmp(word, "op")) {
+                o->n = 1;
+                o->size[0] = 0;
+                if (sscanf(line + at, "%lf", &o->ns[0]) != 1)
+                    continue;
+            } else {
+                const char *p = line + at;
+                o->n = 0;
+                while (o->n < MAX_POINTS && sscanf(p, "%lf:%lf%n", &o->size[o->n], &o->ns[o->n], &used) == 2) {
+                    o->n++;
+                    p += used;
+                }
+                if (o->n == 0)
+                    continue;
+            }
+            prof.n_ops++;
+        }
+    }
+    fclose(f);
+    prof.loaded = 1;
+}
+
+static struct op *find_op(const char *key) {
+    for (int i = 0; i < prof.n_ops; i++)
+        if (!strcmp(prof.ops[i].key, key))
+            return &prof.ops[i];
+    return NULL;
+}
+
+/* The device's time for `bytes` through a per-byte table: piecewise linear between the measured
+ * block sizes, proportional below the first, the last segment's slope beyond the last. */
+static double table_ns(const struct op *o, double bytes) {
+    if (o->n == 1 && o->size[0] == 0)
+        return o->ns[0];
+    if (o->n == 1)
+        return o->ns[0] * bytes / o->size[0];
+    if (bytes <= o->size[0])
+        return o->ns[0] * bytes / o->size[0];
+    for (int i = 1; i < o->n; i++)
+        if (bytes <= o->size[i])
+            return o->ns[i - 1] + (o->ns[i] - o->ns[i - 1]) * (bytes - o->size[i - 1]) / (o->size[i] - o->size[i - 1]);
+    int k = o->n - 1;
+    return o->ns[k] + (o->ns[k] - o->ns[k - 1]) * (bytes - o->size[k]) / (o->size[k] - o->size[k - 1]);
+}
+
+/* What marginal bytes cost (AEAD's additional data: no call of its own in the table's sense). */
+static double marginal_ns(const struct op *o, double bytes) {
+    if (o->n < 2)
+        return o->size[0] > 0 ? o->ns[0] * bytes / o->size[0] : 0;
+    int k = o->n - 1;
+    return (o->ns[k] - o->ns[k - 1]) * bytes / (o->size[k] - o->size[k - 1]);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Counters, shared through an mmap'ed file (wearlab.measure.devicecpu reads it): per key, the
+ * calls, bytes, time here and time on the device. */
+
+#define STATS_MAGIC "WLDCPU1"
+#define STATS_SLOTS 128
+
+struct stat_slot {
+    char key[48];
+    uint64_t calls, bytes, host_ns, device_ns;
+};
+struct stats_file {
+    char magic[8];
+    uint32_t slots_used, pid;
+    char device[64];
+    struct stat_slot slot[STATS_SLOTS];
+};
+
+static struct stats_file *stats;
+static struct stats_file stats_private;  /* when no file was asked for */
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void open_stats(const char *path) {
+    stats = &stats_private;
+    if (!path || !*path)
+        return;
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || ftruncate(fd, sizeof(struct stats_file)) != 0) {
+        fprintf(stderr, "wearlab-devicecpu: cannot use %s for counters: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    void *m = mmap(NULL, sizeof(struct stats_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return;
+    stats = m;
+}
+
+static struct stat_slot *slot_for(const char *key) {
+    uint32_t n = __atomic_load_n(&stats->slots_used, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++)
+        if (!strncmp(stats->slot[i].key, key, sizeof stats->slot[i].key))
+            return &stats->slot[i];
+    pthread_mutex_lock(&stats_lock);
+    n = stats->slots_used;
+    struct stat_slot *s = NULL;
+    for (uint32_t i = 0; i < n && !s; i++)
+        if (!strncmp(stats->slot[i].key, key, sizeof stats->slot[i].key))
+            s = &stats->slot[i];
+    if (!s && n < STATS_SLOTS) {
+        s = &stats->slot[n];
+        snprintf(s->key, sizeof s->key, "%s", key);
+        __atomic_store_n(&stats->slots_used, n + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&stats_lock);
+    return s;
+}
+
+static void count_in(struct stat_slot *s, uint64_t bytes, int64_t host_ns, int64_t device_ns);
+
+static void count(const char *key, uint64_t bytes, int64_t host_ns, int64_t device_ns) {
+    count_in(slot_for(key), bytes, host_ns, device_ns);
+}
+
+/* The counters of a profile operation: its slot is looked up once (a search per call would cost
+ * more than a 16-byte digest). */
+static void count_op(struct op *o, uint64_t bytes, int64_t host_ns, int64_t device_ns) {
+    if (o->slot < 0) {
+        struct stat_slot *s = slot_for(o->key);
+        if (!s)
+            return;
+        o->slot = (int)(s - stats->slot);
+    }
+    count_in(&stats->slot[o->slot], bytes, host_ns, device_ns);
+}
+
+/* Plain (unlocked) additions: a locked one per counter would cost more than a 16-byte cipher
+ * call's device time; two threads counting the same operation at the same instant may lose one
+ * count, which is what these counters can afford. */
+static void bump(uint64_t *v, uint64_t by) {
+    __atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + by, __ATOMIC_RELAXED);
+}
+
+static void count_in(struct stat_slot *s, uint64_t bytes, int64_t host_ns, int64_t device_ns) {
+    if (!s)
+        return;
+    bump(&s->calls, 1);
+    bump(&s->bytes, bytes);
+    bump(&s->host_ns, host_ns > 0 ? (uint64_t)host_ns : 0);
+    bump(&s->device_ns, device_ns > 0 ? (uint64_t)device_ns : 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The TLS handshake a thread is in (SSL_connect / SSL_do_handshake), per SSL object: whether the
+ * server's flight was read and the platform's cost charged. */
+
+struct hs { const void *ssl; int read, charged; };
+#define HS_SLOTS 16
+static __thread struct hs hs_table[HS_SLOTS];
+static __thread int hs_next;
+static __thread struct hs *hs_now;  /* set while inside SSL_connect / SSL_do_handshake */
+
+/* The device's time per phase - inside a TLS handshake or not - for the energy model. */
+static struct stat_slot *phase_slot[2];
+
+static void count_phase(int64_t device_ns) {
+    int i = hs_now ? 0 : 1;
+    if (!phase_slot[i])
+        phase_slot[i] = slot_for(i == 0 ? "phase:handshake" : "phase:other");
+    if (phase_slot[i])
+        count_in(phase_slot[i], 0, 0, device_ns);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Debt: device time owed by this thread, paid by sleeping (or spinning). */
+
+#define PAY_MIN_NS 100000LL      /* sleep mode: smaller debts wait (a wake-up costs ~60-90 us) */
+#define CREDIT_MAX_NS 50000000LL /* time lost here (a preemption, a late wake-up) given back at most */
+
+static __thread int64_t debt_ns;
+static __thread int depth;        /* > 0 inside an interposed crypto call */
+/* When the outermost interposed call was entered: the device's time replaces everything from
+ * there to the charge (the real call, finding the library, naming the key), so the mechanism's
+ * own bookkeeping is not added to the device's time. */
+static __thread int64_t entered_ns, wrap_t0;
+static __thread int wrap_charged;
+#define ENTER entered_ns = now_ns()
+#define BEGIN do { depth++; wrap_t0 = entered_ns; wrap_charged = 0; } while (0)
+
+static void pay(int force) {
+    if (debt_ns <= 0 || (!force && !prof.spin && debt_ns < PAY_MIN_NS))
+        return;
+    int64_t t0 = now_ns(), want = debt_ns, t1;
+    if (prof.spin) {
+        do t1 = now_ns(); while (t1 - t0 < want);
+    } else {
+        struct timespec d = {want / 1000000000LL, want % 1000000000LL};
+        while (clock_nanosleep(CLOCK_MONOTONIC, 0, &d, &d) == EINTR) {}
+        t1 = now_ns();
+    }
+    debt_ns -= t1 - t0;  /* an overshoot becomes credit for what follows */
+    if (debt_ns < -CREDIT_MAX_NS)
+        debt_ns = -CREDIT_MAX_NS;
+    count(prof.spin ? "pad:spin" : "pad:sleep", 0, t1 - t0, want);
+}
+
+/* An operation done here in `host` ns that takes `device` ns on the device. */
+static void charge(const char *key, struct op *o, uint64_t bytes, int64_t host, double device) {
+    if (o)
+        count_op(o, bytes, host, (int64_t)device);
+    else
+        count(key, bytes, host, (int64_t)device);
+    count_phase((int64_t)device);
+    int64_t spent = 0;
+    if (!wrap_charged) {  /* the clock is read last: all the bookkeeping above is the device's time too */
+        spent = now_ns() - wrap_t0;
+        wrap_charged = 1;
+    }
+    debt_ns += (int64_t)device - spent;
+    if (debt_ns < -CREDIT_MAX_NS)
+        debt_ns = -CREDIT_MAX_NS;
+}
+
+/* The device's time for operation `key` (bytes: 0 for a public-key operation), or - an operation
+ * the profile does not know - the time here times the device's general CPU factor ("~" keys in
+ * the counters). */
+static void charge_op(const char *key, uint64_t bytes, int64_t host) {
+    struct op *o = find_op(key);
+    if (o) {
+        charge(key, o, bytes, host, table_ns(o, (double)bytes));
+    } else {
+        char k[48];
+        snprintf(k, sizeof k, "~%s", key);
+        charge(k, NULL, bytes, host, (double)host * prof.cpu_factor);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The library that called: its real functions and the helpers that read its objects. */
+
+#define FN(ret, name, args) ret(*name) args
+struct lib {
+    const void *base;
+    FN(int, EVP_PKEY_sign, (void *, unsigned char *, size_t *, const unsigned char *, size_t));
+    FN(int, EVP_PKEY_verify, (void *, const unsigned char *, size_t, const unsigned char *, size_t));
+    FN(int, EVP_PKEY_derive, (void *, unsigned char *, size_t *));
+    FN(int, EVP_PKEY_keygen, (void *, void **));
+    FN(int, EVP_PKEY_generate, (void *, void **));
+    FN(int, EVP_PKEY_encrypt, (void *, unsigned char *, size_t *, const unsigned char *, size_t));
+    FN(int, EVP_PKEY_decrypt, (void *, unsigned char *, size_t *, const unsigned char *, size_t));
+    FN(int, EVP_DigestSign, (void *, unsigned char *, size_t *, const unsigned char *, size_t));
+    FN(int, EVP_DigestVerify, (void *, const unsigned char *, size_t, const unsigned char *, size_t));
+    FN(int, EVP_DigestSignUpdate, (void *, const void *, size_t));
+    FN(int, EVP_DigestVerifyUpdate, (void *, const void *, size_t));
+    FN(int, EVP_DigestSignFinal, (void *, unsigned char *, size_t *));
+    FN(int, EVP_DigestVerifyFinal, (void *, const unsigned char *, size_t));
+    FN(int, EVP_DigestUpdate, (void *, const void *, size_t));
+    FN(int, EVP_Digest, (const void *, size_t, unsigned char *, unsigned int *, const void *, void *));
+    FN(int, EVP_CipherUpdate, (void *, unsigned char *, int *, const unsigned char *, int));
+    FN(int, EVP_EncryptUpdate, (void *, unsigned char *, int *, const unsigned char *, int));
+    FN(int, EVP_DecryptUpdate, (void *, unsigned char *, int *, const unsigned char *, int));
+    FN(int, EVP_Cipher, (void *, unsigned char *, const unsigned char *, unsigned int));
+    FN(int, EVP_KDF_derive, (void *, unsigned char *, size_t, const void *));
+    FN(int, EVP_CipherInit_ex, (void *, const void *, void *, const unsigned char *, const unsigned char *, int));
+    FN(int, EVP_EncryptInit_ex, (void *, const void *, void *, const unsigned char *, const unsigned char *));
+    FN(int, EVP_DecryptInit_ex, (void *, const void *, void *, const unsigned char *, const unsigned char *));
+    FN(int, EVP_CipherInit_ex2, (void *, const void *, const unsigned char *, const unsigned char *, int, const void *));
+    FN(int, EVP_EncryptInit_ex2, (void *, const void *, const unsigned char *, const unsigned char *, const void *));
+    FN(int, EVP_DecryptInit_ex2, (void *, const void *, const unsigned char *, const unsigned char *, const void *));
+    FN(int, EVP_CipherFinal_ex, (void *, unsigned char *, int *));
+    FN(int, EVP_EncryptFinal_ex, (void *, unsigned char *, int *));
+    FN(int, EVP_DecryptFinal_ex, (void *, unsigned char *, int *));
+    FN(int, EVP_CIPHER_CTX_ctrl, (void *, int, int, void *));
+    FN(int, EVP_DigestInit_ex, (void *, const void *, void *));
+    FN(int, EVP_DigestFinal_ex, (void *, unsigned char *, unsigned int *));
+    FN(int, X509_verify_cert, (void *));
+    FN(int, SSL_connect, (void *));
+    FN(int, SSL_do_handshake, (void *));
+    FN(int, BIO_write, (void *, const void *, int));
+    FN(int, BIO_write_ex, (void *, const void *, size_t, size_t *));
+    FN(int, BIO_read, (void *, void *, int));
+    FN(int, BIO_read_ex, (void *, void *, size_t, size_t *));
+    /* helpers */
+    FN(void *, EVP_PKEY_CTX_get0_pkey, (void *));
+    FN(int, EVP_PKEY_get_base_id, (const void *));
+    FN(int, EVP_PKEY_get_bits, (const void *));
+    FN(int, EVP_PKEY_get_group_name, (const void *, char *, size_t, size_t *));
+    FN(const char *, EVP_PKEY_get0_type_name, (const void *));
+    FN(void *, EVP_MD_CTX_get_pkey_ctx, (const void *));
+    FN(const void *, EVP_MD_CTX_get0_md, (const void *));
+    FN(int, EVP_MD_get_type, (const void *));
+    FN(const char *, OBJ_nid2sn, (int));
+    FN(const void *, EVP_CIPHER_CTX_get0_cipher, (const void *));
+    FN(const char *, EVP_CIPHER_get0_name, (const void *));
+    FN(void *, X509_STORE_CTX_get0_chain, (const void *));
+    FN(int, OPENSSL_sk_num, (const void *));
+    FN(void *, OPENSSL_sk_value, (const void *, int));
+    FN(void *, X509_get0_pubkey, (const void *));
+    FN(int, SSL_in_before, (const void *));
+};
+
+#define MAX_LIBS 8
+static struct lib libs[MAX_LIBS];
+static int n_libs;
+static pthread_mutex_t libs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *resolve(void *handle, const char *name, void *mine) {
+    void *p = handle ? dlsym(handle, name) : NULL;
+    if (p == NULL || p == mine)  /* the main program's scope starts with us: take the next one */
+        p = dlsym(RTLD_NEXT, name);
+    return p == mine ? NULL : p;
+}
+
+static void fill(struct lib *l, void *h);
+
+/* Which library a return address lies in: dladdr takes the loader's lock and walks its maps
+ * (tens of microseconds in the UML guest), so the answer is cached per call site - every site,
+ * fully associative: a hashed cache let two hot sites of one loop (EVP_Digest and the
+ * EVP_DigestUpdate inside it) evict each other whenever address randomisation made them collide. */
+#define SITES 64
+static __thread struct { const void *caller; struct lib *lib; } sites[SITES];
+static __thread unsigned n_sites;
+
+static struct lib *lib_of(const void *caller) {
+    for (unsigned i = 0; i < n_sites; i++)
+        if (sites[i].caller == caller)
+            return sites[i].lib;
+    unsigned h = n_sites < SITES ? n_sites++ : (unsigned)((uintptr_t)caller >> 4) % SITES;
+    Dl_info info;
+    const void *base = NULL;
+    const char *file = NULL;
+    if (dladdr(caller, &info) && info.dli_fbase) {
+        base = info.dli_fbase;
+        file = info.dli_fname;
+    }
+    struct lib *found = NULL;
+    pthread_mutex_lock(&libs_lock);
+    for (int i = 0; i < n_libs && !found; i++)
+        if (libs[i].base == base)
+            found = &libs[i];
+    if (!found && n_libs < MAX_LIBS) {
+        found = &libs[n_libs];
+        found->base = base;
+        void *h = file && *file ? dlopen(file, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+        fill(found, h);
+        n_libs++;
+    }
+    pthread_mutex_unlock(&libs_lock);
+    if (!found)
+        found = &libs[0];
+    sites[h].caller = caller;
+    sites[h].lib = found;
+    return found;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Naming what a call works on, as the profile's keys do. */
+
+#define NID_RSA 6
+#define NID_RSA_PSS 912
+#define NID_EC 408
+#define NID_DH 28
+#define NID_DHX 920
+#define NID_X25519 1034
+#define NID_X448 1035
+#define NID_ED25519 1087
+#define NID_ED448 1088
+#define NID_HMAC 855
+
+static void lower(char *s) {
+    for (; *s; s++)
+        *s = (char)tolower((unsigned char)*s);
+}
+
+/* "rsa2048", "p256", "x25519", ...; "" when unknown. Returns the key type's NID. */
+static int pkey_name(struct lib *l, const void *pkey, char *out, size_t n) {
+    out[0] = 0;
+    if (!pkey || !l->EVP_PKEY_get_base_id)
+        return 0;
+    int id = l->EVP_PKEY_get_base_id(pkey);
+    switch (id) {
+    case NID_RSA:
+    case NID_RSA_PSS:
+        snprintf(out, n, "rsa%d", l->EVP_PKEY_get_bits ? l->EVP_PKEY_get_bits(pkey) : 0);
+        break;
+    case NID_DH:
+    case NID_DHX:
+        snprintf(out, n, "dh%d", l->EVP_PKEY_get_bits ? l->EVP_PKEY_get_bits(pkey) : 0);
+        break;
+    case NID_EC: {
+        char g[64] = "";
+        size_t len = 0;
+        if (l->EVP_PKEY_get_group_name)
+            l->EVP_PKEY_get_group_name(pkey, g, sizeof g, &len);
+        if (!strcmp(g, "prime256v1") || !strcmp(g, "P-256"))
+            snprintf(out, n, "p256");
+        else if (!strcmp(g, "secp384r1") || !strcmp(g, "P-384"))
+            snprintf(out, n, "p384");
+        else if (!strcmp(g, "secp521r1") || !strcmp(g, "P-521"))
+            snprintf(out, n, "p521");
+        else
+            snprintf(out, n, "ec-%s", g);
+        break;
+    }
+    case NID_X25519: snprintf(out, n, "x25519"); break;
+    case NID_X448: snprintf(out, n, "x448"); break;
+    case NID_ED25519: snprintf(out, n, "ed25519"); break;
+    case NID_ED448: snprintf(out, n, "ed448"); break;
+    case NID_HMAC: snprintf(out, n, "hmac"); break;
+    default:
+        if (l->EVP_PKEY_get0_type_name && l->EVP_PKEY_get0_type_name(pkey))
+            snprintf(out, n, "%s", l->EVP_PKEY_get0_type_name(pkey));
+        lower(out);
+    }
+    return id;
+}
+
+static void md_name(struct lib *l, const void *md, char *out, size_t n) {
+    out[0] = 0;
+    if (md && l->EVP_MD_get_type && l->OBJ_nid2sn) {
+        const char *sn = l->OBJ_nid2sn(l->EVP_MD_get_type(md));
+        if (sn)
+            snprintf(out, n, "%s", sn);
+    }
+    lower(out);
+}
+
+static void charge_digest(struct lib *l, const void *md, uint64_t bytes, int64_t host) {
+    char name[40], key[48];
+    md_name(l, md, name, sizeof name);
+    if (!name[0])
+        return;
+    if (!strcmp(name, "md5-sha1")) {  /* TLS 1.0/1.1's handshake hash: both, each host half */
+        charge_op("digest:md5", bytes, host / 2);
+        charge_op("digest:sha1", bytes, host - host / 2);
+        return;
+    }
+    snprintf(key, sizeof key, "digest:%s", name);
+    charge_op(key, bytes, host);
+}
+
+static void charge_cipher(struct lib *l, const void *ctx, uint64_t bytes, int aad, int64_t host) {
+    char name[48] = "", key[64];
+    const void *c = l->EVP_CIPHER_CTX_get0_cipher ? l->EVP_CIPHER_CTX_get0_cipher(ctx) : NULL;
+    if (c && l->EVP_CIPHER_get0_name && l->EVP_CIPHER_get0_name(c))
+        snprintf(name, sizeof name, "%s", l->EVP_CIPHER_get0_name(c));
+    lower(name);
+    if (!name[0])
+        return;
+    /* A stitched cipher (TLS 1.2's AES-128-CBC-HMAC-SHA1 where AES-NI exists) does the record's
+     * MAC inside the cipher: the device pays for both. */
+    snprintf(key, sizeof key, "cipher:%s", name);
+    char *hmac = strstr(name, "-hmac-");
+    if (hmac) {
+        char ckey[64], dkey[48];
+        snprintf(dkey, sizeof dkey, "digest:%s", hmac + 6);
+        *hmac = 0;
+        snprintf(ckey, sizeof ckey, "cipher:%s", name);
+        struct op *c = find_op(ckey), *d = find_op(dkey);
+        if (c && d) {
+            charge(ckey, c, bytes, host / 2, table_ns(c, (double)bytes));
+            charge(dkey, d, bytes, host - host / 2, table_ns(d, (double)bytes));
+            return;
+        }
+    }
+    struct op *o = find_op(key);
+    if (o && aad)
+        charge(key, o, bytes, host, marginal_ns(o, (double)bytes));
+    else
+        charge_op(key, bytes, host);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The interposed functions. */
+
+#define CALLER __builtin_return_address(0)
+#define ACTIVE (prof.loaded && depth == 0)
+
+int EVP_PKEY_sign(void *ctx, unsigned char *sig, size_t *siglen, const unsigned char *tbs, size_t tbslen) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE || sig == NULL)  /* sig NULL: a length query */
+        return l->EVP_PKEY_sign(ctx, sig, siglen, tbs, tbslen);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_PKEY_sign(ctx, sig, siglen, tbs, tbslen);
+    int64_t host = now_ns() - t0;
+    depth--;
+    char k[40], key[48];
+    pkey_name(l, l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(ctx) : NULL, k, sizeof k);
+    snprintf(key, sizeof key, "sign:%s", k);
+    charge_op(key, 0, host);
+    pay(0);
+    return r;
+}
+
+int EVP_PKEY_verify(void *ctx, const unsigned char *sig, size_t siglen, const unsigned char *tbs, size_t tbslen) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE)
+        return l->EVP_PKEY_verify(ctx, sig, siglen, tbs, tbslen);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_PKEY_verify(ctx, sig, siglen, tbs, tbslen);
+    int64_t host = now_ns() - t0;
+    depth--;
+    char k[40], key[48];
+    pkey_name(l, l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(ctx) : NULL, k, sizeof k);
+    snprintf(key, sizeof key, "verify:%s", k);
+    charge_op(key, 0, host);
+    pay(0);
+    return r;
+}
+
+/* RSA key transport: the client encrypts (a public-key operation: a verify's cost), the server
+ * decrypts (a private-key operation: a sign's). */
+int EVP_PKEY_encrypt(void *ctx, unsigned char *out, size_t *outlen, const unsigned char *in, size_t inlen) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE || out == NULL)
+        return l->EVP_PKEY_encrypt(ctx, out, outlen, in, inlen);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_PKEY_encrypt(ctx, out, outlen, in, inlen);
+    int64_t host = now_ns() - t0;
+    depth--;
+    char k[40], key[48];
+    pkey_name(l, l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(ctx) : NULL, k, sizeof k);
+    snprintf(key, sizeof key, "verify:%s", k);
+    charge_op(key, 0, host);
+    pay(0);
+    return r;
+}
+
+int EVP_PKEY_decrypt(void *ctx, unsigned char *out, size_t *outlen, const unsigned char *in, size_t inlen) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE || out == NULL)
+        return l->EVP_PKEY_decrypt(ctx, out, outlen, in, inlen);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_PKEY_decrypt(ctx, out, outlen, in, inlen);
+    int64_t host = now_ns() - t0;
+    depth--;
+    char k[40], key[48];
+    pkey_name(l, l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(ctx) : NULL, k, sizeof k);
+    snprintf(key, sizeof key, "sign:%s", k);
+    charge_op(key, 0, host);
+    pay(0);
+    return r;
+}
+
+int EVP_PKEY_derive(void *ctx, unsigned char *key_out, size_t *keylen) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE || key_out == NULL)
+        return l->EVP_PKEY_derive(ctx, key_out, keylen);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_PKEY_derive(ctx, key_out, keylen);
+    int64_t host = now_ns() - t0;
+    depth--;
+    char k[40], key[48];
+    int id = pkey_name(l, l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(ctx) : NULL, k, sizeof k);
+    if (id == NID_HMAC || !strcmp(k, "hmac") || !k[0]) {  /* not a key agreement (HKDF/TLS1-PRF contexts have no key) */
+        snprintf(key, sizeof key, "kdf");
+        charge_op(key, 0, host);
+    } else {
+        snprintf(key, sizeof key, "derive:%s", k);
+        charge_op(key, 0, host);
+    }
+    pay(0);
+    return r;
+}
+
+static int keygen_common(struct lib *l, int (*real)(void *, void **), void *ctx, void **ppkey) {
+    if (!ACTIVE || ppkey == NULL)
+        return real(ctx, ppkey);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = real(ctx, ppkey);
+    int64_t host = now_ns() - t0;
+    depth--;
+    char k[40], key[48];
+    pkey_name(l, r > 0 ? *ppkey : NULL, k, sizeof k);
+    snprintf(key, sizeof key, "keygen:%s", k[0] ? k : "unknown");
+    charge_op(key, 0, host);
+    pay(0);
+    return r;
+}
+
+int EVP_PKEY_keygen(void *ctx, void **ppkey) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    return keygen_common(l, l->EVP_PKEY_keygen, ctx, ppkey);
+}
+
+int EVP_PKEY_generate(void *ctx, void **ppkey) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    return keygen_common(l, l->EVP_PKEY_generate, ctx, ppkey);
+}
+
+/* One-shot signatures (TLS's ServerKeyExchange and CertificateVerify, EdDSA): the signature
+ * operation plus hashing the signed data. */
+static void charge_sig(struct lib *l, void *mctx, const char *what, size_t tbslen, int64_t host) {
+    char k[40], key[48];
+    void *pctx = l->EVP_MD_CTX_get_pkey_ctx ? l->EVP_MD_CTX_get_pkey_ctx(mctx) : NULL;
+    int id = pkey_name(l, pctx && l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(pctx) : NULL, k, sizeof k);
+    const void *md = l->EVP_MD_CTX_get0_md ? l->EVP_MD_CTX_get0_md(mctx) : NULL;
+    if (id == NID_HMAC || !strcmp(k, "hmac")) {  /* an HMAC "signature": the digest's bytes */
+        charge_digest(l, md, tbslen, host);
+        return;
+    }
+    snprintf(key, sizeof key, "%s:%s", what, k[0] ? k : "unknown");
+    struct op *o = find_op(key);
+    char dname[40], dkey[48];
+    md_name(l, md, dname, sizeof dname);
+    snprintf(dkey, sizeof dkey, "digest:%s", dname);
+    const struct op *d = dname[0] ? find_op(dkey) : NULL;
+    if (o)
+        charge(key, o, 0, host, table_ns(o, 0) + (d && tbslen ? table_ns(d, (double)tbslen) : 0));
+    else
+        charge_op(key, 0, host);
+}
+
+int EVP_DigestSign(void *mctx, unsigned char *sig, size_t *siglen, const unsigned char *tbs, size_t tbslen) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE || sig == NULL)
+        return l->EVP_DigestSign(mctx, sig, siglen, tbs, tbslen);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_DigestSign(mctx, sig, siglen, tbs, tbslen);
+    int64_t host = now_ns() - t0;
+    depth--;
+    charge_sig(l, mctx, "sign", tbslen, host);
+    pay(0);
+    return r;
+}
+
+int EVP_DigestVerify(void *mctx, const unsigned char *sig, size_t siglen, const unsigned char *tbs, size_t tbslen) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE)
+        return l->EVP_DigestVerify(mctx, sig, siglen, tbs, tbslen);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_DigestVerify(mctx, sig, siglen, tbs, tbslen);
+    int64_t host = now_ns() - t0;
+    depth--;
+    charge_sig(l, mctx, "verify", tbslen, host);
+    pay(0);
+    return r;
+}
+
+int EVP_DigestSignFinal(void *mctx, unsigned char *sig, size_t *siglen) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE || sig == NULL)
+        return l->EVP_DigestSignFinal(mctx, sig, siglen);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_DigestSignFinal(mctx, sig, siglen);
+    int64_t host = now_ns() - t0;
+    depth--;
+    charge_sig(l, mctx, "sign", 0, host);  /* the data was charged by the updates */
+    pay(0);
+    return r;
+}
+
+int EVP_DigestVerifyFinal(void *mctx, const unsigned char *sig, size_t siglen) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE)
+        return l->EVP_DigestVerifyFinal(mctx, sig, siglen);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_DigestVerifyFinal(mctx, sig, siglen);
+    int64_t host = now_ns() - t0;
+    depth--;
+    charge_sig(l, mctx, "verify", 0, host);
+    pay(0);
+    return r;
+}
+
+static int digest_update(struct lib *l, int (*real)(void *, const void *, size_t), void *mctx, const void *d, size_t n) {
+    if (!ACTIVE)
+        return real(mctx, d, n);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = real(mctx, d, n);
+    int64_t host = now_ns() - t0;
+    depth--;
+    charge_digest(l, l->EVP_MD_CTX_get0_md ? l->EVP_MD_CTX_get0_md(mctx) : NULL, n, host);
+    pay(0);
+    return r;
+}
+
+int EVP_DigestUpdate(void *mctx, const void *d, size_t n) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    return digest_update(l, l->EVP_DigestUpdate, mctx, d, n);
+}
+
+int EVP_DigestSignUpdate(void *mctx, const void *d, size_t n) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    return digest_update(l, l->EVP_DigestSignUpdate, mctx, d, n);
+}
+
+int EVP_DigestVerifyUpdate(void *mctx, const void *d, size_t n) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    return digest_update(l, l->EVP_DigestVerifyUpdate, mctx, d, n);
+}
+
+int EVP_Digest(const void *data, size_t count_, unsigned char *md, unsigned int *size, const void *type, void *impl) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE)
+        return l->EVP_Digest(data, count_, md, size, type, impl);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_Digest(data, count_, md, size, type, impl);
+    int64_t host = now_ns() - t0;
+    depth--;
+    charge_digest(l, type, count_, host);
+    pay(0);
+    return r;
+}
+
+static int cipher_update(struct lib *l, int (*real)(void *, unsigned char *, int *, const unsigned char *, int),
+                         void *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl) {
+    if (!ACTIVE)
+        return real(ctx, out, outl, in, inl);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = real(ctx, out, outl, in, inl);
+    int64_t host = now_ns() - t0;
+    depth--;
+    if (inl > 0)
+        charge_cipher(l, ctx, (uint64_t)inl, out == NULL, host);  /* out NULL: AEAD's additional data */
+    pay(0);
+    return r;
+}
+
+int EVP_CipherUpdate(void *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    return cipher_update(l, l->EVP_CipherUpdate, ctx, out, outl, in, inl);
+}
+
+int EVP_EncryptUpdate(void *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    return cipher_update(l, l->EVP_EncryptUpdate, ctx, out, outl, in, inl);
+}
+
+int EVP_DecryptUpdate(void *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    return cipher_update(l, l->EVP_DecryptUpdate, ctx, out, outl, in, inl);
+}
+
+int EVP_Cipher(void *ctx, unsigned char *out, const unsigned char *in, unsigned int inl) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE)
+        return l->EVP_Cipher(ctx, out, in, inl);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_Cipher(ctx, out, in, inl);
+    int64_t host = now_ns() - t0;
+    depth--;
+    if (inl > 0)
+        charge_cipher(l, ctx, inl, out == NULL, host);
+    pay(0);
+    return r;
+}
+
+/* Setting a cipher or digest up and finishing it (an IV, a tag, a final block) belongs to the
+ * operation it serves: the device's tables time the whole loop `openssl speed` runs (init,
+ * update, final per block), so these calls cost the device nothing of their own and give back
+ * the time they took here. */
+static void credit(void) {
+    if (!wrap_charged) {
+        debt_ns -= now_ns() - wrap_t0;
+        wrap_charged = 1;
+        if (debt_ns < -CREDIT_MAX_NS)
+            debt_ns = -CREDIT_MAX_NS;
+    }
+}
+
+#define CREDITED(name, params, args)                 \
+    int name params {                               \
+        ENTER;                                      \
+        struct lib *l = lib_of(CALLER);             \
+        if (!ACTIVE)                                \
+            return l->name args;                    \
+        BEGIN;                                      \
+        int r = l->name args;                       \
+        depth--;                                    \
+        credit();                                   \
+        return r;                                   \
+    }
+
+CREDITED(EVP_CipherInit_ex, (void *c, const void *t, void *e, const unsigned char *k, const unsigned char *iv, int enc),
+         (c, t, e, k, iv, enc))
+CREDITED(EVP_EncryptInit_ex, (void *c, const void *t, void *e, const unsigned char *k, const unsigned char *iv),
+         (c, t, e, k, iv))
+CREDITED(EVP_DecryptInit_ex, (void *c, const void *t, void *e, const unsigned char *k, const unsigned char *iv),
+         (c, t, e, k, iv))
+CREDITED(EVP_CipherInit_ex2, (void *c, const void *t, const unsigned char *k, const unsigned char *iv, int enc,
+                              const void *p), (c, t, k, iv, enc, p))
+CREDITED(EVP_EncryptInit_ex2, (void *c, const void *t, const unsigned char *k, const unsigned char *iv, const void *p),
+         (c, t, k, iv, p))
+CREDITED(EVP_DecryptInit_ex2, (void *c, const void *t, const unsigned char *k, const unsigned char *iv, const void *p),
+         (c, t, k, iv, p))
+CREDITED(EVP_CipherFinal_ex, (void *c, unsigned char *out, int *outl), (c, out, outl))
+CREDITED(EVP_EncryptFinal_ex, (void *c, unsigned char *out, int *outl), (c, out, outl))
+CREDITED(EVP_DecryptFinal_ex, (void *c, unsigned char *out, int *outl), (c, out, outl))
+CREDITED(EVP_CIPHER_CTX_ctrl, (void *c, int type, int arg, void *ptr), (c, type, arg, ptr))
+CREDITED(EVP_DigestInit_ex, (void *c, const void *t, void *e), (c, t, e))
+CREDITED(EVP_DigestFinal_ex, (void *c, unsigned char *md, unsigned int *n), (c, md, n))
+
+/* TLS 1.2's PRF and TLS 1.3's HKDF: a few HMACs of short inputs; no table names them, so they
+ * cost the time here times the general CPU factor. */
+int EVP_KDF_derive(void *ctx, unsigned char *key_out, size_t keylen, const void *params) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE)
+        return l->EVP_KDF_derive(ctx, key_out, keylen, params);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->EVP_KDF_derive(ctx, key_out, keylen, params);
+    int64_t host = now_ns() - t0;
+    depth--;
+    charge_op("kdf", 0, host);
+    pay(0);
+    return r;
+}
+
+/* A certificate chain: one signature verification per certificate below the trust anchor, with
+ * its issuer's key (the anchor's own self-signature is not checked, as OpenSSL does not). */
+int X509_verify_cert(void *ctx) {
+    ENTER;
+    struct lib *l = lib_of(CALLER);
+    if (!ACTIVE)
+        return l->X509_verify_cert(ctx);
+    BEGIN;
+    int64_t t0 = entered_ns;
+    int r = l->X509_verify_cert(ctx);
+    int64_t host = now_ns() - t0;
+    depth--;
+    void *chain = l->X509_STORE_CTX_get0_chain ? l->X509_STORE_CTX_get0_chain(ctx) : NULL;
+    int n = chain && l->OPENSSL_sk_num ? l->OPENSSL_sk_num(chain) : 0;
+    double device = 0;
+    int unknown = 0;
+    char k[40], key[48];
+    for (int i = 0; i + 1 < n; i++) {
+        void *issuer = l->OPENSSL_sk_value(chain, i + 1);
+        pkey_name(l, issuer && l->X509_get0_pubkey ? l->X509_get0_pubkey(issuer) : NULL, k, sizeof k);
+        snprintf(key, sizeof key, "verify:%s", k);
+        const struct op *o = find_op(key);
+        if (o)
+            device += table_ns(o, 0);
+        else
+            unknown = 1;
+    }
+    if (unknown || n < 2)  /* an unknown key, or nothing verified: the time here x the factor */
+        charge("~x509-chain", NULL, 0, host, (double)host * prof.cpu_factor + device);
+    else
+        charge("x509-chain", NULL, (uint64_t)(n - 1), host, device);
+    pay(0);
+    return r;
+}
+
+/* ---- the handshake's platform cost ---- */
+
+
+static struct hs *hs_of(const void *ssl, int fresh) {
+    for (int i = 0; i < HS_SLOTS; i++)
+        if (hs_table[i].ssl == ssl) {
+            if (fresh)
+                hs_table[i].read = hs_table[i].charged = 0;
+            return &hs_table[i];
+        }
+    struct hs *h = &hs_table[hs_next++ % HS_SLOTS];
+    h->ssl = ssl;
+    h->read = h->charged = 0;
+    return h;
+}
+
+static int handshake(struct lib *l, int (*real)(void *), void *ssl) {
+    if (!prof.loaded || prof.handshake_ns <= 0)
+        return real(ssl);
+    struct hs *saved = hs_now;
+    hs_now = hs_of(ssl, l->SSL_in_before ? l->SSL_in_before(ssl) : 0);
+    int r = real(ssl);
+    hs_now = saved;
+    return r;
+}
+
+int SSL_connect(void *ssl) {
+    struct lib *l = lib_of(CALLER);
+    return handshake(l, l->SSL_connect, ssl);
+}
+
+int SSL_do_handshake(void *ssl) {
+    struct lib *l = lib_of(CALLER);
+    return handshake(l, l->SSL_do_handshake, ssl);
+}
+
+static void before_write(void) {
+    if (hs_now && hs_now->read && !hs_now->charged) {
+        hs_now->charged = 1;
+        debt_ns += (int64_t)prof.handshake_ns;
+        count("platform:handshake", 0, 0, (int64_t)prof.handshake_ns);
+        count_phase((int64_t)prof.handshake_ns);
+    }
+    pay(1);
+}
+
+int BIO_write(void *b, const void *data, int dlen) {
+    struct lib *l = lib_of(CALLER);
+    if (prof.loaded && depth == 0)
+        before_write();
+    return l->BIO_write(b, data, dlen);
+}
+
+int BIO_write_ex(void *b, const void *data, size_t dlen, size_t *written) {
+    struct lib *l = lib_of(CALLER);
+    if (prof.loaded && depth == 0)
+        before_write();
+    return l->BIO_write_ex(b, data, dlen, written);
+}
+
+int BIO_read(void *b, void *data, int dlen) {
+    struct lib *l = lib_of(CALLER);
+    if (prof.loaded && depth == 0)
+        pay(1);
+    int r = l->BIO_read(b, data, dlen);
+    if (r > 0 && hs_now)
+        hs_now->read = 1;
+    return r;
+}
+
+int BIO_read_ex(void *b, void *data, size_t dlen, size_t *readbytes) {
+    struct lib *l = lib_of(CALLER);
+    if (prof.loaded && depth == 0)
+        pay(1);
+    int r = l->BIO_read_ex(b, data, dlen, readbytes);
+    if (r > 0 && readbytes && *readbytes > 0 && hs_now)
+        hs_now->read = 1;
+    return r;
+}
+
+static void fill(struct lib *l, void *h) {
+#define R(name) l->name = resolve(h, #name, (void *)&name)
+#define H(name) l->name = resolve(h, #name, NULL)
+    R(EVP_PKEY_sign); R(EVP_PKEY_verify); R(EVP_PKEY_derive); R(EVP_PKEY_keygen); R(EVP_PKEY_generate);
+    R(EVP_PKEY_encrypt); R(EVP_PKEY_decrypt);
+    R(EVP_DigestSign); R(EVP_DigestVerify); R(EVP_DigestSignUpdate); R(EVP_DigestVerifyUpdate);
+    R(EVP_DigestSignFinal); R(EVP_DigestVerifyFinal); R(EVP_DigestUpdate); R(EVP_Digest);
+    R(EVP_CipherUpdate); R(EVP_EncryptUpdate); R(EVP_DecryptUpdate); R(EVP_Cipher); R(EVP_KDF_derive);
+    R(EVP_CipherInit_ex); R(EVP_EncryptInit_ex); R(EVP_DecryptInit_ex); R(EVP_CipherInit_ex2);
+    R(EVP_EncryptInit_ex2); R(EVP_DecryptInit_ex2); R(EVP_CipherFinal_ex); R(EVP_EncryptFinal_ex);
+    R(EVP_DecryptFinal_ex); R(EVP_CIPHER_CTX_ctrl); R(EVP_DigestInit_ex); R(EVP_DigestFinal_ex);
+    R(X509_verify_cert); R(SSL_connect); R(SSL_do_handshake);
+    R(BIO_write); R(BIO_write_ex); R(BIO_read); R(BIO_read_ex);
+    H(EVP_PKEY_CTX_get0_pkey); H(EVP_PKEY_get_base_id); H(EVP_PKEY_get_bits); H(EVP_PKEY_get_group_name);
+    H(EVP_PKEY_get0_type_name); H(EVP_MD_CTX_get_pkey_ctx); H(EVP_MD_CTX_get0_md); H(EVP_MD_get_type);
+    H(OBJ_nid2sn); H(EVP_CIPHER_CTX_get0_cipher); H(EVP_CIPHER_get0_name); H(X509_STORE_CTX_get0_chain);
+    H(OPENSSL_sk_num); H(OPENSSL_sk_value); H(X509_get0_pubkey); H(SSL_in_before);
+#undef R
+#undef H
+}
+
+__attribute__((constructor)) static void init(void) {
+    const char *path = getenv("WEARLAB_DEVICE_PROFILE");
+    if (!path || !*path)
+        return;
+    const char *pad = getenv("WEARLAB_DEVICE_PAD");
+    prof.spin = pad && !strcmp(pad, "spin");
+    calibrate_clock();
+    load_profile(path);
+    open_stats(getenv("WEARLAB_DEVICE_STATS"));
+    memcpy(stats->magic, STATS_MAGIC, sizeof STATS_MAGIC);
+    stats->pid = (uint32_t)getpid();
+    snprintf(stats->device, sizeof stats->device, "%s", prof.name);
+}
