@@ -62,6 +62,15 @@ def _parser() -> argparse.ArgumentParser:
     dv.add_argument("names", nargs="*", metavar="NAME", help="show these devices' every number (default: an overview)")
     dv.add_argument("--in", dest="source", type=Path, metavar="FILE",
                     help="also the devices a topology, experiment or devices file defines")
+    cb = sub.add_parser("crypto-bench", help="a device's cryptographic operations through wearlab's device mechanism "
+                                             "(openssl speed, where experiments compute) beside the papers' tables")
+    cb.add_argument("--device", required=True, help="a device (`wearlab devices` lists them)")
+    cb.add_argument("--in", dest="source", type=Path, metavar="FILE",
+                    help="a topology, experiment or devices file defining the device")
+    cb.add_argument("--only", default="", help="comma-separated groups (rsa2048, ecdhp256, sha256, aes-128-gcm, ...)")
+    cb.add_argument("--seconds", type=int, default=1, help="openssl speed's time per measurement (default 1)")
+    cb.add_argument("--pad", default="sleep", help="how the device's time is made: sleep (default) or spin")
+    cb.add_argument("--runtime", choices=values(Runtime), default=Runtime.AUTO.value)
     pt = sub.add_parser("plot", help="(re)draw the plots of results directories")
     pt.add_argument("results", type=Path, nargs="+")
     sub.add_parser("kinds", help="node kinds and workload kinds, with their options and parameters")
@@ -202,6 +211,11 @@ def dispatch(args: argparse.Namespace) -> int:
         if not removed:
             console.print("nothing to clean")
         return 0
+    if cmd == "crypto-bench":
+        from wearlab.run.cryptobench import crypto_bench
+
+        only = [g.strip() for g in args.only.split(",") if g.strip()]
+        return crypto_bench(args.device, args.source, only, args.seconds, args.pad, args.runtime, CATALOG, console)
     if cmd in ("link", "radio", "handover"):
         from wearlab.run import remote
 

@@ -1,0 +1,172 @@
+"""`wearlab crypto-bench --device NAME`: the device's operations run through the mechanism that
+gives a node its device's time (nodes.devicecpu: OpenSSL's own `openssl speed -elapsed`, with
+wearlab's devicecpu library preloaded), where experiments compute (the UML guest when the host
+kernel lacks netem), printed beside the papers' tables (seed 002's `openssl speed`, seed 001's RSA)
+with the ratios: ours / the device's profile says how true the mechanism is, ours / the paper
+how the device relates to the papers' hardware.
+
+`openssl speed` times digests and ciphers per block size (16 B ... 16 KB), public-key operations
+per operation, with wall-clock time (`-elapsed`; without it, it divides by CPU time, which the
+guest counts in 10 ms ticks and which padding by sleeping does not use at all).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from wearlab.errors import EnvironmentProblem, InputError, Problem
+from wearlab.model.catalog import Catalog
+from wearlab.model.choices import Runtime
+from wearlab.model.devices import Device, builtin_devices
+from wearlab.nodes.devicecpu import PAD_ENV, PADS, DeviceProcess
+from wearlab.report.devices import known_devices
+from wearlab.runtime import launch, probe, signals, uml
+
+
+@dataclass(frozen=True)
+class Group:
+    """One `openssl speed` invocation and the profile keys it times."""
+
+    name: str
+    argv: tuple[str, ...]
+    keys: tuple[str, ...]       # per-operation: (sign, verify) or (derive,); per-byte: (digest:x,)
+
+
+GROUPS = (
+    *(Group(f"rsa{b}", (f"rsa{b}",), (f"sign:rsa{b}", f"verify:rsa{b}")) for b in (1024, 2048, 4096)),
+    *(Group(f"ecdsa{c}", (f"ecdsa{c}",), (f"sign:{c}", f"verify:{c}")) for c in ("p256", "p384", "p521")),
+    *(Group(f"ecdh{c}", (f"ecdh{c}",), (f"derive:{c}",)) for c in ("p256", "p384", "p521", "x25519")),
+    *(Group(d, ("-evp", d), (f"digest:{d}",)) for d in ("md5", "sha1", "sha256", "sha512")),
+    *(Group(c, ("-evp", c), (f"cipher:{c}",)) for c in ("aes-128-cbc", "aes-256-cbc", "aes-128-gcm", "aes-256-gcm",
+                                                         "chacha20-poly1305")),
+)
+GROUP_NAMES = [g.name for g in GROUPS]
+# Where the papers' own figures are: the built-in devices whose numbers were measured there.
+REFERENCES = (("seed 002", "vehicle-embedded-computer"), ("seed 001 watch", "sony-smartwatch-3"),
+              ("seed 001 phone", "galaxy-s4"))
+
+
+@dataclass(frozen=True)
+class Result:
+    key: str
+    size: int               # bytes per call; 0 for a public-key operation
+    per_s: float            # operations per second, or bytes per second
+
+
+def parse_speed(text: str, group: Group) -> list[Result]:
+    """`openssl speed -mr` output -> results (its +H block sizes, +F digest/cipher bytes/s, +F2
+    RSA and +F4 ECDSA sign/s and verify/s, +F5 ECDH ops/s)."""
+    sizes: list[int] = []
+    out: list[Result] = []
+    for line in text.splitlines():
+        parts = line.strip().split(":")
+        tag = parts[0]
+        if tag == "+H":
+            sizes = [int(x) for x in parts[1:]]
+        elif tag == "+F" and len(parts) > 3:
+            out += [Result(group.keys[0], s, float(v)) for s, v in zip(sizes, parts[3:])]
+        elif tag in ("+F2", "+F4") and len(parts) >= 5:
+            out += [Result(group.keys[0], 0, float(parts[3])), Result(group.keys[1], 0, float(parts[4]))]
+        elif tag == "+F5" and len(parts) >= 4:
+            out.append(Result(group.keys[0], 0, float(parts[3])))
+    return out
+
+
+def speed(device: Device, groups: list[Group], seconds: int, pad: str, workdir: Path) -> list[Result]:
+    """Run each group's `openssl speed` here with the device's profile; raise on a failure."""
+    proc = DeviceProcess(device, workdir, "crypto-bench")
+    env = proc.env()
+    env[PAD_ENV] = pad
+    out: list[Result] = []
+    for g in groups:
+        argv = ["openssl", "speed", "-mr", "-elapsed", "-seconds", str(seconds), *g.argv]
+        res = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        got = parse_speed(res.stdout, g)
+        if res.returncode != 0 or not got:
+            raise EnvironmentProblem(f"`{' '.join(argv)}` failed: {(res.stderr or res.stdout).strip()[-300:]}")
+        out += got
+    return out
+
+
+def target(device: Device, r: Result) -> float | None:
+    """The device profile's own figure for a result: operations/s, or bytes/s at its block size."""
+    c = device.cost(r.key)
+    if c is None:
+        return None
+    t = c.seconds(r.size)
+    return (r.size / t if r.size else 1 / t) if t > 0 else None
+
+
+def reference(r: Result, name: str) -> float | None:
+    """A paper's figure (a built-in device's measured number) at exactly this block size."""
+    c = builtin_devices()[name].cost(r.key)
+    if c is None or c.basis != "measured":
+        return None
+    if not c.per_byte:
+        return 1 / c.points[0][1]
+    t = dict(c.points).get(r.size)
+    return r.size / t if t else None
+
+
+def table(device: Device, results: list[Result], pad: str) -> Table:
+    t = Table(title=f"{device.name} through the mechanism (openssl speed -elapsed, devicecpu library, pad {pad}); "
+                    "public-key operations per second, digests and ciphers in 1000s of bytes per second",
+              show_lines=False)
+    for col in ("operation", "block", "ours", "profile", "ours/profile", *[r for r, _ in REFERENCES], "ours/paper"):
+        t.add_column(col, justify="right")
+    for r in results:
+        unit = 1000 if r.size else 1
+        tgt = target(device, r)
+        refs = [reference(r, d) for _, d in REFERENCES]
+        paper = next((x for x in refs if x is not None), None)
+        t.add_row(r.key, str(r.size or "-"), _num(r.per_s / unit), _num(tgt / unit if tgt else None),
+                  _ratio(r.per_s, tgt), *[_num(x / unit if x else None) for x in refs], _ratio(r.per_s, paper))
+    return t
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}" if x < 1e5 else f"{x:,.0f}"
+
+
+def _ratio(a: float, b: float | None) -> str:
+    return "-" if not b else f"{a / b:.3f}"
+
+
+def crypto_bench(device_name: str, source: Path | None, only: list[str], seconds: int, pad: str, runtime: str,
+                 catalog: Catalog, console: Console) -> int:
+    known = known_devices(source, catalog)
+    problems = []
+    if device_name not in known:
+        from wearlab.model.yamlsrc import did_you_mean
+        problems.append(Problem("<command line>", None, "--device", f"unknown device '{device_name}'"
+                                f"{did_you_mean(device_name, known)} (devices: {', '.join(known)})"))
+    problems += [Problem("<command line>", None, "--only", f"unknown group '{g}' (groups: {', '.join(GROUP_NAMES)})")
+                 for g in only if g not in GROUP_NAMES]
+    if pad not in PADS:
+        problems.append(Problem("<command line>", None, "--pad", f"'{pad}' is not one of: {', '.join(PADS)}"))
+    if seconds < 1:
+        problems.append(Problem("<command line>", None, "--seconds", "must be at least 1"))
+    if problems:
+        raise InputError(problems)
+    where, reason = launch.choose(runtime)
+    if where == Runtime.UML and not probe.in_uml_guest():
+        console.print(f"runtime: uml ({reason}): running where experiments compute")
+        argv = [sys.executable, "-m", "wearlab", "crypto-bench", "--device", device_name, "--seconds", str(seconds),
+                "--pad", pad, *(["--in", str(source.resolve())] if source else []),
+                *(["--only", ",".join(only)] if only else [])]
+        with signals.interruptible():
+            return uml.run_in_guest(argv, mounts=launch.project_paths(), cwd=Path.cwd(),
+                                    env={"WEARLAB_ARGV": os.environ.get("WEARLAB_ARGV", "")})
+    groups = [g for g in GROUPS if not only or g.name in only]
+    with tempfile.TemporaryDirectory(prefix="wearlab-crypto-bench-") as d:
+        results = speed(known[device_name], groups, seconds, pad, Path(d))
+    console.print(table(known[device_name], results, pad))
+    return 0

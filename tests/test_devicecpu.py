@@ -1,0 +1,235 @@
+"""The device mechanism (devicecpu/ + nodes.devicecpu): every calibrated operation takes its table
+time through it, where experiments compute (marked `netem`: `make test` runs these inside the
+runtime that has netem, the UML guest here - the guest's clock and scheduler are what the padding
+must survive); a client's TLS handshake takes the device's primitives plus the platform's cost,
+which sits between the server's flight and the client's reply; without a device nothing changes.
+
+Bounds: 15 % of the table (the issue's target). The library reads the TSC and sleeps for what is
+owed, crediting a late wake-up to what follows, so its error is its own per-call bookkeeping
+(~0.1 us: visible only at 16-byte blocks) and the guest's scheduling; measured here 0.94-1.03 of
+the tables at 16 B and 0.98-1.02 from 64 B up.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import need_tool
+from wearlab.model.devices import builtin_devices
+from wearlab.nodes.devicecpu import LIBRARY, DeviceProcess, read_counters
+from wearlab.run.cryptobench import GROUPS, parse_speed, speed, target
+
+ROOT = Path(__file__).resolve().parents[1]
+TOLERANCE = 0.15
+
+
+def _within(results, device, tolerance=TOLERANCE):
+    bad = []
+    for r in results:
+        want = target(device, r)
+        if want is None:
+            continue
+        if not (1 - tolerance) <= r.per_s / want <= 1 + tolerance:
+            bad.append(f"{r.key} {r.size or ''} B: {r.per_s:,.1f}/s, table {want:,.1f}/s ({r.per_s / want:.3f})")
+    return bad
+
+
+# --- parsing openssl speed (host) -----------------------------------------------------------
+
+
+def test_parse_openssl_speed_machine_readable_output():
+    g = {x.name: x for x in GROUPS}
+    text = "+DT:sha256:1:16\n+H:16:64:256:1024:8192:16384\n+F:25:sha256:6808690.00:15184620.00:1:2:3:4\n"
+    got = parse_speed(text, g["sha256"])
+    assert [(r.key, r.size, r.per_s) for r in got[:2]] == [("digest:sha256", 16, 6808690.0), ("digest:sha256", 64, 15184620.0)]
+    got = parse_speed("+F2:2:2048:23.100000:773.900000\n", g["rsa2048"])
+    assert [(r.key, r.per_s) for r in got] == [("sign:rsa2048", 23.1), ("verify:rsa2048", 773.9)]
+    got = parse_speed("+F5:3:256:150.800000:0.006631\n", g["ecdhp256"])
+    assert [(r.key, r.per_s) for r in got] == [("derive:p256", 150.8)]
+
+
+# --- calibration, where experiments compute --------------------------------------------------
+
+
+@pytest.mark.netem
+@pytest.mark.parametrize("group", [g.name for g in GROUPS])
+def test_each_operation_takes_its_table_time(tmp_path, group):
+    """seed 002's computer: every operation of its tables (measured and derived) through the
+    library, padding by sleeping, against the table it pads to."""
+    need_tool("openssl")
+    device = builtin_devices()["vehicle-embedded-computer"]
+    results = speed(device, [g for g in GROUPS if g.name == group], 1, "sleep", tmp_path)
+    assert results
+    assert not _within(results, device)
+
+
+@pytest.mark.netem
+def test_the_watch_profile_and_spinning(tmp_path):
+    """Another device's tables, and padding by spinning instead of sleeping."""
+    need_tool("openssl")
+    device = builtin_devices()["lg-g-watch-r"]
+    groups = [g for g in GROUPS if g.name in ("rsa2048", "ecdhx25519", "aes-128-gcm")]
+    for pad in ("sleep", "spin"):
+        bad = _within(speed(device, groups, 1, pad, tmp_path / pad), device)
+        assert not bad, (pad, bad)
+
+
+# --- a TLS client on a device ------------------------------------------------------------------
+
+
+class FlightRelay:
+    """A TCP relay on loopback between a TLS client and server that notes when each side's bytes
+    pass: the client's think time is from the server's last byte before the client's reply."""
+
+    def __init__(self, upstream: int):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.upstream = upstream
+        self.events: list[tuple[float, str, int]] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            c, _ = self.server.accept()
+            u = socket.create_connection(("127.0.0.1", self.upstream))
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._pump, args=(c, u, "c"), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c, "s"), daemon=True).start()
+
+    def _pump(self, a, b, who):
+        while True:
+            try:
+                data = a.recv(65536)
+            except OSError:
+                data = b""
+            self.events.append((time.monotonic(), who, len(data)))
+            if not data:
+                try:
+                    b.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                return
+            b.sendall(data)
+
+    def think_times(self) -> list[float]:
+        """Per connection in order: the gap between the server's first flight and the client's
+        second (the first 's' burst after the client's first, then the next 'c')."""
+        out, seen_c, last_s = [], 0, None
+        for t, who, n in self.events:
+            if who == "c" and n:
+                if seen_c == 1 and last_s is not None:
+                    out.append(t - last_s)
+                seen_c += 1
+            elif who == "s" and n and seen_c == 1:
+                last_s = t
+            elif who == "c" and not n:
+                seen_c, last_s = 0, None
+        return out
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    from wearlab.nodes.certs import make_pki
+
+    openssl = need_tool("openssl")
+    ca, certs = make_pki(tmp_path / "pki", "localhost")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([openssl, "s_server", "-quiet", "-accept", f"127.0.0.1:{port}", "-www",
+                             "-cert", str(certs["rsa2048"].cert), "-key", str(certs["rsa2048"].key)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "openssl s_server did not start"
+            time.sleep(0.05)
+    yield ca, port
+    proc.kill()
+    proc.wait()
+
+
+FETCH = r"""
+import json, sys
+from wearlab.measure.curl import tls_options
+from wearlab.measure.fetch_agent import request
+ca, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+tls = tls_options("1.2", "ECDHE-RSA-AES128-SHA", ca).as_dict()
+out = []
+for _ in range(n):
+    m = request(f"https://localhost:{port}/", resolve=f"localhost:{port}:127.0.0.1", tls=tls)
+    assert m["exitcode"] == 0, m["errormsg"]
+    out.append(m["time_appconnect"] - m["time_connect"])
+print(json.dumps(out))
+"""
+
+
+def _handshakes(ca, port, n, env) -> list[float]:
+    import json
+    r = subprocess.run([sys.executable, "-c", FETCH, str(ca), str(port), str(n)], env=env, capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-1000:]
+    return json.loads(r.stdout)
+
+
+def _expected(device) -> float:
+    """What the watch's client pays in this handshake (TLS 1.2 ECDHE-RSA, the groups wearlab's
+    client offers - X25519 first -, the test PKI's P-256 CA over an RSA-2048 server key): the
+    platform's cost, the chain's ECDSA verification, the ServerKeyExchange's RSA verification,
+    an X25519 key pair and agreement. Hashes, PRF and record ciphers are below 1 %."""
+    c = device.cost
+    return (device.handshake.seconds() + c("verify:p256").seconds() + c("verify:rsa2048").seconds()
+            + c("keygen:x25519").seconds() + c("derive:x25519").seconds())
+
+
+@pytest.mark.netem
+def test_tls_client_handshake_takes_the_devices_time(tmp_path, tls_server):
+    ca, port = tls_server
+    device = builtin_devices()["lg-g-watch-r"]
+    proc = DeviceProcess(device, tmp_path, "client")
+    bare = _handshakes(ca, port, 6, dict(os.environ))[1:]
+    slow = _handshakes(ca, port, 6, proc.env())[1:]
+    want = _expected(device)
+    # Without a device: this machine's speed (a few ms in the guest). With it: the device's time,
+    # plus what the machine itself spends outside the modelled operations (at most the bare figure).
+    assert statistics.median(bare) < 0.03, bare
+    assert want * (1 - TOLERANCE) <= statistics.median(slow) <= want * (1 + TOLERANCE) + statistics.median(bare), \
+        (slow, want)
+    c = read_counters(proc.stats)
+    assert c["platform:handshake"].calls == 6
+    per_handshake = c["phase:handshake"].device_s / 6
+    assert per_handshake == pytest.approx(want, rel=0.02)
+    assert c["verify:rsa2048"].calls == 6 and c["x509-chain"].calls == 6
+
+
+@pytest.mark.netem
+def test_platform_cost_sits_before_the_clients_second_flight(tmp_path, tls_server):
+    """Seed 000 puts ~87 % of the watch's handshake in the client between the server's flight and
+    its own reply (sub-phases 3-7): the reply leaves only after the device's time."""
+    ca, port = tls_server
+    device = builtin_devices()["lg-g-watch-r"]
+    relay = FlightRelay(port)
+    _handshakes(ca, relay.port, 3, DeviceProcess(device, tmp_path, "client").env())
+    think = relay.think_times()
+    assert len(think) == 3, relay.events
+    for t in think:
+        assert t >= 0.95 * _expected(device), think
+
+
+def test_no_device_no_library():
+    """A process started without a device's environment has nothing preloaded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEARLAB_DEVICE")}
+    assert str(LIBRARY) not in env.get("LD_PRELOAD", "")
