@@ -25,8 +25,16 @@
  * dlsym on that library's own dependency tree), never from whatever comes next in the global
  * scope. Nested calls (libcrypto calling its own interposed functions) are not charged twice.
  *
+ * A program that does other work than cryptography on the device - a phone's proxy - can also
+ * have its own computation slowed by the device's general CPU factor (WEARLAB_DEVICE_CPU_FACTOR=1):
+ * the wall time between two of its system calls (read, write, send, recv, splice, poll, epoll,
+ * select, accept, connect: what a proxy's loop is made of) is its computation there, and
+ * (factor - 1) times it is owed before the next call. Time inside system calls (the kernel's
+ * copying) is not scaled, and neither is a preemption told from computation.
+ *
  * Environment:
  *   WEARLAB_DEVICE_PROFILE  the profile (wearlab.model.devices.profile_text); unset: no effect
+ *   WEARLAB_DEVICE_CPU_FACTOR  1: also the general CPU factor on the computation between calls
  *   WEARLAB_DEVICE_PAD      sleep (default) | spin
  *   WEARLAB_DEVICE_STATS    a file the library keeps its counters in (mmap, read by wearlab)
  *   WEARLAB_DEVICE_TSC_HZ   the TSC's rate, to skip the 10 ms calibration at start
@@ -56,6 +64,10 @@
  * Clock: nanoseconds from the TSC (calibrated once against CLOCK_MONOTONIC), else clock_gettime. */
 
 static double tsc_ns_per_tick;   /* 0: use clock_gettime */
+/* What one clock read costs: half of the first read of a call and half of its last fall outside
+ * the interval they measure, so each call adds one read's cost to what it took here (40 ns a
+ * read in the UML guest: with four calls per 16-byte AEAD block, 0.16 of its 1 us otherwise). */
+static int64_t read_cost_ns;
 
 static int64_t mono_ns(void) {
     struct timespec t;
@@ -89,6 +101,15 @@ static void calibrate_clock(void) {
     if (c1 > c0 && m1 > m0)
         tsc_ns_per_tick = (double)(m1 - m0) / (double)(c1 - c0);
 #endif
+    /* The cheapest of 20 batches: a batch that an interrupt or a preemption hit says nothing. */
+    read_cost_ns = INT64_MAX;
+    for (int b = 0; b < 20; b++) {
+        int64_t r0 = now_ns(), r = r0;
+        for (int i = 0; i < 50; i++)
+            r = now_ns();
+        if ((r - r0) / 50 < read_cost_ns)
+            read_cost_ns = (r - r0) / 50;
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -313,8 +334,11 @@ static void count_phase(int64_t device_ns) {
 
 #define PAY_MIN_NS 100000LL      /* sleep mode: smaller debts wait (a wake-up costs ~60-90 us) */
 #define CREDIT_MAX_NS 50000000LL /* time lost here (a preemption, a late wake-up) given back at most */
+#define IDLE_MIN_NS 1000000LL    /* a pause this long since the last charge is waiting, not computing */
 
 static __thread int64_t debt_ns;
+static __thread int64_t idle_from_ns;  /* when the last charge or payment ended */
+static __thread int64_t padded_ns;     /* slept, spun or charged since the last system call */
 static __thread int depth;        /* > 0 inside an interposed crypto call */
 /* When the outermost interposed call was entered: the device's time replaces everything from
  * there to the charge (the real call, finding the library, naming the key), so the mechanism's
@@ -336,8 +360,10 @@ static void pay(int force) {
         t1 = now_ns();
     }
     debt_ns -= t1 - t0;  /* an overshoot becomes credit for what follows */
+    padded_ns += t1 - t0;
     if (debt_ns < -CREDIT_MAX_NS)
         debt_ns = -CREDIT_MAX_NS;
+    idle_from_ns = t1;
     count(prof.spin ? "pad:spin" : "pad:sleep", 0, t1 - t0, want);
 }
 
@@ -350,8 +376,19 @@ static void charge(const char *key, struct op *o, uint64_t bytes, int64_t host, 
     count_phase((int64_t)device);
     int64_t spent = 0;
     if (!wrap_charged) {  /* the clock is read last: all the bookkeeping above is the device's time too */
-        spent = now_ns() - wrap_t0;
+        int64_t now = now_ns();
+        spent = now - wrap_t0 + read_cost_ns;
+        padded_ns += spent;  /* the device's time replaced it: not computation to scale again */
         wrap_charged = 1;
+        /* Credit is lateness: time lost here that the device would not have lost (a late
+         * wake-up, a preemption). Waiting - for the network, say - absorbs it, as the device
+         * would have waited too, so a pause of a millisecond or more since the last charge takes
+         * it away: it never carries into a later exchange. Shorter gaps are the program's own
+         * work between two calls (a loop), which must not eat a sleep's overshoot. */
+        int64_t idle = idle_from_ns ? wrap_t0 - idle_from_ns : 0;
+        if (debt_ns < 0 && idle >= IDLE_MIN_NS)
+            debt_ns = debt_ns + idle > 0 ? 0 : debt_ns + idle;
+        idle_from_ns = now;
     }
     debt_ns += (int64_t)device - spent;
     if (debt_ns < -CREDIT_MAX_NS)
@@ -922,10 +959,12 @@ int EVP_Cipher(void *ctx, unsigned char *out, const unsigned char *in, unsigned 
  * the time they took here. */
 static void credit(void) {
     if (!wrap_charged) {
-        debt_ns -= now_ns() - wrap_t0;
+        int64_t now = now_ns();
+        debt_ns -= now - wrap_t0 + read_cost_ns;
         wrap_charged = 1;
         if (debt_ns < -CREDIT_MAX_NS)
             debt_ns = -CREDIT_MAX_NS;
+        idle_from_ns = now;  /* busy, not idle: the next charge must not take this back */
     }
 }
 
@@ -1114,6 +1153,80 @@ static void fill(struct lib *l, void *h) {
 #undef H
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The general CPU factor on a program's computation between system calls (a phone's proxy). */
+
+static int cpu_mode;
+static __thread int64_t returned_ns;  /* when this thread's last system call returned */
+static __thread int in_syscall;       /* our own sleeping or printing is not the program's */
+
+static void *libc_next(const char *name) {
+    return dlsym(RTLD_NEXT, name);
+}
+
+static void before_syscall(void) {
+    if (!cpu_mode || in_syscall)
+        return;
+    in_syscall = 1;
+    int64_t now = now_ns();
+    if (returned_ns) {
+        int64_t burst = now - returned_ns - padded_ns;
+        if (burst > 0) {
+            int64_t owed = (int64_t)((double)burst * (prof.cpu_factor - 1));
+            debt_ns += owed;
+            count("cpu:between-syscalls", 0, burst, burst + owed);
+            count_phase(burst + owed);
+        }
+    }
+    pay(1);
+    in_syscall = 0;
+}
+
+static void after_syscall(void) {
+    if (cpu_mode && !in_syscall) {
+        returned_ns = now_ns();
+        padded_ns = 0;
+    }
+}
+
+#define SYSCALL(ret, name, params, args)                                    \
+    ret name params {                                                       \
+        static ret(*real) params;                                           \
+        if (!real)                                                          \
+            real = (ret(*) params)libc_next(#name);                         \
+        before_syscall();                                                   \
+        ret result_ = real args;                                            \
+        after_syscall();                                                    \
+        return result_;                                                     \
+    }
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <signal.h>
+
+SYSCALL(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))
+SYSCALL(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n))
+SYSCALL(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags))
+SYSCALL(ssize_t, send, (int fd, const void *buf, size_t n, int flags), (fd, buf, n, flags))
+SYSCALL(ssize_t, recvfrom, (int fd, void *buf, size_t n, int flags, struct sockaddr *a, socklen_t *l),
+        (fd, buf, n, flags, a, l))
+SYSCALL(ssize_t, sendto, (int fd, const void *buf, size_t n, int flags, const struct sockaddr *a, socklen_t l),
+        (fd, buf, n, flags, a, l))
+SYSCALL(ssize_t, recvmsg, (int fd, struct msghdr *m, int flags), (fd, m, flags))
+SYSCALL(ssize_t, sendmsg, (int fd, const struct msghdr *m, int flags), (fd, m, flags))
+SYSCALL(ssize_t, splice, (int in, loff_t *oin, int out, loff_t *oout, size_t n, unsigned int flags),
+        (in, oin, out, oout, n, flags))
+SYSCALL(int, poll, (struct pollfd *f, nfds_t n, int t), (f, n, t))
+SYSCALL(int, ppoll, (struct pollfd *f, nfds_t n, const struct timespec *t, const sigset_t *m), (f, n, t, m))
+SYSCALL(int, epoll_wait, (int e, struct epoll_event *ev, int n, int t), (e, ev, n, t))
+SYSCALL(int, epoll_pwait, (int e, struct epoll_event *ev, int n, int t, const sigset_t *m), (e, ev, n, t, m))
+SYSCALL(int, select, (int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *t), (n, r, w, x, t))
+SYSCALL(int, accept, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l))
+SYSCALL(int, accept4, (int fd, struct sockaddr *a, socklen_t *l, int flags), (fd, a, l, flags))
+SYSCALL(int, connect, (int fd, const struct sockaddr *a, socklen_t l), (fd, a, l))
+
 __attribute__((constructor)) static void init(void) {
     const char *path = getenv("WEARLAB_DEVICE_PROFILE");
     if (!path || !*path)
@@ -1121,7 +1234,11 @@ __attribute__((constructor)) static void init(void) {
     const char *pad = getenv("WEARLAB_DEVICE_PAD");
     prof.spin = pad && !strcmp(pad, "spin");
     calibrate_clock();
+    in_syscall = 1;  /* loading the profile reads a file: that is not the program's computation */
     load_profile(path);
+    in_syscall = 0;
+    const char *cpu = getenv("WEARLAB_DEVICE_CPU_FACTOR");
+    cpu_mode = prof.loaded && cpu && !strcmp(cpu, "1") && prof.cpu_factor > 1;
     open_stats(getenv("WEARLAB_DEVICE_STATS"));
     memcpy(stats->magic, STATS_MAGIC, sizeof STATS_MAGIC);
     stats->pid = (uint32_t)getpid();

@@ -12,8 +12,11 @@ device, and per phase (inside the TLS handshake, outside it) the device's time, 
 reads around each run.
 
 Who gets it: the http-get client's fetch agent (pycurl/libcurl/OpenSSL). tcpcryptd pads its own
-operations from the same profile (`--device-profile`, nodes.tcpcrypt); a phone's proxies get the
-general CPU factor (nodes.proxies). Without `device:` nothing is preloaded and nothing changes.
+operations from the same profile (`--device-profile`, nodes.tcpcrypt). A phone's proxies (relay,
+HAProxy, a command) get the library with the device's general CPU factor on their computation
+between system calls (nodes.proxies): their user-space work slows by the factor; the kernel's
+work for them (splice, the copies of recv and send) does not. Without `device:` nothing is
+preloaded and nothing changes.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from wearlab.model.devices import Device
 ROOT = Path(__file__).resolve().parents[3]
 LIBRARY = ROOT / "build" / "devicecpu" / "libwearlab-devicecpu.so"
 PAD_ENV = "WEARLAB_DEVICE_PAD"          # sleep (default) or spin; crosses into the UML guest
+CPU_FACTOR_ENV = "WEARLAB_DEVICE_CPU_FACTOR"  # 1: the general CPU factor between system calls
 PADS = ("sleep", "spin")
 MECHANISM = ("devicecpu: LD_PRELOAD library timing each libcrypto call on the wall clock (TSC) and padding it "
              "to the device's table time for its operation and size; the platform's per-handshake cost before "
@@ -99,8 +103,12 @@ def read_counters(path: Path) -> dict[str, Counter]:
 class DeviceProcess:
     """One process's use of the mechanism: its profile, its counters file, its environment."""
 
-    def __init__(self, device: Device, workdir: Path, name: str):
+    def __init__(self, device: Device, workdir: Path, name: str, *, cpu_factor: bool = False):
+        """`cpu_factor`: also scale the process's computation between system calls by the device's
+        general CPU factor (a proxy's own work; not for a TLS client, whose platform cost already
+        holds its stack's)."""
         self.device = device
+        self.cpu_factor = cpu_factor
         workdir.mkdir(parents=True, exist_ok=True)
         self.profile = workdir / f"{name}.device-profile"
         self.stats = workdir / f"{name}.device-counters"
@@ -113,6 +121,8 @@ class DeviceProcess:
         preload = [str(library()), *[p for p in env.get("LD_PRELOAD", "").split() if p]]
         env.update(LD_PRELOAD=" ".join(preload), WEARLAB_DEVICE_PROFILE=str(self.profile),
                    WEARLAB_DEVICE_STATS=str(self.stats), **{PAD_ENV: self.pad})
+        if self.cpu_factor:
+            env[CPU_FACTOR_ENV] = "1"
         return env
 
     def counters(self) -> dict[str, Counter]:
@@ -120,7 +130,8 @@ class DeviceProcess:
 
     def facts(self) -> dict[str, Any]:
         return {"device": self.device.name, "mechanism": MECHANISM, "pad": self.pad, "library": str(LIBRARY),
-                "profile": str(self.profile)}
+                "profile": str(self.profile),
+                "cpu_factor": self.device.cpu_factor.value if self.cpu_factor else None}
 
 
 class RunCounters:

@@ -60,7 +60,8 @@ class NodeKind(NodeKindDecl):
         self.prepare()
         self.start()
         if self._crypt:
-            self.tcpcrypt = TcpcryptDaemon(self.net, self.node, self.workdir, self._crypt)
+            device = self.ctx.plan.device_of(self.node) if self.ctx.plan is not None else None
+            self.tcpcrypt = TcpcryptDaemon(self.net, self.node, self.workdir, self._crypt, device)
             self.tcpcrypt.start()
 
     def shut_down(self) -> None:

@@ -30,12 +30,14 @@ from typing import Any
 from collections.abc import Mapping
 
 from wearlab.model import params as P
+from wearlab.model.columns import Metric
 from wearlab.model.features import KernelFeature
 from wearlab.model.needs import Need, Relay
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.ports import PROXY_LISTEN_BASE
 from wearlab.model.roles import Role
 from wearlab.model.units import format_size
+from wearlab.nodes.devicecpu import DeviceProcess, RunCounters
 from wearlab.nodes.kinds import NodeKind
 from wearlab.nodes.software import KindError, wait_listening
 
@@ -76,6 +78,9 @@ class ProxyKind(NodeKind):
     roles = frozenset({Role.PHONE})
     process_name = "proxy"
     ACCEPTS = (Relay,)
+    metrics = (Metric("proxy_device_cpu_s", "s", label="proxy device CPU",
+                      doc="a phone with a device: the device's time for the proxy's own computation in the run "
+                          "(its user-space time between system calls times the device's CPU factor)"),)
 
     @classmethod
     def features(cls, settings: Mapping[str, Any]) -> set[KernelFeature]:
@@ -118,10 +123,16 @@ class ProxyKind(NodeKind):
             self.procs = []
             return
         self.workdir.mkdir(parents=True, exist_ok=True)
+        device = self.ctx.plan.device_of(self.node) if self.ctx.plan is not None else None
+        # A phone with a device: the proxy's own computation slows by the device's CPU factor.
+        argvs = self.processes()
+        self.device = [DeviceProcess(device, self.workdir, f"{self.process_name}-{i}", cpu_factor=True)
+                       for i in range(len(argvs))] if device else []
         self.procs = [self.net.popen(self.node, argv, stdout=subprocess.DEVNULL,
                                      stderr=open(self.workdir / f"{self.process_name}-{i}.err", "w"),
-                                     cwd=str(self.cwd()))
-                      for i, argv in enumerate(self.processes())]
+                                     cwd=str(self.cwd()),
+                                     **({"env": self.device[i].env()} if self.device else {}))
+                      for i, argv in enumerate(argvs)]
 
     def cwd(self) -> Path:
         return Path.cwd()
@@ -154,8 +165,18 @@ class ProxyKind(NodeKind):
                 p.kill()
                 p.wait()
 
+    def run_started(self, t0_ns: int) -> None:
+        self._counters = [RunCounters(d) for d in getattr(self, "device", [])]
+
+    def run_metrics(self) -> dict[str, Any]:
+        counters = getattr(self, "_counters", [])
+        if not counters:
+            return {}
+        return {"proxy_device_cpu_s": round(sum(sum(m.values()) for m in (c.metrics() for c in counters)), 6)}
+
     def facts(self) -> dict[str, Any]:
         return {**super().facts(),
+                "device": [d.facts() for d in getattr(self, "device", [])] or None,
                 "interception": "iptables REDIRECT of each (server, port) to the proxy's port",
                 "upstreams": [{"listen_port": self.listen_port(i), "server": u.server, "address": u.address,
                                "port": u.port} for i, u in enumerate(self.upstreams)]}

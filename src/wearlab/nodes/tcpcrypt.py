@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from wearlab.errors import EnvironmentProblem
+from wearlab.model.devices import Device
 from wearlab.model.needs import Tcpcrypt
 from wearlab.model.ports import TCPCRYPTD_IN, TCPCRYPTD_OUT
 from wearlab.nodes.software import KindError, wait_listening
@@ -49,8 +50,15 @@ def binary() -> Path:
 class TcpcryptDaemon:
     """One tcpcryptd in one node."""
 
-    def __init__(self, net, node: str, workdir: Path, needs: list[Tcpcrypt]):
+    def __init__(self, net, node: str, workdir: Path, needs: list[Tcpcrypt], device: Device | None = None):
         self.net, self.node, self.dir = net, node, workdir
+        # On a node with a device the daemon pads its own cryptography to the device's times
+        # (tcpcryptd --device-profile; tcpcrypt/tcpcryptd/src/device.rs).
+        self.device_profile: Path | None = None
+        if device is not None:
+            workdir.mkdir(parents=True, exist_ok=True)
+            self.device_profile = workdir / "tcpcryptd.device-profile"
+            self.device_profile.write_text(device.profile_text())
         self.ports = {"outbound": sorted({n.port for n in needs if n.side == "outbound"}),
                       "inbound": sorted({n.port for n in needs if n.side == "inbound"})}
         self.stats = workdir / "tcpcrypt-stats.jsonl"
@@ -76,6 +84,8 @@ class TcpcryptDaemon:
             argv += ["--out-dport", ",".join(map(str, out))]
         if inb:
             argv += ["--service-port", ",".join(map(str, inb))]
+        if self.device_profile is not None:
+            argv += ["--device-profile", str(self.device_profile)]
         return argv
 
     def start(self, timeout: float = 15) -> None:

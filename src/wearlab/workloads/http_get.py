@@ -126,8 +126,10 @@ class HttpGet(Workload):
                    "handshake (records' ciphers and MACs)"),
     )
     series = (Series("tcpcrypt", ("node", "mode", "tep", "aead", "session_id", "handshake_ms", "plaintext_sent",
-                                  "ciphertext_sent", "handshake_bytes_sent", "frames_sent", "eno_syn", "eno_synack"),
-                     doc="tcpcrypt cells: each daemon's record of the run's connection"),)
+                                  "ciphertext_sent", "handshake_bytes_sent", "frames_sent", "eno_syn", "eno_synack",
+                                  "device_ms"),
+                     doc="tcpcrypt cells: each daemon's record of the run's connection (device_ms: on a node with "
+                         "a device, the device's time for the connection's cryptography)"),)
     headline = ("wire_total_s",)
     ratios = (Ratio("protocol", "https", "http", ("wire_total_s", "bytes_total"),
                     ignoring=("tls_version", "cipher", "cert"), title="HTTPS / HTTP (ratio of medians)"),
@@ -317,7 +319,8 @@ def _series_row(node: str, r: dict[str, Any]) -> dict[str, Any]:
             "plaintext_sent": c.get("plaintext_sent"), "ciphertext_sent": c.get("ciphertext_sent"),
             "handshake_bytes_sent": c.get("handshake_bytes_sent"), "frames_sent": c.get("frames_sent"),
             "eno_syn": eno.get("syn") if isinstance(eno, dict) else None,
-            "eno_synack": eno.get("synack") if isinstance(eno, dict) else None}
+            "eno_synack": eno.get("synack") if isinstance(eno, dict) else None,
+            "device_ms": r.get("device_ms")}
 
 
 def _cipher_or_none(cell: dict[str, Any]) -> str | None:

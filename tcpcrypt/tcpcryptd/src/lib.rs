@@ -2,8 +2,11 @@
 //! negotiation (RFC 8547, done in the kernel by the eno-bpf sock_ops program) chose a
 //! tcpcrypt TEP, and relays plain TCP otherwise. See tcpcrypt/README.md for the design.
 
+#![forbid(unsafe_code)]
+
 pub mod bpf;
 pub mod control;
+pub mod device;
 pub mod eno_source;
 pub mod iptables;
 pub mod proxy;

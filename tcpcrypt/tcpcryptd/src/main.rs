@@ -1,4 +1,5 @@
 //! tcpcryptd command line. See `tcpcryptd help`.
+#![forbid(unsafe_code)]
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -40,6 +41,9 @@ RUN OPTIONS:
   --no-resume             no session caching/resumption
   --stats-file PATH       append one JSON line per closed connection
   --control PATH          control socket (default /run/tcpcryptd/control.sock)
+  --device-profile FILE   compute in a device's time: pad key pairs, key agreement, the key
+                          schedule and every frame's seal/open to the profile's times (wearlab
+                          writes it from its device, `wearlab devices`)
   --forward-to ADDR       outbound destination instead of SO_ORIGINAL_DST
   --service-addr ADDR     inbound service instead of SO_ORIGINAL_DST
 
@@ -227,6 +231,7 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
     let no_resume = o.flag("--no-resume");
     let stats_file = o.value("--stats-file")?.map(PathBuf::from);
     let control_path = PathBuf::from(o.value("--control")?.unwrap_or(DEFAULT_CONTROL.into()));
+    let device = o.value("--device-profile")?.map(|p| tcpcryptd::device::Profile::load(Path::new(&p))).transpose()?;
     let forward_to: Option<SocketAddr> = o.value("--forward-to")?.map(|v| v.parse()).transpose()?;
     let service_addr: Option<SocketAddr> = o.value("--service-addr")?.map(|v| v.parse()).transpose()?;
     o.done()?;
@@ -238,6 +243,7 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
         proto: Config { teps: teps.clone(), aeads: aeads.clone(), max_frame_data: frame, rekey_after_bytes: rekey, cache_sessions: !no_resume, ..Config::default() },
         mark,
         resumption: !no_resume,
+        device: device.map(|p| Arc::new(tcpcryptd::device::Pacer::new(p))),
         ..DaemonConfig::default()
     };
     // The ENO source; sockets must be created after joining the cgroup.
@@ -258,6 +264,7 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
         in_port: (in_port != 0 && service_addr.is_none() && !service_ports.is_empty()).then_some(in_port),
         service_ports: service_ports.clone(),
     };
+    let device_name = cfg.device.as_ref().map(|d| d.profile().name.clone());
     let rt = runtime()?;
     let r = rt.block_on(async {
         let registry = Arc::new(Registry::new(stats_file)?);
@@ -278,6 +285,7 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
             "service_ports": service_ports, "teps": teps.iter().map(|t| t.name()).collect::<Vec<_>>(),
             "ciphers": aeads.iter().map(|a| a.name()).collect::<Vec<_>>(),
             "stats_file": registry.stats_path.as_ref().map(|p| p.display().to_string()),
+            "device": device_name,
         });
         let ctl = tokio::spawn(control::serve(control_path.clone(), registry.clone(), info));
         if !no_ipt {

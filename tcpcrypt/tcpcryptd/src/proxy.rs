@@ -16,6 +16,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Notify;
 
+use crate::device::{session_ops, tep_key, Pacer};
 use crate::eno_source::{EnoRecord, EnoSource};
 use crate::registry::{Conn, Registry};
 
@@ -31,12 +32,31 @@ pub struct DaemonConfig {
     pub resumption: bool,
     /// Relay buffer size.
     pub buf_size: usize,
+    /// A device's time for the cryptography (`--device-profile`; crate::device): None, this
+    /// machine's.
+    pub device: Option<Arc<Pacer>>,
 }
 
 impl Default for DaemonConfig {
     fn default() -> Self {
-        DaemonConfig { proto: Config::default(), mark: 0, resumption: true, buf_size: 64 * 1024 }
+        DaemonConfig { proto: Config::default(), mark: 0, resumption: true, buf_size: 64 * 1024, device: None }
     }
+}
+
+/// Run `f` on the session and, with a device, owe the device's time for what it did (frames
+/// sealed and opened, a key agreement that completed), paid before the session's lock is let go:
+/// the writer cannot send what the device has not finished computing.
+fn on_session<T>(device: &Option<Arc<Pacer>>, conn: &Conn, s: &mut Session, f: impl FnOnce(&mut Session) -> T) -> T {
+    let Some(pacer) = device else { return f(s) };
+    let (before, was_established, t0) = (s.stats(), s.is_established(), Instant::now());
+    let r = f(s);
+    let agreed = !was_established && s.is_established() && !s.resumed();
+    let ops = session_ops(&before, &s.stats(), s.aead(), s.tep(), agreed);
+    if !ops.is_empty() {
+        let ns = pacer.charge(t0, &ops);
+        *conn.lock().device_ns.get_or_insert(0) += ns;
+    }
+    r
 }
 
 /// The daemon's shared state.
@@ -271,7 +291,15 @@ impl Daemon {
                 return relay_plain(conn, app, net, self.cfg.buf_size).await;
             }
         };
-        let session = match Session::new(&plan, self.cfg.proto.clone(), ticket, &mut rand_core::OsRng) {
+        let t0 = Instant::now();
+        let fresh = matches!(plan.mode, tcpcrypt_proto::KeyMode::Fresh);
+        let session = Session::new(&plan, self.cfg.proto.clone(), ticket, &mut rand_core::OsRng);
+        if let (Some(pacer), true, Ok(_)) = (&self.cfg.device, fresh, &session) {
+            // A fresh session begins with its ephemeral key pair.
+            let ns = pacer.charge(t0, &[(format!("keygen:{}", tep_key(plan.tep)), 0, 1)]);
+            *conn.lock().device_ns.get_or_insert(0) += ns;
+        }
+        let session = match session {
             Ok(s) => s,
             Err(e) => {
                 conn.lock().state = "aborted";
@@ -326,6 +354,7 @@ impl Daemon {
         self.established(conn, &mut lock(&session), peer);
         let buf_size = self.cfg.buf_size;
         let high_water = 4 * buf_size;
+        let device = &self.cfg.device;
         let (wake, drained) = (&wake, &drained);
         let session_w = session.clone();
         let net_w_ref = &mut net_w;
@@ -357,11 +386,7 @@ impl Daemon {
                 let n = app_r.read(&mut buf).await.context("read from application")?;
                 {
                     let mut s = lock(&up_session);
-                    if n == 0 {
-                        s.send_fin()?;
-                    } else {
-                        s.send(&buf[..n])?;
-                    }
+                    on_session(device, conn, &mut s, |s| if n == 0 { s.send_fin() } else { s.send(&buf[..n]) })?;
                 }
                 wake.notify_one();
                 if n == 0 {
@@ -381,11 +406,8 @@ impl Daemon {
                 let n = net_r.read(&mut buf).await.context("read from peer")?;
                 let (has_out, peer_fin) = {
                     let mut s = lock(&session);
-                    if n == 0 {
-                        s.receive_eof().map_err(|e| anyhow!("tcpcrypt: {e}"))?;
-                    } else {
-                        s.receive(&buf[..n]).map_err(|e| anyhow!("tcpcrypt: {e}"))?;
-                    }
+                    on_session(device, conn, &mut s, |s| if n == 0 { s.receive_eof() } else { s.receive(&buf[..n]) })
+                        .map_err(|e| anyhow!("tcpcrypt: {e}"))?;
                     self.established(conn, &mut s, peer);
                     s.read_plaintext(&mut plain);
                     (s.has_outgoing(), s.peer_fin())

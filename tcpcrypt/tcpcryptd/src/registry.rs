@@ -29,6 +29,8 @@ pub struct ConnState {
     pub handshake_ms: Option<f64>,
     /// Whether the options carried ENO, for the record.
     pub eno: Option<Value>,
+    /// With a device profile: the device's time for this connection's cryptography (ns).
+    pub device_ns: Option<u64>,
 }
 
 /// One proxied connection.
@@ -73,6 +75,9 @@ impl Conn {
             "handshake_ms": st.handshake_ms,
             "eno": st.eno,
         });
+        if let Some(ns) = st.device_ns {
+            v["device_ms"] = json!(ns as f64 / 1e6);
+        }
         if let Some(s) = &st.session {
             let s = s.lock().unwrap_or_else(|p| p.into_inner());
             let x = s.stats();
