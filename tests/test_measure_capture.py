@@ -29,10 +29,10 @@ import pytest
 from conftest import need_tool
 
 from wearlab.measure.curl import curl_argv, parse_write_out
+from wearlab.measure.pcap import PcapReader
 from wearlab.measure.phases import (
     FIN,
     RST,
-    PcapReader,
     classify_packets,
     connection_packets,
     detect_tls_version,

@@ -14,6 +14,7 @@ import struct
 import dpkt
 import pytest
 
+from wearlab.measure.pcap import Packet, PcapReader, read_pcap
 from wearlab.measure.phases import (
     ACK,
     FIN,
@@ -22,14 +23,11 @@ from wearlab.measure.phases import (
     RST,
     SYN,
     ConnPacket,
-    Packet,
-    PcapReader,
     PhaseBytes,
     classify_packets,
     connection_packets,
     detect_tls_version,
     phases_from_pcap,
-    read_pcap,
     connection_phases,
     split_phases,
 )

@@ -19,7 +19,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from wearlab.measure.phases import SYN, PcapReader, decode_tcp, connection_packets, connection_phases
+from wearlab.measure.pcap import PcapReader
+from wearlab.measure.phases import SYN, decode_tcp, connection_packets, connection_phases
 
 
 class ClientCapture:
