@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from wearlab.measure.pcap import PcapReader
-from wearlab.measure.phases import SYN, decode_tcp, connection_packets, connection_phases
+from wearlab.measure.phases import connection_phases
+from wearlab.measure.tcp import SYN, connection_packets, decode_tcp
 
 
 class ClientCapture:
