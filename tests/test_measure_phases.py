@@ -19,12 +19,12 @@ from wearlab.measure.phases import (
     PHASES,
     PhaseBytes,
     classify_packets,
-    detect_tls_version,
     phases_from_pcap,
     connection_phases,
     split_phases,
 )
 from wearlab.measure.tcp import ACK, FIN, PSH, RST, SYN, ConnPacket, connection_packets
+from wearlab.measure.tls import detect_tls_version
 
 HS, TLS, DATA, TD = PHASES
 CLIENT = ("10.0.0.1", 40000)

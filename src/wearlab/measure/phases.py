@@ -76,7 +76,8 @@ Known limitations
 * Alerts are only recognised while the record walk of a direction is intact; if record headers
   were not captured (capture drops, tiny snaplen) the teardown falls back to the first FIN/RST.
 * Which frames decode and which packets belong to the connection is ``measure.tcp``'s
-  (link types, one connection per client endpoint); the file format ``measure.pcap``'s.
+  (link types, one connection per client endpoint); the file format ``measure.pcap``'s; the
+  TLS record walk and tcpcrypt's Init1 ``measure.tls``'s.
 
 Parsers never crash on malformed input: undecodable packets are skipped; a file that is not a
 pcap, or a TLS stream that cannot be walked where the rules need it, raises ``ValueError``.
@@ -91,13 +92,16 @@ from typing import Any
 
 from wearlab.measure.pcap import read_pcap
 from wearlab.measure.tcp import ACK, FIN, RST, SYN, ConnPacket, ReassembledStream, connection_packets
+from wearlab.measure.tls import (
+    TCPCRYPT,
+    detect_tls_version,
+    server_hello_version,
+    tcpcrypt_init1_end,
+    walk_tls_records,
+)
 from wearlab.model.tls import TLS_VERSIONS
 
 PHASES = ("tcp_handshake", "tls_handshake", "data", "teardown")
-
-_MAX_TLS_RECORD = 2**14 + 2048  # largest legal TLSCiphertext.length (RFC 5246 6.2.3)
-_TLS_CONTENT_TYPES = (20, 21, 22, 23, 24)
-_TLS_WIRE_VERSIONS = {0x0301: "1.0", 0x0302: "1.1", 0x0303: "1.2", 0x0304: "1.3"}
 
 
 def _zeros() -> dict[str, int]:
@@ -137,84 +141,7 @@ class PhaseBytes:
 
 
 # ---------------------------------------------------------------------------------------------
-# TLS record walking
-
-
-def _walk_tls_records(stream: ReassembledStream) -> tuple[list[tuple[int, int]], str | None]:
-    """[(stream offset, content type)] of the TLS records in ``stream``, plus the reason the walk
-    stopped early (None if it reached the end of the stream)."""
-    records: list[tuple[int, int]] = []
-    o = 0
-    while o < stream.length:
-        if o + 5 > stream.length:
-            return records, None  # stream ends inside a record header
-        h = stream.read(o, 5)
-        if h is None:
-            return records, f"bytes {o}..{o + 4} of the stream were not captured"
-        typ, major, minor, length = h[0], h[1], h[2], int.from_bytes(h[3:5], "big")
-        if typ not in _TLS_CONTENT_TYPES or major != 3 or minor > 4 or length > _MAX_TLS_RECORD:
-            return records, f"invalid TLS record header {h.hex()} at stream offset {o}"
-        records.append((o, typ))
-        o += 5 + length
-    return records, None
-
-
-def _server_hello_version(down: ReassembledStream) -> str | None:
-    """The TLS version the server selected, from its ServerHello (None if not found/parseable)."""
-    h = down.read(0, 9)
-    if h is None or h[0] != 22 or h[1] != 3 or h[5] != 2:  # handshake record, ServerHello
-        return None
-    rec_len = int.from_bytes(h[3:5], "big")
-    msg_len = int.from_bytes(h[6:9], "big")
-    body = down.read(9, min(msg_len, rec_len - 4))
-    if body is None or len(body) < 38:
-        return None
-    version = int.from_bytes(body[0:2], "big")
-    p = 35 + body[34]  # version(2) random(32) session_id_len(1) session_id
-    p += 3  # cipher suite(2), compression method(1)
-    if len(body) >= p + 2:
-        ext_end = min(len(body), p + 2 + int.from_bytes(body[p:p + 2], "big"))
-        p += 2
-        while p + 4 <= ext_end:
-            etype = int.from_bytes(body[p:p + 2], "big")
-            elen = int.from_bytes(body[p + 2:p + 4], "big")
-            if etype == 43 and elen == 2 and p + 6 <= ext_end:  # supported_versions
-                version = int.from_bytes(body[p + 4:p + 6], "big")
-                break
-            p += 4 + elen
-    return _TLS_WIRE_VERSIONS.get(version)
-
-
-def detect_tls_version(packets: Sequence[ConnPacket]) -> str | None:
-    """"1.0".."1.3" as selected by the server's ServerHello, or None if the client did not start a
-    TLS handshake (plain TCP/HTTP). Raises ValueError if the client started TLS but no parseable
-    ServerHello was captured."""
-    packets = list(packets)
-    up = ReassembledStream(packets, "up")
-    h = up.read(0, 3)
-    if h is None or h[0] != 22 or h[1] != 3:
-        return None
-    v = _server_hello_version(ReassembledStream(packets, "down"))
-    if v is None:
-        raise ValueError("the client started a TLS handshake but no parseable ServerHello "
-                         "(TLS 1.0-1.3) was captured")
-    return v
-
-
-# ---------------------------------------------------------------------------------------------
 # phase split
-
-
-TCPCRYPT = "tcpcrypt"          # pseudo TLS version: tcpcrypt's Init1/Init2 instead of a TLS handshake
-INIT1_MAGIC = 0x15101A0E      # RFC 8548 §4.3
-
-
-def _tcpcrypt_data_start(up: ReassembledStream) -> int | None | bool:
-    """The packet holding the first byte after Init1; False when the stream is not tcpcrypt."""
-    head = up.read(0, 8)
-    if head is None or int.from_bytes(head[:4], "big") != INIT1_MAGIC:
-        return False
-    return up.first_covering(int.from_bytes(head[4:8], "big"))
 
 
 def _check_version(tls_version: str | None) -> str | None:
@@ -241,12 +168,15 @@ def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) 
     up = ReassembledStream(pkts, "up")
     down = ReassembledStream(pkts, "down")
     if tls == TCPCRYPT:
-        start = _tcpcrypt_data_start(up)
-        tls = None if start is False else TCPCRYPT  # fell back to plain TCP: plain HTTP's rules
+        init1_end = tcpcrypt_init1_end(up)
+        if init1_end is None:
+            tls = None  # fell back to plain TCP: plain HTTP's rules
+        else:
+            start = up.first_covering(init1_end)  # the data phase: the first frame after Init1
     if tls == "auto":
         tls = detect_tls_version(pkts)
     elif tls is not None and tls != TCPCRYPT:
-        seen = _server_hello_version(down)
+        seen = server_hello_version(down)
         if seen is not None and seen != tls:
             raise ValueError(f"tls_version={tls!r} but the captured ServerHello selected TLS {seen}")
 
@@ -273,7 +203,7 @@ def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) 
     elif tls == TCPCRYPT:
         data_start = start
     else:
-        up_records, problem = _walk_tls_records(up)
+        up_records, problem = walk_tls_records(up)
         nth = 2 if tls == "1.3" else 1
         app = [o for o, typ in up_records if typ == 23]
         if len(app) >= nth:
@@ -285,7 +215,7 @@ def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) 
     # Teardown start: first FIN/RST, or first alert record sent after the data phase began.
     teardown = next((i for i, p in enumerate(pkts) if p.flags & (FIN | RST)), None)
     if tls not in (None, TCPCRYPT) and data_start is not None:
-        for stream, records in ((up, up_records), (down, _walk_tls_records(down)[0])):
+        for stream, records in ((up, up_records), (down, walk_tls_records(down)[0])):
             for o, typ in records:
                 if typ != 21:
                     continue

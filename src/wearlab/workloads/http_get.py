@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 from wearlab.errors import Problem
 from wearlab.measure.curl import CURL_TIMES, curl_argv, tls_options
-from wearlab.measure.phases import PHASES, TCPCRYPT
+from wearlab.measure.phases import PHASES
+from wearlab.measure.tls import TCPCRYPT
 from wearlab.model import params as P
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.tls import TLS13_SUITES, TLS_VERSIONS
