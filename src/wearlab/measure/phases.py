@@ -75,9 +75,11 @@ Known limitations
   Finished): client-certificate authentication and 0-RTT early data are not handled.
 * Alerts are only recognised while the record walk of a direction is intact; if record headers
   were not captured (capture drops, tiny snaplen) the teardown falls back to the first FIN/RST.
-* Which frames decode and which packets belong to the connection is ``measure.tcp``'s
-  (link types, one connection per client endpoint); the file format ``measure.pcap``'s; the
-  TLS record walk and tcpcrypt's Init1 ``measure.tls``'s.
+
+Reading the capture is apart from these rules: ``measure.pcap`` reads the file, ``measure.tcp``
+decodes the frames, picks the connection's packets and reassembles each direction's byte stream,
+``measure.tls`` walks the TLS records and tcpcrypt's Init1 in it. What they read and skip (link
+types, one connection per client endpoint, no pcapng) is in their docstrings.
 
 Parsers never crash on malformed input: undecodable packets are skipped; a file that is not a
 pcap, or a TLS stream that cannot be walked where the rules need it, raises ``ValueError``.
