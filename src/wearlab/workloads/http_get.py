@@ -19,7 +19,8 @@ from collections.abc import Mapping
 
 from wearlab.errors import Problem
 from wearlab.measure.curl import CURL_TIMES, curl_argv, tls_options
-from wearlab.measure.phases import PHASES, TCPCRYPT
+from wearlab.measure.phases import PHASES
+from wearlab.measure.tls import TCPCRYPT
 from wearlab.model import params as P
 from wearlab.model.columns import Metric, Ratio, Series
 from wearlab.model.features import KernelFeature
