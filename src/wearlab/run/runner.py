@@ -133,7 +133,7 @@ def run_experiment(exp: Experiment, out_dir: Path, *, runtime_label: str, shaper
     results.write_yaml(out_dir / "experiment.yaml", exp.to_document())
     results.write_yaml(out_dir / "topology.yaml", exp.topology.to_document())
     param_cols = exp.param_columns()
-    runs = results.RunsCsv(out_dir / "runs.csv", columns(exp))
+    runs = results.RunsCsv(out_dir / "runs.csv", columns(exp), units={m.name: m.unit for m in exp.metrics()})
     net = ctx = nodes = workload = live = None
     rows: list[dict[str, Any]] = []
     status = 0

@@ -90,7 +90,7 @@ def _stream_metrics() -> tuple[Metric, ...]:
                 Metric(f"{d}_owd_max_s", "s", label=f"{d} OWD max"),
                 Metric(f"{d}_goodput_bps", "bit/s", better="higher", label=f"{d} goodput", summarised=True,
                        doc="message bytes delivered / (last - first delivery)"),
-                Metric(f"{d}_stall_share", "count", label=f"{d} no reception", summarised=True,
+                Metric(f"{d}_stall_share", "ratio", label=f"{d} no reception", summarised=True,
                        doc="share of 200 ms bins between the first and last delivery with nothing delivered "
                            "(seed 003 section 3.3: >= 10 % under undesired Sniff)"),
                 Metric(f"{d}_gap_max_s", "s", label=f"{d} longest gap", summarised=True,
@@ -108,7 +108,7 @@ def _stream_metrics() -> tuple[Metric, ...]:
                    doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run "
                        "(the kernel's accounting: 10 ms ticks in the UML guest, whose HZ is 100)")]
     out += [Metric("d23_median_s", "s", label="d2+d3", doc="phone receive buffer + proxy buffer together"),
-            Metric("vq_throttled_share", "count", better="none", label="throttled",
+            Metric("vq_throttled_share", "ratio", better="none", label="throttled",
                    doc="share of the run the virtual-queue mitigation throttled the phone's downlink")]
     return tuple(out)
 
