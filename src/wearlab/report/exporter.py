@@ -17,9 +17,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from wearlab.model import units
+from wearlab.model.choices import RadioState
 from wearlab.run import control
 
-RADIO_STATES = ("active", "sniff", "waking")
 # Buckets of per-run durations (connect, TLS handshake, transfer, handover phases ...), seconds.
 RUN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -171,8 +171,8 @@ class LiveRuns(Collector):
                     delivered.add_metric(labels, h.get("bytes", 0))
             for node, state in (d.get("nodes") or {}).items():
                 if state and "radio" in state:
-                    for s_ in RADIO_STATES:
-                        radio.add_metric([e, node, s_], 1 if state["radio"] == s_ else 0)
+                    for s_ in RadioState:
+                        radio.add_metric([e, node, s_.value], 1 if state["radio"] == s_ else 0)
         yield from (up, done, total, failed, current, run_s, rate, delay, loss, down, sent_b, sent_p, drops, backlog,
                     changes, last_change, owd, owd_max, goodput, hist, delivered, queue, vq, vq_bw, throttled, radio,
                     per_run)
