@@ -393,10 +393,10 @@ def cmd_top(args) -> int:
 
     from rich.live import Live
 
-    from wearlab.run import control
     from wearlab.report.live import render
+    from wearlab.report.livedoc import read_live
 
-    doc = control.read_live(args.results)
+    doc = read_live(args.results)
     if doc is None:
         raise EnvironmentProblem(f"no running experiment under {args.results} (give its results directory with --results)")
     if args.once:
@@ -405,7 +405,7 @@ def cmd_top(args) -> int:
     with Live(render(doc), console=console, refresh_per_second=4, screen=False) as live:
         while True:
             _time.sleep(0.25)
-            doc = control.read_live(args.results)
+            doc = read_live(args.results)
             if doc is None:
                 break
             live.update(render(doc))

@@ -16,19 +16,16 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from wearlab.model import units
 from wearlab.model.choices import RadioState
-from wearlab.run import control
+from wearlab.report.livedoc import LiveDoc, live_runs, read_record
 
 # Buckets of per-run durations (connect, TLS handshake, transfer, handover phases ...), seconds.
 RUN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
-def _num(value: Any, parse) -> float | None:
-    if value in (None, "", "-"):
-        return None
+def _value(text: str | None) -> float | None:
     try:
-        return float(parse(value))
+        return float(text)
     except (TypeError, ValueError):
         return None
 
@@ -39,13 +36,8 @@ class LiveRuns(Collector):
     def __init__(self, results: Path):
         self.results = results
 
-    def docs(self) -> list[dict[str, Any]]:
-        out = []
-        for c in control.live_runs(self.results):
-            doc = control.read_live(c.parent)
-            if doc and not doc.get("error"):
-                out.append({**doc, "_dir": c.parent})
-        return out
+    def docs(self) -> list[LiveDoc]:
+        return [doc for doc in map(read_record, live_runs(self.results)) if not doc.error]
 
     @staticmethod
     def run_rows(d: Path) -> tuple[list[str], dict[str, Any], list[dict[str, str]]]:
@@ -105,7 +97,7 @@ class LiveRuns(Collector):
                                         "kinds report (metric: e.g. wire_connect_s, handover_p1_s), by cell",
                                         labels=[*exp, "metric", "cell"])
         for d in docs:
-            params, declared, rows = self.run_rows(d["_dir"])
+            params, declared, rows = self.run_rows(Path(d.results_dir))
             by_cell: dict[tuple[str, str], list[float]] = {}
             for r in rows:
                 if r.get("status") != "ok":
@@ -113,66 +105,62 @@ class LiveRuns(Collector):
                 cell = " ".join(f"{p}={r[p]}" for p in params if r.get(p) not in (None, ""))
                 for m, decl in declared.items():
                     if decl.get("unit") == "s":
-                        v = _num(r.get(m), float)
+                        v = _value(r.get(m))
                         if v is not None:
                             by_cell.setdefault((m, cell), []).append(v)
             for (m, cell), values in by_cell.items():
                 buckets = [(repr(le), sum(1 for v in values if v <= le)) for le in RUN_BUCKETS] + [("+Inf", len(values))]
-                per_run.add_metric([str(d.get("experiment", "?")), m, cell], buckets, sum(values))
+                per_run.add_metric([d.experiment, m, cell], buckets, sum(values))
         for d in docs:
-            e = str(d.get("experiment", "?"))
+            e = d.experiment
             up.add_metric([e], 1)
-            p = d.get("progress") or {}
-            if "total" in p:
-                total.add_metric([e], p["total"])
-                done.add_metric([e], p.get("done", 0))
-                failed.add_metric([e], p.get("failed", 0))
-            if "run" in p:
-                current.add_metric([e, str(p.get("cell", ""))], p["run"])
-            if d.get("run_s") is not None:
-                run_s.add_metric([e], d["run_s"])
-            for direction, s in (d.get("links") or {}).items():
-                link = "-".join(sorted(direction.split("->")))
-                labels = [e, link, direction]
-                rate.add_metric(labels, _num(s.get("rate"), units.parse_rate) or 0)
-                delay.add_metric(labels, _num(s.get("delay"), units.parse_duration) or 0)
-                lp = s.get("loss")
-                loss.add_metric(labels, (_num(lp, units.parse_percent) or 0) / 100 if isinstance(lp, str) else 0)
-                down.add_metric(labels, 1 if s.get("down") else 0)
-            for direction, c in (d.get("link_counters") or {}).items():
-                labels = [e, "-".join(sorted(direction.split("->"))), direction]
-                sent_b.add_metric(labels, c.get("bytes", 0))
-                sent_p.add_metric(labels, c.get("packets", 0))
-                drops.add_metric(labels, c.get("drops", 0))
-                backlog.add_metric(labels, c.get("backlog_bytes", 0))
-            ch = d.get("changes") or {}
-            for c in ch.get("changes", []):
-                changes.add_metric([e, c["link"], c["source"]], c["count"])
-            for link, t_ns in (ch.get("last_change_ns") or {}).items():
+            p = d.progress
+            if p.total is not None:
+                total.add_metric([e], p.total)
+                done.add_metric([e], p.done)
+                failed.add_metric([e], p.failed)
+            if p.run is not None:
+                current.add_metric([e, p.cell or ""], p.run)
+            if d.run_s is not None:
+                run_s.add_metric([e], d.run_s)
+            for ld in d.links:
+                labels = [e, ld.link, ld.direction]
+                shape = ld.shape
+                rate.add_metric(labels, shape.rate_bps or 0)
+                delay.add_metric(labels, shape.delay_s)
+                # Gilbert-Elliott loss has no single probability: 0 as before.
+                loss.add_metric(labels, shape.loss.p / 100 if shape.loss is not None and shape.loss.model == "random"
+                                else 0)
+                down.add_metric(labels, 1 if ld.down else 0)
+                if ld.counters is not None:
+                    sent_b.add_metric(labels, ld.counters.bytes)
+                    sent_p.add_metric(labels, ld.counters.packets)
+                    drops.add_metric(labels, ld.counters.drops)
+                    backlog.add_metric(labels, ld.counters.backlog_bytes)
+            for c in d.changes.changes:
+                changes.add_metric([e, c.link, c.source], c.count)
+            for link, t_ns in d.changes.last_change_ns.items():
                 last_change.add_metric([e, link], t_ns / 1e9)
-            for name, v in (d.get("workload") or {}).items():
-                if name == "phone queues":
-                    queue.add_metric([e, "receive"], v.get("recv_q", 0))
-                    queue.add_metric([e, "send"], v.get("send_q", 0))
-                    continue
-                if name == "virtual queue":
-                    vq.add_metric([e], v["vq_bytes"])
-                    vq_bw.add_metric([e], v["bw_bps"])
-                    throttled.add_metric([e], v["throttled"])
-                    continue
-                labels = [e, name]
-                for fam, key in ((owd, "owd_s"), (owd_max, "owd_max_s"), (goodput, "goodput_bps")):
-                    if v.get(key) is not None:
-                        fam.add_metric(labels, v[key])
-                h = v.get("owd_hist")
-                if h:
-                    buckets = [(repr(le), n) for le, n in zip(h["le"], h["counts"])] + [("+Inf", h["count"])]
-                    hist.add_metric(labels, buckets, h["sum"])
-                    delivered.add_metric(labels, h.get("bytes", 0))
-            for node, state in (d.get("nodes") or {}).items():
-                if state and "radio" in state:
+            w = d.workload
+            if w.phone_queues is not None:
+                queue.add_metric([e, "receive"], w.phone_queues.receive_bytes)
+                queue.add_metric([e, "send"], w.phone_queues.send_bytes)
+            if w.virtual_queue is not None:
+                vq.add_metric([e], w.virtual_queue.queue_bytes)
+                vq_bw.add_metric([e], w.virtual_queue.bt_rate_bps)
+                throttled.add_metric([e], 1 if w.virtual_queue.throttled else 0)
+            for st in w.streams:
+                labels = [e, st.key]
+                for fam, v in ((owd, st.owd_s), (owd_max, st.owd_max_s), (goodput, st.goodput_bps)):
+                    if v is not None:
+                        fam.add_metric(labels, v)
+                h = st.owd_hist
+                hist.add_metric(labels, [(repr(le), n) for le, n in zip(h.le, h.counts)] + [("+Inf", h.count)], h.sum)
+                delivered.add_metric(labels, h.bytes)
+            for node, state in d.nodes.items():
+                if state.radio is not None:
                     for s_ in RadioState:
-                        radio.add_metric([e, node, s_.value], 1 if state["radio"] == s_ else 0)
+                        radio.add_metric([e, node, s_.value], 1 if state.radio == s_ else 0)
         yield from (up, done, total, failed, current, run_s, rate, delay, loss, down, sent_b, sent_p, drops, backlog,
                     changes, last_change, owd, owd_max, goodput, hist, delivered, queue, vq, vq_bw, throttled, radio,
                     per_run)
