@@ -4,14 +4,20 @@ conventions, parseable by prometheus_client's own parser; nothing when nothing r
 from __future__ import annotations
 
 import json
+import math
+import subprocess
 import time
 
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import need_tool
 from wearlab.cli import main
-from wearlab.report.exporter import registry
+from wearlab.nodes.kinds import node_kinds
+from wearlab.report.exporter import registry, run_family
+from wearlab.report.results import RunsCsv
+from wearlab.workloads.base import Metric, workload_kinds
 
 LIVE = {
     "experiment": "demo", "run_s": 12.5,
@@ -49,10 +55,10 @@ def samples(results) -> dict[tuple, float]:
 def test_metrics_of_a_live_run(tmp_path):
     got = samples(live_dir(tmp_path))
     e = ("experiment", "demo")
-    assert got[("wearlab_runs_done", (e,))] == 1 and got[("wearlab_runs", (e,))] == 4
+    assert got[("wearlab_runs_done_total", (e,))] == 1 and got[("wearlab_runs", (e,))] == 4
     pw = (("direction", "phone->watch"), e, ("link", "phone-watch"))
     wp = (("direction", "watch->phone"), e, ("link", "phone-watch"))
-    assert got[("wearlab_link_rate_bits_per_second", wp)] == 1_100_000
+    assert got[("wearlab_link_rate_bytes_per_second", wp)] == 1_100_000 / 8
     assert abs(got[("wearlab_link_delay_seconds", wp)] - 0.015) < 1e-12
     assert abs(got[("wearlab_link_loss_ratio", wp)] - 0.01) < 1e-12
     assert got[("wearlab_link_down", pw)] == 1
@@ -60,10 +66,75 @@ def test_metrics_of_a_live_run(tmp_path):
     assert got[("wearlab_link_dropped_packets_total", pw)] == 1
     st = (e, ("stream", "main down"))
     assert got[("wearlab_stream_owd_seconds", st)] == 0.5
-    assert got[("wearlab_stream_owd_histogram_seconds_bucket", (e, ("le", "1.0"), ("stream", "main down")))] == 9
-    assert got[("wearlab_stream_owd_histogram_seconds_count", st)] == 10
+    assert got[("wearlab_stream_message_owd_seconds_bucket", (e, ("le", "1.0"), ("stream", "main down")))] == 9
+    assert got[("wearlab_stream_message_owd_seconds_count", st)] == 10
     assert got[("wearlab_radio_state", (e, ("node", "watch"), ("state", "sniff")))] == 1
     assert got[("wearlab_link_changes_total", (e, ("link", "watch-phone"), ("source", "live")))] == 2
+
+
+def test_the_run_in_progress_is_an_info_gauge_of_one_beside_its_number(tmp_path):
+    got = samples(live_dir(tmp_path))
+    e = ("experiment", "demo")
+    assert got[("wearlab_run_info", (("cell", "pattern=cbr"), e))] == 1
+    assert got[("wearlab_run_number", (e,))] == 2
+
+
+# One metric of each unit, as a workload declares them (names as in http-get and stream).
+PER_RUN = (Metric("wire_connect_s", "s"), Metric("bytes_up_total", "B"), Metric("down_goodput_bps", "bit/s", better="higher"),
+           Metric("down_stall_share", "ratio"), Metric("http_code", "count", better="none"),
+           Metric("packets_up_total", "packets"))
+
+
+def with_runs(results, metrics, rows: list[dict]):
+    """The live run's results directory gets the metadata's declarations and finished rows."""
+    d = results / "demo" / "20261122T000000Z"
+    (d / "metadata.json").write_text(json.dumps({"experiment": "demo", "columns": {
+        "params": ["pattern"], "metrics": {m.name: m.describe() for m in metrics}}}))
+    runs = RunsCsv(d / "runs.csv", ["run", "pattern", "status", *(m.name for m in metrics)],
+                   units={m.name: m.unit for m in metrics})
+    for r in rows:
+        runs.append(r)
+    runs.close()
+    return results
+
+
+def test_every_declared_metric_is_a_histogram_in_base_units(tmp_path):
+    """Per declared metric, whatever its unit: the runs that succeeded, by cell, in base units
+    (bit/s exported as bytes per second: /8)."""
+    ok = [{"wire_connect_s": 0.030 + i / 1000, "bytes_up_total": 700 + i, "down_goodput_bps": 1.0e6 + i,
+           "down_stall_share": 0.1 * i, "http_code": 200, "packets_up_total": 9 + i} for i in range(3)]
+    rows = [{"run": i, "pattern": "cbr", "status": "ok", **v} for i, v in enumerate(ok)]
+    rows.append({"run": 9, "pattern": "cbr", "status": "failed", **ok[0]})
+    got = samples(with_runs(live_dir(tmp_path), PER_RUN, rows))
+    lab = (("cell", "pattern=cbr"), ("experiment", "demo"))
+    for metric, family, base in (("wire_connect_s", "wearlab_run_wire_connect_seconds", 1),
+                                 ("bytes_up_total", "wearlab_run_bytes_up_total_bytes", 1),
+                                 ("down_goodput_bps", "wearlab_run_down_goodput_bytes_per_second", 1 / 8),
+                                 ("down_stall_share", "wearlab_run_down_stall_share_ratio", 1),
+                                 ("http_code", "wearlab_run_http_code", 1),
+                                 ("packets_up_total", "wearlab_run_packets_up_total_packets", 1)):
+        assert got[(family + "_count", lab)] == 3, family                     # the failed run is left out
+        assert got[(family + "_sum", lab)] == pytest.approx(sum(v[metric] for v in ok) * base, rel=1e-6)
+        buckets = sorted((float(dict(k[1])["le"]), n) for k, n in got.items() if k[0] == family + "_bucket")
+        assert [n for _, n in buckets] == sorted(n for _, n in buckets) and buckets[-1] == (math.inf, 3)
+        # each value is counted in the first bucket at or above it
+        for v in ok:
+            first = min(le for le, _ in buckets if le >= v[metric] * base * (1 - 1e-9))
+            assert dict(buckets)[first] >= 1
+    assert not [k for k in got if k[0].startswith("wearlab_run_duration_seconds")]
+
+
+def test_every_declared_metric_of_every_kind_passes_promtool(tmp_path):
+    """Names, units and types of everything the exporter can emit, checked by Prometheus' own linter."""
+    promtool = need_tool("promtool")
+    declared = {m.name: m for m in [*(m for w in workload_kinds().values() for m in w.metrics),
+                                    *(m for k in node_kinds().values() for m in k.metrics)]}
+    results = with_runs(live_dir(tmp_path), declared.values(),
+                        [{"run": 1, "pattern": "cbr", "status": "ok", **{m: 1 for m in declared}}])
+    text = generate_latest(registry(results)).decode()
+    assert sum(1 for n in declared if f"{run_family(n, declared[n].unit)}_count{{" in text) == len(declared)
+    lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), lint.stdout + lint.stderr
 
 
 def test_nothing_running_gives_no_samples_and_a_stale_run_is_not_live(tmp_path):
@@ -112,7 +183,7 @@ workload: {{kind: stream, client: watch, server: server, path: phone, direction:
             raise AssertionError(f"no traffic seen in the metrics: {got}")
         e = ("experiment", "scrape")
         pw = (("direction", "phone->watch"), e, ("link", "phone-watch"))
-        assert got[("wearlab_link_rate_bits_per_second", pw)] == 1_100_000
+        assert got[("wearlab_link_rate_bytes_per_second", pw)] == 1_100_000 / 8
         # server -> ap -> phone -> watch: 10 + 2 + 15 ms one way, plus serialisation
         assert 0.027 <= owd[0] <= 1.0
         assert got[("wearlab_runs", (e,))] == 1

@@ -11,13 +11,18 @@ import json
 import math
 import random
 import re
+import time
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from wearlab.model import quantities
 from wearlab.model.quantities import UNITS
 from wearlab.nodes.kinds import node_kinds
+from wearlab.report.exporter import registry
+from wearlab.report.livedoc import LiveDoc
 from wearlab.report.results import RunsCsv
 from wearlab.report.summary import summarize
 from wearlab.report.table import print_summary
@@ -160,7 +165,7 @@ def energy_results(tmp_path, name: str, joules: list[float], experiment: str = "
     return d
 
 
-def test_energy_in_joules_reaches_csv_summary_and_compare(tmp_path):
+def test_energy_in_joules_reaches_csv_summary_compare_and_the_exporter(tmp_path):
     from wearlab.report import compare as C
 
     joules = [0.38, 0.39, 0.40, 0.41, 0.42, 0.40, 0.39, 0.41]
@@ -187,3 +192,15 @@ def test_energy_in_joules_reaches_csv_summary_and_compare(tmp_path):
     base_mj = re.search(r"\| ([\d.]+) mJ \(n=8\)", line)
     assert base_mj and 395 <= float(base_mj.group(1)) <= 405, line
     assert math.isclose(row.median_cand / row.median_base, 1.5, rel_tol=1e-9)
+
+    # While the experiment runs, its rows so far are a histogram in joules.
+    (base / "control").mkdir()
+    (base / "control" / "heartbeat").write_text(json.dumps({"t_ns": time.time_ns(), "pid": 1}))
+    (base / "control" / "live.json").write_text(LiveDoc(experiment="energy").to_json())
+    got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+           for fam in text_string_to_metric_families(generate_latest(registry(base)).decode()) for s in fam.samples}
+    cell = (("cell", "radio=bt"), ("experiment", "energy"))
+    assert got[("wearlab_run_radio_energy_joules_count", cell)] == len(joules)
+    assert got[("wearlab_run_radio_energy_joules_sum", cell)] == pytest.approx(sum(joules), abs=1e-5)
+    below = {float(dict(k[1])["le"]): v for k, v in got.items() if k[0] == "wearlab_run_radio_energy_joules_bucket"}
+    assert below[0.25] == 0 and below[0.5] == len(joules)        # 0.38-0.42 J, between those bounds

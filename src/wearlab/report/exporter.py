@@ -1,26 +1,51 @@
 """Prometheus metrics of running experiments (`wearlab exporter`).
 
 The runner sits wherever the network lives - the host, a UML guest with no network to the host,
-the Compose stack's testbed - so it does not serve HTTP itself: it writes `control/live.json` into
-its results directory (which every runtime shares with the host) every half second, and this
-collector, run on the host, turns the live runs it finds there into metrics on each scrape.
-prometheus_client does the exposition; names follow Prometheus conventions (base units,
-`_total` for counters, `_seconds`, `_bytes`), labels say experiment, link, direction, stream.
+the Compose stack's testbed - so it does not serve HTTP itself: it writes its live record
+(report.livedoc) into its results directory (which every runtime shares with the host) every half
+second, and this collector, run on the host, turns the live runs it finds there into metrics on
+each scrape. prometheus_client does the exposition; labels say experiment, link, direction,
+stream, cell.
+
+Names pass `promtool check metrics`: values in base units with the unit as the name's suffix
+(`_seconds`, `_bytes`, `_bytes_per_second`: a rate in bit/s is exported /8), counters end in
+`_total`, the `_info` gauge is 1 with its facts as labels. The per-run values of a run's row are
+one histogram per declared metric, named `wearlab_run_<metric in base units>` by the unit table
+(model.quantities: `wire_connect_s` -> `wearlab_run_wire_connect_seconds`, `bytes_up_total` (B) ->
+`wearlab_run_bytes_up_total_bytes`, `down_goodput_bps` -> `wearlab_run_down_goodput_bytes_per_second`,
+`http_code` (count) -> `wearlab_run_http_code`), labelled by cell, over the runs that succeeded.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from wearlab.model import quantities
 from wearlab.model.choices import RadioState
 from wearlab.report.livedoc import LiveDoc, live_runs, read_record
 
-# Buckets of per-run durations (connect, TLS handshake, transfer, handover phases ...), seconds.
-RUN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+BIT_RATE = quantities.UNITS["bit/s"]
+RUN_PREFIX = "wearlab_run_"
+# The exporter's own families about the run in progress: no per-run histogram may take their names.
+RUN_INFO, RUN_NUMBER, RUN_ELAPSED = "wearlab_run_info", "wearlab_run_number", "wearlab_run_elapsed_seconds"
+
+
+def run_family(metric: str, unit: str) -> str | None:
+    """The histogram a declared metric's per-run values go to; None when its unit is not one this
+    wearlab knows (results of another version) or its name would be one of the exporter's own."""
+    if unit not in quantities.UNITS:
+        return None
+    try:
+        name = RUN_PREFIX + quantities.UNITS[unit].prometheus_name(metric)
+    except ValueError:      # declared by a wearlab that did not check names
+        return None
+    return None if name in (RUN_INFO, RUN_NUMBER, RUN_ELAPSED) else name
 
 
 def _value(text: str | None) -> float | None:
@@ -42,8 +67,6 @@ class LiveRuns(Collector):
     @staticmethod
     def run_rows(d: Path) -> tuple[list[str], dict[str, Any], list[dict[str, str]]]:
         """(parameter columns, metric declarations, finished rows) of a results directory."""
-        import csv
-        import json
         try:
             cols = json.loads((d / "metadata.json").read_text())["columns"]
             with (d / "runs.csv").open(newline="") as f:
@@ -51,18 +74,45 @@ class LiveRuns(Collector):
         except (OSError, ValueError, KeyError):
             return [], {}, []
 
+    def per_run(self, docs: list[LiveDoc]) -> list[HistogramMetricFamily]:
+        """One histogram per declared metric of the live runs (present from the first scrape, before
+        any row), the values of the runs that succeeded, per experiment and cell, in base units."""
+        families: dict[str, HistogramMetricFamily] = {}
+        for d in docs:
+            params, declared, rows = self.run_rows(Path(d.results_dir))
+            for metric, decl in declared.items():
+                unit = decl.get("unit", "")
+                name = run_family(metric, unit)
+                if name is None:
+                    continue
+                u = quantities.UNITS[unit]
+                if name not in families:
+                    families[name] = HistogramMetricFamily(
+                        name, f"{decl.get('label') or metric}: {metric} ({unit}) of each run that succeeded, "
+                        f"in {u.base or 'its unit'}, by cell", labels=["experiment", "cell"])
+                by_cell: dict[str, list[float]] = {}
+                for r in rows:
+                    v = _value(r.get(metric)) if r.get("status") == "ok" else None
+                    if v is not None:
+                        cell = " ".join(f"{p}={r[p]}" for p in params if r.get(p) not in (None, ""))
+                        by_cell.setdefault(cell, []).append(u.to_prometheus(v))
+                for cell, values in by_cell.items():
+                    buckets = [(repr(le), sum(1 for v in values if v <= le)) for le in u.buckets]
+                    families[name].add_metric([d.experiment, cell], [*buckets, ("+Inf", len(values))], sum(values))
+        return [families[n] for n in sorted(families)]
+
     def collect(self):
         docs = self.docs()
         exp = ["experiment"]
         up = GaugeMetricFamily("wearlab_experiment_running", "1 for each experiment running now", labels=exp)
-        done = GaugeMetricFamily("wearlab_runs_done", "runs finished so far", labels=exp)
+        done = CounterMetricFamily("wearlab_runs_done", "runs finished so far", labels=exp)
         total = GaugeMetricFamily("wearlab_runs", "runs the experiment has in all", labels=exp)
-        failed = GaugeMetricFamily("wearlab_runs_failed", "runs that failed so far", labels=exp)
-        current = GaugeMetricFamily("wearlab_run_info", "the run in progress (value: its number)",
-                                    labels=[*exp, "cell"])
-        run_s = GaugeMetricFamily("wearlab_run_elapsed_seconds", "time since the run in progress began", labels=exp)
+        failed = CounterMetricFamily("wearlab_runs_failed", "runs that failed so far", labels=exp)
+        info = GaugeMetricFamily(RUN_INFO, "1 for the run in progress, its cell as a label", labels=[*exp, "cell"])
+        number = GaugeMetricFamily(RUN_NUMBER, "the number of the run in progress (1, 2, ...)", labels=exp)
+        run_s = GaugeMetricFamily(RUN_ELAPSED, "time since the run in progress began", labels=exp)
         lk = [*exp, "link", "direction"]
-        rate = GaugeMetricFamily("wearlab_link_rate_bits_per_second", "configured rate (0: unlimited)", labels=lk)
+        rate = GaugeMetricFamily("wearlab_link_rate_bytes_per_second", "configured rate (0: unlimited)", labels=lk)
         delay = GaugeMetricFamily("wearlab_link_delay_seconds", "configured one-way delay", labels=lk)
         loss = GaugeMetricFamily("wearlab_link_loss_ratio", "configured random loss (0..1)", labels=lk)
         down = GaugeMetricFamily("wearlab_link_down", "1 while the direction carries nothing", labels=lk)
@@ -79,38 +129,20 @@ class LiveRuns(Collector):
         owd = GaugeMetricFamily("wearlab_stream_owd_seconds", "median one-way delay over the last second", labels=st)
         owd_max = GaugeMetricFamily("wearlab_stream_owd_max_seconds", "largest one-way delay in the last second",
                                     labels=st)
-        goodput = GaugeMetricFamily("wearlab_stream_goodput_bits_per_second", "delivered over the last second",
+        goodput = GaugeMetricFamily("wearlab_stream_goodput_bytes_per_second", "delivered over the last second",
                                     labels=st)
-        hist = HistogramMetricFamily("wearlab_stream_owd_histogram_seconds", "one-way delay of the run's messages",
-                                     labels=st)
+        messages = HistogramMetricFamily("wearlab_stream_message_owd_seconds",
+                                         "one-way delay of each message of the run in progress", labels=st)
         delivered = CounterMetricFamily("wearlab_stream_delivered_bytes", "message bytes delivered in the run",
                                         labels=st)
         queue = GaugeMetricFamily("wearlab_proxy_socket_queue_bytes", "the phone's TCP socket queues",
                                   labels=[*exp, "queue"])
         vq = GaugeMetricFamily("wearlab_proxy_virtual_queue_bytes", "the relay's virtual queue (mitigation)", labels=exp)
-        vq_bw = GaugeMetricFamily("wearlab_proxy_bt_rate_estimate_bits_per_second", "the relay's BW estimate",
+        vq_bw = GaugeMetricFamily("wearlab_proxy_bt_rate_estimate_bytes_per_second", "the relay's BT rate estimate",
                                   labels=exp)
         throttled = GaugeMetricFamily("wearlab_proxy_throttled", "1 while the relay throttles server->phone",
                                       labels=exp)
         radio = GaugeMetricFamily("wearlab_radio_state", "1 for the BT radio's current state", labels=[*exp, "node", "state"])
-        per_run = HistogramMetricFamily("wearlab_run_duration_seconds", "per-run durations the workload and node "
-                                        "kinds report (metric: e.g. wire_connect_s, handover_p1_s), by cell",
-                                        labels=[*exp, "metric", "cell"])
-        for d in docs:
-            params, declared, rows = self.run_rows(Path(d.results_dir))
-            by_cell: dict[tuple[str, str], list[float]] = {}
-            for r in rows:
-                if r.get("status") != "ok":
-                    continue
-                cell = " ".join(f"{p}={r[p]}" for p in params if r.get(p) not in (None, ""))
-                for m, decl in declared.items():
-                    if decl.get("unit") == "s":
-                        v = _value(r.get(m))
-                        if v is not None:
-                            by_cell.setdefault((m, cell), []).append(v)
-            for (m, cell), values in by_cell.items():
-                buckets = [(repr(le), sum(1 for v in values if v <= le)) for le in RUN_BUCKETS] + [("+Inf", len(values))]
-                per_run.add_metric([d.experiment, m, cell], buckets, sum(values))
         for d in docs:
             e = d.experiment
             up.add_metric([e], 1)
@@ -120,13 +152,14 @@ class LiveRuns(Collector):
                 done.add_metric([e], p.done)
                 failed.add_metric([e], p.failed)
             if p.run is not None:
-                current.add_metric([e, p.cell or ""], p.run)
+                info.add_metric([e, p.cell or ""], 1)
+                number.add_metric([e], p.run)
             if d.run_s is not None:
                 run_s.add_metric([e], d.run_s)
             for ld in d.links:
                 labels = [e, ld.link, ld.direction]
                 shape = ld.shape
-                rate.add_metric(labels, shape.rate_bps or 0)
+                rate.add_metric(labels, BIT_RATE.to_prometheus(shape.rate_bps or 0))
                 delay.add_metric(labels, shape.delay_s)
                 # Gilbert-Elliott loss has no single probability: 0 as before.
                 loss.add_metric(labels, shape.loss.p / 100 if shape.loss is not None and shape.loss.model == "random"
@@ -147,23 +180,27 @@ class LiveRuns(Collector):
                 queue.add_metric([e, "send"], w.phone_queues.send_bytes)
             if w.virtual_queue is not None:
                 vq.add_metric([e], w.virtual_queue.queue_bytes)
-                vq_bw.add_metric([e], w.virtual_queue.bt_rate_bps)
+                vq_bw.add_metric([e], BIT_RATE.to_prometheus(w.virtual_queue.bt_rate_bps))
                 throttled.add_metric([e], 1 if w.virtual_queue.throttled else 0)
-            for st in w.streams:
-                labels = [e, st.key]
-                for fam, v in ((owd, st.owd_s), (owd_max, st.owd_max_s), (goodput, st.goodput_bps)):
-                    if v is not None:
-                        fam.add_metric(labels, v)
-                h = st.owd_hist
-                hist.add_metric(labels, [(repr(le), n) for le, n in zip(h.le, h.counts)] + [("+Inf", h.count)], h.sum)
+            for s in w.streams:
+                labels = [e, s.key]
+                if s.owd_s is not None:
+                    owd.add_metric(labels, s.owd_s)
+                if s.owd_max_s is not None:
+                    owd_max.add_metric(labels, s.owd_max_s)
+                goodput.add_metric(labels, BIT_RATE.to_prometheus(s.goodput_bps))
+                h = s.owd_hist
+                messages.add_metric(labels, [(repr(le), n) for le, n in zip(h.le, h.counts)] + [("+Inf", h.count)],
+                                    h.sum)
                 delivered.add_metric(labels, h.bytes)
             for node, state in d.nodes.items():
                 if state.radio is not None:
                     for s_ in RadioState:
                         radio.add_metric([e, node, s_.value], 1 if state.radio == s_ else 0)
-        yield from (up, done, total, failed, current, run_s, rate, delay, loss, down, sent_b, sent_p, drops, backlog,
-                    changes, last_change, owd, owd_max, goodput, hist, delivered, queue, vq, vq_bw, throttled, radio,
-                    per_run)
+        yield from (up, done, total, failed, info, number, run_s, rate, delay, loss, down, sent_b, sent_p, drops,
+                    backlog, changes, last_change, owd, owd_max, goodput, messages, delivered, queue, vq, vq_bw,
+                    throttled, radio)
+        yield from self.per_run(docs)
 
 
 def registry(results: Path):
