@@ -150,42 +150,96 @@ def test_cli_once(tmp_path, capsys):
     assert main(["exporter", "--listen", "nope"]) == 2
 
 
-@pytest.mark.netem
+# What a live stream run through the phone's relay (virtual queue on), with the watch's BT radio and
+# a timeline change, has samples of; and per-run histograms declared before any row is written.
+LIVE_FAMILIES = {
+    "wearlab_experiment_running", "wearlab_runs", "wearlab_runs_done_total", "wearlab_runs_failed_total",
+    "wearlab_run_info", "wearlab_run_number", "wearlab_run_elapsed_seconds",
+    "wearlab_link_rate_bytes_per_second", "wearlab_link_delay_seconds", "wearlab_link_loss_ratio", "wearlab_link_down",
+    "wearlab_link_sent_bytes_total", "wearlab_link_sent_packets_total", "wearlab_link_dropped_packets_total",
+    "wearlab_link_backlog_bytes", "wearlab_link_changes_total", "wearlab_link_last_change_timestamp_seconds",
+    "wearlab_stream_owd_seconds", "wearlab_stream_owd_max_seconds", "wearlab_stream_goodput_bytes_per_second",
+    "wearlab_stream_message_owd_seconds_bucket", "wearlab_stream_delivered_bytes_total",
+    "wearlab_proxy_socket_queue_bytes", "wearlab_proxy_virtual_queue_bytes",
+    "wearlab_proxy_bt_rate_estimate_bytes_per_second", "wearlab_proxy_throttled", "wearlab_radio_state",
+}
+DECLARED_HISTOGRAMS = ("wearlab_run_down_owd_median_seconds", "wearlab_run_down_goodput_bytes_per_second",
+                       "wearlab_run_down_stall_share_ratio", "wearlab_run_down_bytes", "wearlab_run_handover_p1_seconds")
+
+
+@pytest.mark.root
 def test_scraping_a_running_experiment(tmp_path):
-    """During a real run: the configured link values, counters that grow with the traffic, and a
-    stream's OWD no shorter than the path's physics."""
-    import subprocess
+    """During a real run (`wearlab run` on this host: in a UML guest when the kernel lacks netem;
+    promtool is a host tool): the scrape passes `promtool check metrics` and holds the families of
+    everything running; the configured link values, counters that grow with the traffic, and a
+    stream's OWD no shorter than the path's physics. Ctrl-C then stops the run."""
+    import signal
 
     from conftest import ROOT, WEARLAB
 
+    promtool = need_tool("promtool")
     (tmp_path / "exp.yaml").write_text(f"""
 name: scrape
 topology: {ROOT / "topologies" / "cproxy.yaml"}
 repetitions: 1
+nodes:
+  watch: {{radio: bt, uplink_keepalive: true}}
+  phone: {{mitigation: virtual-queue}}
 workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
-           rate: 500kbit, message_size: 1000, duration: 10s}}
+           rate: 500kbit, message_size: 1000, duration: 60s}}
+timeline:
+  - {{at: 1s, link: phone-ap, set: {{delay: 5ms}}}}
 """)
     out = tmp_path / "r"
+    log = (tmp_path / "run.log").open("w")
     run = subprocess.Popen([*WEARLAB, "run", str(tmp_path / "exp.yaml"), "--out", str(out)], cwd=ROOT,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300      # the guest boots first
         got: dict = {}
         while time.monotonic() < deadline:
+            assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
             got = samples(out)
             sent = {k: v for k, v in got.items() if k[0] == "wearlab_link_sent_bytes_total"
                     and ("direction", "phone->watch") in k[1]}
-            owd = [v for k, v in got.items() if k[0] == "wearlab_stream_owd_seconds"]
-            if sent and list(sent.values())[0] > 100_000 and owd:
+            if sent and list(sent.values())[0] > 100_000 and LIVE_FAMILIES <= {k[0] for k in got}:
                 break
             time.sleep(0.5)
         else:
-            raise AssertionError(f"no traffic seen in the metrics: {got}")
+            raise AssertionError(f"missing in the metrics: {LIVE_FAMILIES - {k[0] for k in got}}; sent: {got}")
+        # What Prometheus would scrape, as `wearlab exporter` serves it, through Prometheus' linter.
+        scrape = subprocess.run([*WEARLAB, "exporter", "--results", str(out), "--once"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=60)
+        assert scrape.returncode == 0, scrape.stderr
+        lint = subprocess.run([promtool, "check", "metrics"], input=scrape.stdout, capture_output=True, text=True)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+        got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(scrape.stdout) for s in fam.samples}
+        assert LIVE_FAMILIES <= {k[0] for k in got}, LIVE_FAMILIES - {k[0] for k in got}
+        for name in DECLARED_HISTOGRAMS:
+            assert f"# TYPE {name} histogram" in scrape.stdout, name
         e = ("experiment", "scrape")
         pw = (("direction", "phone->watch"), e, ("link", "phone-watch"))
         assert got[("wearlab_link_rate_bytes_per_second", pw)] == 1_100_000 / 8
-        # server -> ap -> phone -> watch: 10 + 2 + 15 ms one way, plus serialisation
-        assert 0.027 <= owd[0] <= 1.0
-        assert got[("wearlab_runs", (e,))] == 1
+        # server -> ap -> phone -> watch: 10 + 2 (5 after the timeline's change) + 15 ms one way,
+        # plus serialisation
+        owd = [v for k, v in got.items() if k[0] == "wearlab_stream_owd_seconds"]
+        assert owd and 0.027 <= owd[0] <= 1.0
+        # 500 kbit/s of messages: the last second's goodput, in bytes per second, near 62.5 kB/s
+        goodput = [v for k, v in got.items() if k[0] == "wearlab_stream_goodput_bytes_per_second"]
+        assert goodput and 30_000 <= goodput[0] <= 100_000
+        assert got[("wearlab_runs", (e,))] == 1 and got[("wearlab_run_number", (e,))] == 1
+        assert got[("wearlab_link_changes_total", (e, ("link", "phone-ap"), ("source", "timeline")))] == 1
+        assert sum(v for k, v in got.items() if k[0] == "wearlab_radio_state") == 1     # one state at a time
     finally:
-        run.wait(timeout=120)
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)
+        try:
+            rc = run.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            subprocess.run([*WEARLAB, "clean"], cwd=ROOT, capture_output=True, timeout=300)
+            raise
+        finally:
+            log.close()
+    assert rc == 130, (tmp_path / "run.log").read_text()[-3000:]     # interrupted as by Ctrl-C
