@@ -46,9 +46,14 @@ rm -rf "$tmp/var/cache/apt/archives/"*.deb
 echo "$want" > "$tmp/.wearlab-rootfs-stamp"
 mv "$tmp" "$tree"
 previous=$(readlink "$dest" 2>/dev/null || true)
-[ -L "$dest" ] || rm -rf "$dest"     # a tree from before versioned trees: no guest can be using it now...
+if [ -e "$dest" ] && [ ! -L "$dest" ]; then
+  # A tree from before versioned trees: moved aside (a guest may be booted from it), kept as the previous one.
+  previous="$(basename "$dest")-unversioned"
+  rm -rf "$dest-unversioned"
+  mv "$dest" "$dest-unversioned"
+fi
 ln -sfn "$(basename "$tree")" "$dest"
-# ...and only the newest and the one before it stay.
+# Only the newest tree and the one before it stay.
 for old in "$dest"-*; do
   case "$(basename "$old")" in "$(basename "$tree")"|"$previous"|*.tmp) continue ;; esac
   [ -d "$old" ] && rm -rf "$old"

@@ -95,7 +95,7 @@ def _stream_metrics() -> tuple[Metric, ...]:
                 Metric(f"{d}_owd_max_s", "s", label=f"{d} OWD max"),
                 Metric(f"{d}_goodput_bps", "bit/s", better="higher", label=f"{d} goodput", summarised=True,
                        doc="message bytes delivered / (last - first delivery)"),
-                Metric(f"{d}_stall_share", "count", label=f"{d} no reception", summarised=True,
+                Metric(f"{d}_stall_share", "ratio", label=f"{d} no reception", summarised=True,
                        doc="share of 200 ms bins between the first and last delivery with nothing delivered "
                            "(seed 003 section 3.3: >= 10 % under undesired Sniff)"),
                 Metric(f"{d}_gap_max_s", "s", label=f"{d} longest gap", summarised=True,
@@ -113,7 +113,7 @@ def _stream_metrics() -> tuple[Metric, ...]:
                    doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run "
                        "(the kernel's accounting: 10 ms ticks in the UML guest, whose HZ is 100)")]
     out += [Metric("d23_median_s", "s", label="d2+d3", doc="phone receive buffer + proxy buffer together"),
-            Metric("vq_throttled_share", "count", better="none", label="throttled",
+            Metric("vq_throttled_share", "ratio", better="none", label="throttled",
                    doc="share of the run the virtual-queue mitigation throttled the phone's downlink")]
     return tuple(out)
 
@@ -469,7 +469,9 @@ OWD_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30
 class _LiveTail:
     """The receiving side's records as they grow (the agent flushes every 0.2 s): the last
     second's one-way delay and goodput, and the run's OWD histogram, for a live view and the
-    Prometheus exporter."""
+    Prometheus exporter. `sample()` gives the fields of the live record's WorkloadState
+    (report.livedoc, which validates them): the streams by role and direction, the phone's
+    socket queues, the relay's virtual queue."""
 
     def __init__(self, specs: list[dict[str, Any]], sampler, vq_file=None):
         self.specs, self.sampler, self.vq_file = specs, sampler, vq_file
@@ -480,9 +482,11 @@ class _LiveTail:
 
     def sample(self) -> dict[str, Any]:
         now = time.time_ns()
-        out: dict[str, Any] = {}
+        streams: list[dict[str, Any]] = []
+        out: dict[str, Any] = {"streams": streams}
         for spec in self.specs:
-            path, name = spec["out"], f"{spec.get('role_name', 'main')} {spec['direction']}"
+            role, direction = spec.get("role_name", "main"), spec["direction"]
+            path, name = spec["out"], f"{role} {direction}"
             try:
                 with open(path) as f:
                     f.seek(self.offsets.get(path, 0))
@@ -508,21 +512,22 @@ class _LiveTail:
                             hist["counts"][i] += 1   # cumulative, as Prometheus buckets are
             rows[:] = [r for r in rows if now - r[0] < 30e9]
             last = [r for r in rows if now - r[0] < 1e9]
-            out[name] = {"owd_s": statistics.median(r[1] for r in last) if last else None,
-                         "owd_max_s": max((r[1] for r in last), default=None),
-                         "goodput_bps": sum(r[2] for r in last) * 8, "messages": self.totals.get(name, 0),
-                         "owd_30s": [round(r[1], 4) for r in rows[-300:]], "owd_hist": hist}
+            streams.append({"role": role, "direction": direction,
+                            "owd_s": statistics.median(r[1] for r in last) if last else None,
+                            "owd_max_s": max((r[1] for r in last), default=None),
+                            "goodput_bps": sum(r[2] for r in last) * 8, "messages": self.totals.get(name, 0),
+                            "owd_30s": [round(r[1], 4) for r in rows[-300:]], "owd_hist": hist})
         if self.sampler is not None and self.sampler.rows:
             t, sock, rq, sq = self.sampler.rows[-1]
-            out["phone queues"] = {"recv_q": rq, "send_q": sq}
+            out["phone_queues"] = {"receive_bytes": rq, "send_bytes": sq}
         if self.vq_file is not None:
             try:
                 with open(self.vq_file, "rb") as f:
                     f.seek(max(0, f.seek(0, 2) - 200))
                     last = f.read().decode(errors="replace").strip().splitlines()[-1].split(",")
                 if len(last) == 6 and last[0].isdigit():
-                    out["virtual queue"] = {"vq_bytes": float(last[1]), "bw_bps": float(last[2]),
-                                            "q_ub_bytes": float(last[3]), "throttled": int(float(last[5]))}
+                    out["virtual_queue"] = {"queue_bytes": float(last[1]), "bt_rate_bps": float(last[2]),
+                                            "upper_bound_bytes": float(last[3]), "throttled": bool(int(float(last[5])))}
             except (OSError, IndexError, ValueError):
                 pass
         return out
