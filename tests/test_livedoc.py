@@ -21,7 +21,7 @@ from wearlab.report.livedoc import LiveDoc, read_live, read_record
 from wearlab.realize.changelog import ChangeLog
 from wearlab.run.context import RunState
 from wearlab.run.control import ControlServer
-from wearlab.workloads.streams import _LiveTail
+from wearlab.measure.stream_records import LiveTail
 
 MESSAGE = 1000          # bytes
 OWD_S = (0.020, 0.030, 0.040)
@@ -84,7 +84,7 @@ def test_what_the_runner_writes_reads_back_typed(tmp_path):
     vq = tmp_path / "vq.csv"
     vq.write_text("t_ns,vq_bytes,bw_bps,q_ub_bytes,q_lb_bytes,throttled\n1,50000,1050000,90000,30000,1\n")
     sampler = SimpleNamespace(rows=[(1, "10.0.0.2:5001->10.0.1.2:40000", 1000, 20)])
-    doc = write_record(tmp_path, Workload(_LiveTail([{"out": str(out), "direction": "down"}], sampler, vq)))
+    doc = write_record(tmp_path, Workload(LiveTail([{"out": str(out), "direction": "down"}], sampler, vq)))
 
     assert doc.error is None and doc.experiment == "demo" and 3.9 <= doc.run_s <= 10
     assert (doc.progress.total, doc.progress.done, doc.progress.failed, doc.progress.run) == (6, 2, 1, 3)
