@@ -68,3 +68,20 @@ def packages(where: str) -> set[str]:
         if fields and not fields[0].startswith("#") and where in fields[1:]:
             out.add(fields[0])
     return out
+
+
+# wearlab's accuracy goal for every timing it reports, max(0.3 ms, 2 %), is a quiet machine's:
+# the benchmarks (bench/bench_link.py, bench_connect.py, ...) hold it there and fail when it is
+# missed. Tests must also pass beside a busy CPU (`make test` next to `stress-ng --cpu 1`), where a
+# guest vCPU or a sender may wait for the host scheduler: they allow the goal plus BUSY_SLACK_S.
+BUSY_SLACK_S = 0.001
+
+
+def timing_goal(seconds: float) -> float:
+    """The quiet-machine goal: max(0.3 ms, 2 %)."""
+    return max(0.0003, 0.02 * seconds)
+
+
+def timing_bound(seconds: float) -> float:
+    """What a test allows above the physics: the goal plus a busy machine's scheduling slack."""
+    return timing_goal(seconds) + BUSY_SLACK_S

@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from conftest import wearlab
+from conftest import timing_bound, wearlab
 
 pytestmark = pytest.mark.netem
 
@@ -20,9 +20,6 @@ FRAME = SIZE + 66          # on the wire: + Ethernet, IPv4, TCP with timestamps
 RATE_LINK = 10_000_000
 RATE_SLOW = 200_000
 
-
-def goal(seconds: float) -> float:
-    return max(0.0003, 0.02 * seconds)
 
 
 def test_delay_and_rate_changes_land_on_time_in_place(tmp_path):
@@ -68,7 +65,7 @@ timeline:
         inside = [o for t, o in owd if lo + 0.001 < t < hi - 0.001]
         assert len(inside) >= 0.9 * (hi - lo) * 100, (lo, hi, len(inside))
         med = statistics.median(inside)
-        assert physics - 5e-5 <= med <= physics + goal(physics), (lo, hi, med, physics)
+        assert physics - 5e-5 <= med <= physics + timing_bound(physics), (lo, hi, med, physics)
         # Each change raises the delay, so no message of a phase may be faster than its physics:
         # the change took effect at the logged time, not later. (Above it, the guest's scheduling
         # puts a few messages some ms late: the bulk must still sit at the physics.)
