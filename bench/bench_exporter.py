@@ -29,18 +29,18 @@ TARGET = 0.02
 
 
 def live_doc(t: float) -> dict:
-    links, counters = {}, {}
-    for i in range(LINKS):
-        for a, b in ((f"w{i}", f"p{i}"), (f"p{i}", f"w{i}")):
-            links[f"{a}->{b}"] = {"rate": "1.1Mbit", "delay": "15ms", "loss": "1%", "down": False}
-            counters[f"{a}->{b}"] = {"bytes": int(t * 1000), "packets": int(t), "drops": 0, "backlog_bytes": 300}
+    """A live record (wearlab.report.livedoc.LiveDoc) as the runner writes it."""
+    links = [{"src": a, "dst": b, "shape": {"rate_bps": 1_100_000, "delay_s": 0.015, "loss": {"p": 1.0}},
+              "down": False, "counters": {"bytes": int(t * 1000), "packets": int(t), "drops": 0, "backlog_bytes": 300}}
+             for i in range(LINKS) for a, b in ((f"w{i}", f"p{i}"), (f"p{i}", f"w{i}"))]
     return {"experiment": "bench", "run_s": t,
             "progress": {"total": 100, "done": 10, "failed": 0, "run": 11, "cell": "pattern=cbr"},
-            "workload": {"main down": {"owd_s": 0.5, "owd_max_s": 0.9, "goodput_bps": 1.0e6, "messages": 10,
-                                       "owd_hist": {"le": [0.1, 1.0, 10.0], "counts": [3, 9, 10], "sum": 4.2,
-                                                    "count": 10, "bytes": 10000}}},
+            "workload": {"streams": [{"role": "main", "direction": "down", "owd_s": 0.5, "owd_max_s": 0.9,
+                                      "goodput_bps": 1.0e6, "messages": 10,
+                                      "owd_hist": {"le": [0.1, 1.0, 10.0], "counts": [3, 9, 10], "sum": 4.2,
+                                                   "count": 10, "bytes": 10000}}]},
             "nodes": {f"w{i}": {"radio": "active"} for i in range(LINKS)},
-            "links": links, "link_counters": counters,
+            "links": links,
             "changes": {"changes": [], "last_change_ns": {}}}
 
 

@@ -68,3 +68,22 @@ def packages(where: str) -> set[str]:
         if fields and not fields[0].startswith("#") and where in fields[1:]:
             out.add(fields[0])
     return out
+
+
+# wearlab's accuracy goal for every timing it reports, max(0.3 ms, 2 %), is a quiet machine's:
+# the benchmarks (bench/bench_link.py, bench_connect.py, ...) hold it there and fail when it is
+# missed. Tests must also pass beside a busy CPU (`make test` next to `stress-ng --cpu 1`): there
+# the median one-way delay of a 20 ms link measured 1.8-4.2 ms high on this 2-vCPU VM, whether the
+# hog shared the guest's CPU or not (and a guest niced to -10 did no better), so tests allow the
+# goal plus BUSY_SLACK_S. Their lower bounds stay the physics: nothing arrives early.
+BUSY_SLACK_S = 0.005
+
+
+def timing_goal(seconds: float) -> float:
+    """The quiet-machine goal: max(0.3 ms, 2 %)."""
+    return max(0.0003, 0.02 * seconds)
+
+
+def timing_bound(seconds: float) -> float:
+    """What a test allows above the physics: the goal plus a busy machine's scheduling slack."""
+    return timing_goal(seconds) + BUSY_SLACK_S

@@ -17,7 +17,6 @@ import pytest
 
 from conftest import ROOT, WEARLAB, wearlab
 from wearlab.plan.addressing import MAC_PREFIX
-from wearlab.realize.network import marked_pids, namespace_pids
 from wearlab.runtime import cgroup, probe, registry
 from wearlab.run.cleanup import heal
 from wearlab.runtime.uml import JOBS
@@ -38,28 +37,34 @@ def pm_qos() -> dict[str, str]:
     return {str(f): f.read_text().strip() for f in Path("/sys/devices/system/cpu").glob("cpu*/power/pm_qos_resume_latency_us")}
 
 
-def _leftovers(qos_before: dict[str, str] | None = None) -> list[str]:
-    """What wearlab (or these tests) made and left: never a user's nginx or another program's VM."""
+def _leftovers(pid: int, qos_before: dict[str, str] | None = None) -> list[str]:
+    """What the wearlab run of process `pid` made and left - and only that: other wearlab runs on
+    the machine (a CI job beside a developer's experiment) are theirs, never a user's nginx or
+    another program's VM either."""
+    tag = f"wearlab-{pid}-"
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         if proc.info["status"] != psutil.STATUS_ZOMBIE and \
-                any(a.startswith("umid=wearlab-") for a in proc.info["cmdline"] or []):
+                any(a.startswith(f"umid={tag}") for a in proc.info["cmdline"] or []):
             found.append(f"guest[{proc.pid}]")
-    found += [f"in a wearlab namespace[{p}]" for p in namespace_pids()]
-    found += [f"marked[{p}]" for p in marked_pids()]
-    found += [str(p) for p in Path("/tmp").glob("wearlab-*")]
-    found += [e["_file"] for e in registry.entries()]
+    for proc in psutil.process_iter():
+        try:
+            mark = proc.environ().get(registry.MARK_ENV, "")
+        except (psutil.Error, OSError):
+            continue
+        if mark.startswith(f"{pid}-"):
+            found.append(f"marked[{proc.pid}]")
+    found += [str(p) for p in Path("/tmp").glob(f"{tag}*")]
+    found += [e["_file"] for e in registry.entries() if e.get("owner_pid") == pid]
     if not probe.in_uml_guest():  # in a guest: the job of the host process running it
-        found += [f"job directory {p}" for p in (JOBS.iterdir() if JOBS.is_dir() else ())]
+        found += [f"job directory {p}" for p in JOBS.glob(f"{tag}*")]
     base = cgroup.base()
-    found += [f"cgroup {d}" for d in (base.iterdir() if base is not None and base.is_dir() else ()) if d.is_dir()
-              and d not in cgroup.own_cgroups()]
-    if qos_before is not None:
+    if base is not None and (base / cgroup.run_name(pid)).exists():
+        found.append(f"cgroup {base / cgroup.run_name(pid)}")
+    holders = [e for e in registry.entries() if e.get("kind") == "pmqos"]
+    if qos_before is not None and not holders:   # another live run may keep a CPU polling, rightly
         found += [f"{f} is {v}, was {qos_before.get(f)}" for f, v in pm_qos().items() if v != qos_before.get(f)]
-    netns = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-             if n.startswith(("wearlab", "wl"))]
-    if netns:
-        found.append(f"netns: {netns}")
+    # A wearlab veth never sits in the root namespace, whoever made it.
     veths = [l for l in subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
                                        text=True).stdout.splitlines() if MAC_PREFIX in l]
     if veths:
@@ -68,16 +73,16 @@ def _leftovers(qos_before: dict[str, str] | None = None) -> list[str]:
 
 
 def machine_clean() -> dict[str, str]:
-    """The precondition: what runs that died left is healed (as `wearlab run` does), then nothing
-    of wearlab's may remain. Returns the CPUs' idle settings to compare against afterwards."""
+    """The precondition: what runs that died left is healed (as `wearlab run` does). Returns the
+    CPUs' idle settings to compare against afterwards."""
     heal()
-    assert _leftovers() == [], "machine not clean before the test"
     return pm_qos()
 
 
-def _start_and_signal(tmp_path: Path, sig: int, group: bool = False) -> tuple[Path, Path, int]:
+def _start_and_signal(tmp_path: Path, sig: int, group: bool = False) -> tuple[Path, Path, int, int]:
     """Start a long experiment, wait until two runs are written, send `sig` (to its whole process
-    group with `group`, as a closing terminal does). Returns (experiment file, runs.csv, exit status)."""
+    group with `group`, as a closing terminal does). Returns (experiment file, runs.csv, exit
+    status, the run's pid)."""
     exp = tmp_path / "killme.yaml"
     exp.write_text(EXPERIMENT.format(reps=100))
     out = tmp_path / "results"
@@ -96,26 +101,26 @@ def _start_and_signal(tmp_path: Path, sig: int, group: bool = False) -> tuple[Pa
         else:
             p.send_signal(sig)
         rc = p.wait(timeout=120)
-    return exp, runs, rc
+    return exp, runs, rc, p.pid
 
 
 def _kill9_then_clean(tmp_path: Path) -> None:
     qos = machine_clean()
-    exp, runs, _ = _start_and_signal(tmp_path, signal.SIGKILL)
+    exp, runs, _, pid = _start_and_signal(tmp_path, signal.SIGKILL)
     out = tmp_path / "results"
     kept = len(runs.read_text().splitlines()) - 1
     assert kept >= 2
     res = wearlab("clean")
     assert res.returncode == 0, res.stderr
     deadline = time.monotonic() + 10
-    while _leftovers(qos) and time.monotonic() < deadline:
+    while _leftovers(pid, qos) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _leftovers(qos) == []
+    assert _leftovers(pid, qos) == []
     assert len(runs.read_text().splitlines()) - 1 >= kept  # measured rows are never lost
     exp.write_text(EXPERIMENT.format(reps=1))
     res = wearlab("run", str(exp), "--out", str(out), timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert _leftovers(qos) == []
+    assert _leftovers(pid, qos) == []
 
 
 @pytest.mark.root
@@ -134,16 +139,16 @@ def _kill9_then_run(tmp_path: Path) -> None:
     """No `wearlab clean` in between: the next run reports and removes what the dead one left,
     and succeeds."""
     qos = machine_clean()
-    exp, runs, _ = _start_and_signal(tmp_path, signal.SIGKILL)
+    exp, runs, _, pid = _start_and_signal(tmp_path, signal.SIGKILL)
     runs = runs.resolve()   # `latest` moves to the next run
     kept = len(runs.read_text().splitlines()) - 1
-    left = _leftovers(qos)
+    left = _leftovers(pid, qos)
     assert left, "a kill -9 left nothing to heal: this test tests nothing"
     exp.write_text(EXPERIMENT.format(reps=1))
     res = wearlab("run", str(exp), "--out", str(tmp_path / "results"), timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "removed what a dead run left: ledger entry" in res.stderr, res.stderr
-    assert _leftovers(qos) == []
+    assert _leftovers(pid, qos) == []
     assert len(runs.read_text().splitlines()) - 1 >= kept
 
 
@@ -162,14 +167,14 @@ def _interrupt(tmp_path: Path, sig: int = signal.SIGINT, group: bool = False) ->
     mid-experiment: exit 130, the rows so far kept, status recorded, nothing left, the CPUs'
     idle settings as before."""
     qos = machine_clean()
-    _, runs, rc = _start_and_signal(tmp_path, sig, group)
+    _, runs, rc, pid = _start_and_signal(tmp_path, sig, group)
     out = tmp_path / "results"
     assert rc == 130
     meta = json.loads((out / "killme" / "latest" / "metadata.json").read_text())
     assert meta["status"].startswith("interrupted")
     assert len(runs.read_text().splitlines()) - 1 >= 2
     assert (out / "killme" / "latest" / "summary.json").exists()
-    assert _leftovers(qos) == []
+    assert _leftovers(pid, qos) == []
 
 
 @pytest.mark.root

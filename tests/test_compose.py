@@ -345,7 +345,7 @@ def test_down_during_an_experiment_leaves_nothing(live_stack):
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not prom("query", query='wearlab_stream_goodput_bits_per_second{experiment="compose-test-down"} > 0'):
+        while not prom("query", query='wearlab_stream_goodput_bytes_per_second{experiment="compose-test-down"} > 0'):
             assert run.poll() is None, run.stdout.read()
             assert time.monotonic() < deadline, "the experiment never streamed"
             time.sleep(1)

@@ -7,8 +7,9 @@ import json
 import re
 from pathlib import Path
 
+from wearlab.catalog import CATALOG
 from wearlab.report import dashboards
-from wearlab.report.exporter import LiveRuns
+from wearlab.report.exporter import LiveRuns, run_family
 
 ROOT = Path(__file__).resolve().parents[1]
 SUFFIXES = ("_bucket", "_count", "_sum", "_total")
@@ -21,6 +22,12 @@ def exported_names() -> set[str]:
     for fam in LiveRuns(ROOT / "nothing-here").collect():
         names.add(fam.name)
         names.update(fam.name + s for s in SUFFIXES)
+    # The per-run histograms: one for each metric the workload and node kinds declare.
+    for m in [*(m for w in CATALOG.workloads.values() for m in w.metrics),
+              *(m for k in CATALOG.node_kinds.values() for m in k.metrics)]:
+        name = run_family(m.name, m.unit)
+        names.add(name)
+        names.update(name + s for s in SUFFIXES)
     return names
 
 
@@ -48,5 +55,8 @@ def test_every_queried_metric_is_exported():
         exprs += [a["expr"] for a in doc["annotations"]["list"]]
         exprs += [doc["templating"]["list"][0]["definition"]]
         for expr in exprs:
-            for word in re.findall(r"\bwearlab_[a-z0-9_]+", expr):
+            # A selector by name pattern (per-run histograms of one unit) names the families it matches.
+            for pattern in re.findall(r'__name__=~"([^"]+)"', expr):
+                assert any(re.fullmatch(pattern, n) for n in names), f"{path.name}: {pattern} matches no export ({expr})"
+            for word in re.findall(r"\bwearlab_[a-z0-9_]+", re.sub(r'"[^"]*"', '""', expr)):
                 assert word in names, f"{path.name}: {word} is not exported ({expr})"

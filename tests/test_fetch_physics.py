@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from conftest import wearlab
+from conftest import timing_bound, wearlab
 
 pytestmark = pytest.mark.netem
 
@@ -17,10 +17,6 @@ SYN_FRAME = 74        # bytes: Ethernet 14 + IPv4 20 + TCP 20 + options 20 (MSS,
 # Physics of the TCP handshake: two propagation delays and two frames serialised at the rate.
 RTT = 2 * ONE_WAY + 2 * SYN_FRAME * 8 / RATE
 
-
-def goal(seconds: float) -> float:
-    """wearlab's accuracy goal for any timing it reports: max(0.3 ms, 2 %)."""
-    return max(0.0003, 0.02 * seconds)
 
 
 # curl's own timers run on the client's clock around its system calls; in a UML guest each
@@ -71,8 +67,8 @@ TAIL = 0.001
 def assert_handshakes(rows, rtt: float) -> None:
     wire = [_f(r, "wire_connect_s") for r in rows]
     assert min(wire) >= rtt - 1e-5                      # never faster than the physics
-    assert statistics.median(wire) <= rtt + goal(rtt)    # the reported value: exact to the goal
-    assert statistics.quantiles(wire, n=10, method="inclusive")[-1] <= rtt + goal(rtt) + TAIL
+    assert statistics.median(wire) <= rtt + timing_bound(rtt)    # the reported value: exact to the goal
+    assert statistics.quantiles(wire, n=10, method="inclusive")[-1] <= rtt + timing_bound(rtt) + TAIL
 
 
 def test_connect_takes_one_round_trip(runs):

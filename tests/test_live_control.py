@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, WEARLAB, wearlab
+from conftest import BUSY_SLACK_S, ROOT, WEARLAB, wearlab
 
 # Request -> kernel on a busy machine: the runner polls every 20 ms, then one tc round trip, both
 # possibly waiting for the guest's vCPU; half a second still reads as "at once" in a classroom.
@@ -23,7 +23,7 @@ topology:
   links: [{between: [watch, server], rate: 10Mbit, delay: 20ms}]
 repetitions: 1
 workload: {kind: stream, client: watch, server: server, direction: down, pattern: cbr,
-           rate: 80kbit, message_size: 100, duration: 8s}
+           rate: 80kbit, message_size: 100, duration: 15s}
 """
 
 
@@ -76,12 +76,12 @@ def test_live_set_changes_the_next_messages(tmp_path):
         (row,) = list(csv.DictReader(f))
     assert int(row["link_changes"]) == 1
     t = float(change["t_s"])
-    assert 2.0 < t < 7.0, t
+    assert 2.0 < t < 14.0, t            # into the 15 s run, after the test's 4 s wait
     frame = (100 + 66) * 8 / 10e6
     before = [o for s, o in owd if s < t - 0.001]
     after = [o for s, o in owd if s > t + 0.001]
     assert before and after
-    assert max(sorted(before)[: int(0.9 * len(before))]) <= 0.020 + frame + 0.001
+    assert max(sorted(before)[: int(0.9 * len(before))]) <= 0.020 + frame + BUSY_SLACK_S
     assert min(after) >= 0.060 + frame - 0.0005          # every message after the change: the new delay
     assert "took" not in change["error"]
 
@@ -90,7 +90,7 @@ def test_live_set_changes_the_next_messages(tmp_path):
 def test_live_control_latency_is_bounded(tmp_path):
     """Request -> kernel within LIVE_MS_BUSY even beside a busy CPU (the quiet-machine target,
     <= 100 ms, is bench/bench_timeline.py's, which fails when missed)."""
-    (tmp_path / "exp.yaml").write_text(EXPERIMENT.replace("duration: 8s", "duration: 6s"))
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT.replace("duration: 15s", "duration: 10s"))
     out = tmp_path / "r"
     run = subprocess.Popen([*WEARLAB, "run", str(tmp_path / "exp.yaml"), "--out", str(out)], cwd=ROOT,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -155,9 +155,19 @@ def test_classroom_controls_top_radio_and_handover_now(tmp_path):
         radio = list(csv.DictReader(f))
     forced = [r for r in radio if r["reason"] == "forced: wearlab radio sleep"]
     assert len(forced) == 1
-    # the usual rule brings it back: the phone's request, after the recovery
-    wake = next(r for r in radio if float(r["t_s"]) > float(forced[0]["t_s"]) and r["state"] == "active")
-    assert 0.5 <= float(wake["t_s"]) - float(forced[0]["t_s"]) <= 1.2 + 0.1
+    # The usual rules bring it back: the phone's request after a recovery of 0.5-1.2 s, or - when
+    # the watch has something to send first (the keepalive of this experiment) - its own wake-up
+    # after watch_wake, 0.1 s. Either way the radio is asleep until then.
+    after = [r for r in radio if float(r["t_s"]) > float(forced[0]["t_s"])]
+    waking = next(r for r in after if r["state"] == "waking")
+    active = next(r for r in after if r["state"] == "active")
+    assert float(waking["t_s"]) < float(active["t_s"])
+    recovery = float(waking["recovery_s"])
+    if waking["reason"] == "phone request":
+        assert 0.5 <= recovery <= 1.2
+    else:
+        assert waking["reason"] == "watch transmits" and recovery == pytest.approx(0.1)
+    assert recovery <= float(active["t_s"]) - float(waking["t_s"]) <= recovery + 0.1
     with (d / "series" / "handover.csv").open() as f:
         events = list(csv.DictReader(f))
     walk = next(e for e in events if e["event"] == "walk")

@@ -29,15 +29,10 @@ import pytest
 from conftest import need_tool
 
 from wearlab.measure.curl import curl_argv, parse_write_out
-from wearlab.measure.phases import (
-    FIN,
-    RST,
-    PcapReader,
-    classify_packets,
-    connection_packets,
-    detect_tls_version,
-    split_phases,
-)
+from wearlab.measure.pcap import PcapReader
+from wearlab.measure.phases import classify_packets, split_phases
+from wearlab.measure.tcp import FIN, RST, connection_packets
+from wearlab.measure.tls import detect_tls_version
 
 FILE_SIZE = 100 * 1024
 RING_KB = 65536   # tcpdump -B: room for ~500 of lo's 64 KB frames (module doc)

@@ -14,25 +14,17 @@ import struct
 import dpkt
 import pytest
 
+from wearlab.measure.pcap import Packet, PcapReader, read_pcap
 from wearlab.measure.phases import (
-    ACK,
-    FIN,
     PHASES,
-    PSH,
-    RST,
-    SYN,
-    ConnPacket,
-    Packet,
-    PcapReader,
     PhaseBytes,
     classify_packets,
-    connection_packets,
-    detect_tls_version,
     phases_from_pcap,
-    read_pcap,
     connection_phases,
     split_phases,
 )
+from wearlab.measure.tcp import ACK, FIN, PSH, RST, SYN, ConnPacket, connection_packets
+from wearlab.measure.tls import detect_tls_version
 
 HS, TLS, DATA, TD = PHASES
 CLIENT = ("10.0.0.1", 40000)

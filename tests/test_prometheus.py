@@ -10,7 +10,6 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -27,13 +26,14 @@ def _tools():
 LIVE = {
     "experiment": "demo", "run_s": 12.5,
     "progress": {"total": 4, "done": 1, "failed": 0, "run": 2, "cell": "pattern=cbr"},
-    "workload": {"main down": {"owd_s": 0.5, "owd_max_s": 0.9, "goodput_bps": 1.0e6, "messages": 10,
-                               "owd_hist": {"le": [0.1, 1.0], "counts": [3, 9], "sum": 4.2, "count": 10, "bytes": 10000}},
-                 "phone queues": {"recv_q": 1000, "send_q": 20},
-                 "virtual queue": {"vq_bytes": 5e4, "bw_bps": 1.05e6, "q_ub_bytes": 9e4, "throttled": 1}},
+    "workload": {"streams": [{"role": "main", "direction": "down", "owd_s": 0.5, "owd_max_s": 0.9, "goodput_bps": 1.0e6,
+                              "messages": 10, "owd_hist": {"le": [0.1, 1.0], "counts": [3, 9], "sum": 4.2, "count": 10,
+                                                           "bytes": 10000}}],
+                 "phone_queues": {"receive_bytes": 1000, "send_bytes": 20},
+                 "virtual_queue": {"queue_bytes": 5e4, "bt_rate_bps": 1.05e6, "upper_bound_bytes": 9e4, "throttled": True}},
     "nodes": {"watch": {"radio": "sniff"}},
-    "links": {"watch->phone": {"rate": "1.1Mbit", "delay": "15ms", "loss": "1%", "down": False}},
-    "link_counters": {"watch->phone": {"bytes": 5000, "packets": 5, "drops": 1, "backlog_bytes": 300}},
+    "links": [{"src": "watch", "dst": "phone", "shape": {"rate_bps": 1_100_000, "delay_s": 0.015, "loss": {"p": 1.0}},
+               "counters": {"bytes": 5000, "packets": 5, "drops": 1, "backlog_bytes": 300}}],
     "changes": {"changes": [{"link": "watch-phone", "source": "live", "count": 2}],
                 "last_change_ns": {"watch-phone": time.time_ns()}},
 }

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from conftest import wearlab
+from conftest import timing_bound, wearlab
 
 pytestmark = pytest.mark.netem
 
@@ -17,9 +17,6 @@ DELAY = 0.020          # one-way, s
 RATE = 10_000_000      # link, bit/s
 FRAME_OVERHEAD = 66    # Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12
 
-
-def goal(seconds: float) -> float:
-    return max(0.0003, 0.02 * seconds)
 
 
 def run(tmp_path, workload: str, matrix: str = "") -> tuple[list[dict], list[dict]]:
@@ -51,7 +48,7 @@ def test_cbr_owd_is_delay_plus_serialisation_and_goodput_is_the_rate(tmp_path):
     for r in rows:
         d = r["direction"]
         med = float(r[f"{d}_owd_median_s"])
-        assert physics - 5e-5 <= med <= physics + goal(physics), (d, med, physics)
+        assert physics - 5e-5 <= med <= physics + timing_bound(physics), (d, med, physics)
         assert 0.98 * rate <= float(r[f"{d}_goodput_bps"]) <= 1.02 * rate
         # every message arrived, in order, none faster than light
         assert int(r[f"{d}_messages"]) == pytest.approx(4 * rate / 8 / size, rel=0.01)

@@ -1,1 +1,2 @@
-"""Measurements: bytes on the wire per connection phase (`phases`), curl run-time metrics (`curl`)."""
+"""Measurements: bytes on the wire per connection phase (`phases`, reading `pcap` files, `tcp`
+connections and their `tls` records), curl run-time metrics (`curl`)."""

@@ -19,7 +19,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from wearlab.measure.phases import SYN, PcapReader, decode_tcp, connection_packets, connection_phases
+from wearlab.measure.pcap import PcapReader
+from wearlab.measure.phases import connection_phases
+from wearlab.measure.tcp import SYN, connection_packets, decode_tcp
 
 
 class ClientCapture:

@@ -75,11 +75,11 @@ Known limitations
   Finished): client-certificate authentication and 0-RTT early data are not handled.
 * Alerts are only recognised while the record walk of a direction is intact; if record headers
   were not captured (capture drops, tiny snaplen) the teardown falls back to the first FIN/RST.
-* One connection per client endpoint is assumed: packets to/from the client (ip, port) that
-  belong to a different server endpoint than the first one seen are ignored.
-* IPv4 and IPv6 (with extension headers) over Ethernet (incl. VLAN tags), Linux cooked
-  SLL/SLL2, BSD loopback/NULL, LOOP and raw-IP link types; IP fragments are skipped. pcapng is
-  not supported (run tcpdump without ``--pcapng``).
+
+Reading the capture is apart from these rules: ``measure.pcap`` reads the file, ``measure.tcp``
+decodes the frames, picks the connection's packets and reassembles each direction's byte stream,
+``measure.tls`` walks the TLS records and tcpcrypt's Init1 in it. What they read and skip (link
+types, one connection per client endpoint, no pcapng) is in their docstrings.
 
 Parsers never crash on malformed input: undecodable packets are skipped; a file that is not a
 pcap, or a TLS stream that cannot be walked where the rules need it, raises ``ValueError``.
@@ -87,47 +87,23 @@ pcap, or a TLS stream that cannot be walked where the rules need it, raises ``Va
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import struct
-from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from dpkt import pcap as _dpcap
-
+from wearlab.measure.pcap import read_pcap
+from wearlab.measure.tcp import ACK, FIN, RST, SYN, ConnPacket, ReassembledStream, connection_packets
+from wearlab.measure.tls import (
+    TCPCRYPT,
+    detect_tls_version,
+    server_hello_version,
+    tcpcrypt_init1_end,
+    walk_tls_records,
+)
 from wearlab.model.tls import TLS_VERSIONS
 
 PHASES = ("tcp_handshake", "tls_handshake", "data", "teardown")
-
-# TCP flags
-FIN = 0x01
-SYN = 0x02
-RST = 0x04
-PSH = 0x08
-ACK = 0x10
-
-_MASK32 = 0xFFFFFFFF
-_MAX_TLS_RECORD = 2**14 + 2048  # largest legal TLSCiphertext.length (RFC 5246 6.2.3)
-_TLS_CONTENT_TYPES = (20, 21, 22, 23, 24)
-_TLS_WIRE_VERSIONS = {0x0301: "1.0", 0x0302: "1.1", 0x0303: "1.2", 0x0304: "1.3"}
-
-# pcap link types (LINKTYPE_* values as stored in files, http://www.tcpdump.org/linktypes.html;
-# not dpkt's platform-dependent DLT_* constants)
-DLT_NULL = 0  # 4-byte address family in the capturing host's byte order
-DLT_EN10MB = 1
-DLT_RAW = 101  # raw IP (12 and 14 are legacy aliases)
-DLT_LOOP = 108  # 4-byte address family in network byte order
-DLT_LINUX_SLL = 113
-DLT_LINUX_SLL2 = 276
-DLT_IPV4 = 228
-DLT_IPV6 = 229
-SUPPORTED_LINKTYPES = (DLT_NULL, DLT_EN10MB, 12, 14, DLT_RAW, DLT_LOOP, DLT_LINUX_SLL,
-                       DLT_LINUX_SLL2, DLT_IPV4, DLT_IPV6)
-
-_PCAPNG_MAGIC = 0x0A0D0D0A
-_MAX_RECORD = 256 * 1024  # tcpdump's default (and maximum useful) snaplen is 262144
 
 
 def _zeros() -> dict[str, int]:
@@ -167,475 +143,7 @@ class PhaseBytes:
 
 
 # ---------------------------------------------------------------------------------------------
-# pcap reading
-
-
-class Packet(tuple):
-    """One captured packet: a 3-tuple ``(ts, frame, linktype)`` that also carries ``wire_len``,
-    the record's original length on the wire (``len(frame)`` may be smaller after snaplen
-    truncation)."""
-
-    def __new__(cls, ts: float, frame: bytes, linktype: int, wire_len: int | None = None):
-        self = super().__new__(cls, (ts, frame, linktype))
-        self.wire_len = len(frame) if wire_len is None else wire_len
-        return self
-
-    def __getnewargs__(self):  # pickling / copying
-        return (self[0], self[1], self[2], self.wire_len)
-
-    ts = property(lambda self: self[0])
-    frame = property(lambda self: self[1])
-    linktype = property(lambda self: self[2])
-
-    def __repr__(self) -> str:
-        return (f"Packet(ts={self[0]!r}, frame=<{len(self[1])} bytes>, linktype={self[2]}, "
-                f"wire_len={self.wire_len})")
-
-
-class PcapReader:
-    """Incremental reader of a classic pcap file, possibly still being written by ``tcpdump -U``.
-
-    Each :meth:`read_new` returns the packets completed since the previous call, as
-    :class:`Packet` ``(ts, frame, linktype)`` tuples (with ``.wire_len``). A partially written
-    last record (or global header) is left for the next call. A file that does not exist yet
-    reads as empty. Raises ``ValueError`` if the file is not a pcap (e.g. pcapng) or a record
-    header is corrupt.
-    """
-
-    def __init__(self, path: str | os.PathLike[str]):
-        self.path = os.fspath(path)
-        self.offset = 0  # file offset of the first byte not yet consumed
-        self.linktype: int | None = None
-        self.snaplen: int | None = None
-        self._f: Any = None
-        self._rec: struct.Struct | None = None
-        self._div = 1e6
-
-    def __enter__(self) -> PcapReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
-
-    def _parse_global_header(self, hdr: bytes) -> None:
-        (magic_le,) = struct.unpack("<I", hdr[:4])
-        for endian in ("<", ">"):
-            (magic,) = struct.unpack(endian + "I", hdr[:4])
-            if magic in (_dpcap.TCPDUMP_MAGIC, _dpcap.TCPDUMP_MAGIC_NANO):
-                break
-        else:
-            if magic_le == _PCAPNG_MAGIC:
-                raise ValueError(f"{self.path}: pcapng is not supported; capture with plain "
-                                 "tcpdump -w (no --pcapng) or convert with 'editcap -F pcap'")
-            raise ValueError(f"{self.path}: not a pcap file (magic {hdr[:4].hex()})")
-        if len(hdr) < 24:
-            return
-        _vmaj, _vmin, _tz, _sig, snaplen, linktype = struct.unpack(endian + "HHiIII", hdr[4:24])
-        self._div = 1e9 if magic == _dpcap.TCPDUMP_MAGIC_NANO else 1e6
-        self._rec = struct.Struct(endian + "IIII")
-        self.snaplen = snaplen
-        # The upper 16 bits of the link type field may hold FCS information (pcap format spec).
-        self.linktype = linktype & 0x0FFFFFFF
-
-    def read_new(self) -> list[Packet]:
-        if self._f is None:
-            try:
-                self._f = open(self.path, "rb")  # noqa: SIM115 - kept open across calls
-            except FileNotFoundError:
-                return []
-        self._f.seek(self.offset)
-        buf = self._f.read()
-        pos = 0
-        if self._rec is None:
-            if len(buf) >= 4:
-                self._parse_global_header(buf[:24])
-            if self._rec is None:
-                return []
-            pos = 24
-        rec = self._rec
-        limit = max(self.snaplen or 0, _MAX_RECORD)
-        out: list[Packet] = []
-        n = len(buf)
-        while n - pos >= 16:
-            sec, frac, incl, orig = rec.unpack_from(buf, pos)
-            if incl > limit:
-                raise ValueError(f"{self.path}: corrupt pcap record at file offset "
-                                 f"{self.offset + pos}: captured length {incl} > {limit}")
-            if n - pos - 16 < incl:
-                break  # record still being written
-            frame = buf[pos + 16:pos + 16 + incl]
-            out.append(Packet(sec + frac / self._div, frame, self.linktype, max(orig, incl)))
-            pos += 16 + incl
-        self.offset += pos
-        return out
-
-
-def read_pcap(path: str | os.PathLike[str]) -> list[Packet]:
-    """All complete packets of a pcap file (a truncated last record is ignored)."""
-    with PcapReader(path) as r:
-        pkts = r.read_new()
-        if r.linktype is None:
-            raise ValueError(f"{os.fspath(path)}: missing or truncated pcap header")
-        return pkts
-
-
-# ---------------------------------------------------------------------------------------------
-# packet decoding (never raises on malformed frames: returns None)
-
-
-class _Tcp(NamedTuple):
-    src: bytes
-    dst: bytes
-    sport: int
-    dport: int
-    seq: int
-    ack: int
-    flags: int
-    payload_len: int  # from the IP length fields, i.e. on the wire
-    payload: bytes  # the captured part of the payload (may be shorter than payload_len)
-
-
-_ETHERTYPE_IP = {0x0800: 4, 0x86DD: 6}
-_VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)
-_AF_INET6_VALUES = (10, 24, 28, 30)  # Linux, NetBSD/OpenBSD, FreeBSD, Darwin
-
-
-def _network_start(frame: bytes, linktype: int) -> tuple[int, int] | None:
-    """(IP version, offset of the IP header) or None if the frame is not IP."""
-    n = len(frame)
-    if linktype == DLT_EN10MB:
-        off = 12
-        for _ in range(8):  # VLAN / QinQ tags
-            if n < off + 2:
-                return None
-            et = int.from_bytes(frame[off:off + 2], "big")
-            if et in _VLAN_TPIDS:
-                off += 4
-                continue
-            v = _ETHERTYPE_IP.get(et)
-            return None if v is None else (v, off + 2)
-        return None
-    if linktype == DLT_LINUX_SLL:
-        if n < 16:
-            return None
-        v = _ETHERTYPE_IP.get(int.from_bytes(frame[14:16], "big"))
-        return None if v is None else (v, 16)
-    if linktype == DLT_LINUX_SLL2:
-        if n < 20:
-            return None
-        v = _ETHERTYPE_IP.get(int.from_bytes(frame[0:2], "big"))
-        return None if v is None else (v, 20)
-    if linktype in (DLT_NULL, DLT_LOOP):
-        if n < 4:
-            return None
-        families = {int.from_bytes(frame[:4], "big")}
-        if linktype == DLT_NULL:  # host byte order of the capturing machine: accept both
-            families.add(int.from_bytes(frame[:4], "little"))
-        if 2 in families:
-            return (4, 4)
-        if families.intersection(_AF_INET6_VALUES):
-            return (6, 4)
-        return None
-    if linktype in (DLT_RAW, 12, 14, DLT_IPV4, DLT_IPV6):
-        if n < 1:
-            return None
-        v = frame[0] >> 4
-        return (v, 0) if v in (4, 6) else None
-    raise ValueError(f"unsupported pcap link type {linktype} (supported: "
-                     f"{', '.join(map(str, SUPPORTED_LINKTYPES))})")
-
-
-def decode_tcp(frame: bytes, linktype: int) -> _Tcp | None:
-    ns = _network_start(frame, linktype)
-    if ns is None:
-        return None
-    version, off = ns
-    n = len(frame)
-    if version == 4:
-        if n < off + 20 or frame[off] >> 4 != 4:
-            return None
-        ihl = (frame[off] & 0x0F) * 4
-        total = int.from_bytes(frame[off + 2:off + 4], "big")
-        frag = int.from_bytes(frame[off + 6:off + 8], "big")
-        if ihl < 20 or frag & 0x3FFF or frame[off + 9] != 6:  # fragment, or not TCP
-            return None
-        src, dst = frame[off + 12:off + 16], frame[off + 16:off + 20]
-        t = off + ihl
-        if total:
-            if total < ihl:
-                return None
-            ip_payload = total - ihl
-        else:  # length 0: TCP segmentation offload; trust the capture
-            ip_payload = n - t
-    else:
-        if n < off + 40 or frame[off] >> 4 != 6:
-            return None
-        plen = int.from_bytes(frame[off + 4:off + 6], "big")
-        nh = frame[off + 6]
-        src, dst = frame[off + 8:off + 24], frame[off + 24:off + 40]
-        t = off + 40
-        ext = 0
-        for _ in range(16):
-            if nh == 6:
-                break
-            if n < t + 8:
-                return None
-            if nh in (0, 43, 60):  # hop-by-hop, routing, destination options
-                hlen = (frame[t + 1] + 1) * 8
-            elif nh == 44:  # fragment: only atomic fragments are usable
-                if int.from_bytes(frame[t + 2:t + 4], "big") & 0xFFF9:
-                    return None
-                hlen = 8
-            elif nh == 51:  # authentication header
-                hlen = (frame[t + 1] + 2) * 4
-            else:
-                return None
-            nh = frame[t]
-            t += hlen
-            ext += hlen
-        else:
-            return None
-        if plen:
-            if plen < ext:
-                return None
-            ip_payload = plen - ext
-        else:  # jumbogram / offload
-            ip_payload = n - t
-    if n < t + 20:
-        return None
-    sport, dport, seq, ack, offflags = struct.unpack_from("!HHIIH", frame, t)
-    doff = (offflags >> 12) * 4
-    if doff < 20 or doff > ip_payload:
-        return None
-    plen_tcp = ip_payload - doff
-    p = t + doff
-    return _Tcp(bytes(src), bytes(dst), sport, dport, seq, ack, offflags & 0x1FF, plen_tcp,
-                bytes(frame[p:p + plen_tcp]))
-
-
-class ConnPacket(NamedTuple):
-    """One packet of a TCP connection, as returned by :func:`connection_packets`."""
-
-    ts: float
-    direction: str  # 'up' (client -> server) or 'down'
-    frame_len: int  # bytes on the wire (pcap orig_len)
-    seq: int
-    ack: int
-    flags: int  # TCP flags (FIN=1, SYN=2, RST=4, PSH=8, ACK=16, ...)
-    payload_len: int  # TCP payload length on the wire
-    payload: bytes  # captured TCP payload (shorter than payload_len if truncated by snaplen)
-
-
-def _as_packet(p: Any) -> tuple[float, bytes, int, int]:
-    if isinstance(p, Packet):
-        return p[0], p[1], p[2], p.wire_len
-    if len(p) == 4:
-        return p[0], p[1], p[2], p[3]
-    ts, frame, linktype = p
-    return ts, frame, linktype, len(frame)
-
-
-def _client_key(client: tuple[str, int]) -> tuple[bytes, int]:
-    try:
-        ip_s, port = client
-        ip = ipaddress.ip_address(ip_s)
-        port = int(port)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"client endpoint must be (ip, port), got {client!r}: {e}") from None
-    if not 0 < port < 65536:
-        raise ValueError(f"client port out of range: {port}")
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.packed, port
-
-
-def connection_packets(packets: Iterable[Any], client: tuple[str, int]) -> list[ConnPacket]:
-    """All packets of the TCP connection whose client endpoint is ``client`` = (ip, port).
-
-    ``packets`` are ``(ts, frame, linktype)`` tuples or :class:`Packet` objects (as returned by
-    :class:`PcapReader`); plain 3-tuples count ``len(frame)`` as the wire length, 4-tuples
-    ``(ts, frame, linktype, wire_len)`` are accepted too. Non-TCP and undecodable frames are
-    skipped. The server endpoint is the peer of the first matching packet.
-    """
-    cip, cport = _client_key(client)
-    server: tuple[bytes, int] | None = None
-    out: list[ConnPacket] = []
-    for p in packets:
-        ts, frame, linktype, wire_len = _as_packet(p)
-        seg = decode_tcp(frame, linktype)
-        if seg is None:
-            continue
-        if seg.src == cip and seg.sport == cport:
-            direction, peer = "up", (seg.dst, seg.dport)
-        elif seg.dst == cip and seg.dport == cport:
-            direction, peer = "down", (seg.src, seg.sport)
-        else:
-            continue
-        if server is None:
-            server = peer
-        elif peer != server:
-            continue
-        out.append(ConnPacket(float(ts), direction, int(wire_len), seg.seq, seg.ack, seg.flags,
-                              seg.payload_len, seg.payload))
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# TCP stream reassembly and TLS record walking
-
-
-class _Stream:
-    """One direction's TCP byte stream, reassembled by sequence number.
-
-    Offsets are relative to the first byte after the SYN (or, without a SYN in the capture, to
-    the first payload byte seen). Only captured bytes are stored; ``length`` is the stream length
-    implied by the packets' on-wire payload lengths.
-    """
-
-    def __init__(self, packets: Sequence[ConnPacket], direction: str):
-        mine = [(i, p) for i, p in enumerate(packets) if p.direction == direction]
-        base = None
-        for _, p in mine:
-            if p.flags & SYN:
-                base = (p.seq + 1) & _MASK32
-                break
-        if base is None:
-            for _, p in mine:
-                if p.payload_len > 0 and not p.flags & RST:
-                    base = p.seq
-                    break
-        self.segments: list[tuple[int, int, int]] = []  # (packet index, start, end), capture order
-        pieces: list[tuple[int, bytes]] = []
-        self.length = 0
-        if base is not None:
-            for i, p in mine:
-                if p.payload_len <= 0 or p.flags & RST:
-                    continue
-                seq = (p.seq + 1) & _MASK32 if p.flags & SYN else p.seq
-                rel = (seq - base) & _MASK32
-                if rel >= 2**31:
-                    rel -= 2**32  # before the base (e.g. reordered): wrap-around aware
-                end = rel + p.payload_len
-                self.segments.append((i, rel, end))
-                self.length = max(self.length, end)
-                data = p.payload[:p.payload_len]
-                if rel < 0:
-                    data, rel = data[-rel:], 0
-                if data:
-                    pieces.append((rel, data))
-        # merge captured pieces into disjoint contiguous chunks
-        pieces.sort(key=lambda x: x[0])
-        self._starts: list[int] = []
-        self._chunks: list[bytearray] = []
-        for start, data in pieces:
-            if self._chunks:
-                cend = self._starts[-1] + len(self._chunks[-1])
-                if start <= cend:
-                    if start + len(data) > cend:
-                        self._chunks[-1] += data[cend - start:]
-                    continue
-            self._starts.append(start)
-            self._chunks.append(bytearray(data))
-
-    def read(self, offset: int, n: int) -> bytes | None:
-        """``n`` captured bytes at ``offset``, or None if any of them was not captured."""
-        k = bisect_right(self._starts, offset) - 1
-        if k < 0:
-            return None
-        rel = offset - self._starts[k]
-        chunk = self._chunks[k]
-        if rel + n > len(chunk):
-            return None
-        return bytes(chunk[rel:rel + n])
-
-    def first_covering(self, offset: int) -> int | None:
-        """Index (in capture order) of the first packet whose payload holds stream byte ``offset``."""
-        for i, start, end in self.segments:
-            if start <= offset < end:
-                return i
-        return None
-
-
-def _walk_tls_records(stream: _Stream) -> tuple[list[tuple[int, int]], str | None]:
-    """[(stream offset, content type)] of the TLS records in ``stream``, plus the reason the walk
-    stopped early (None if it reached the end of the stream)."""
-    records: list[tuple[int, int]] = []
-    o = 0
-    while o < stream.length:
-        if o + 5 > stream.length:
-            return records, None  # stream ends inside a record header
-        h = stream.read(o, 5)
-        if h is None:
-            return records, f"bytes {o}..{o + 4} of the stream were not captured"
-        typ, major, minor, length = h[0], h[1], h[2], int.from_bytes(h[3:5], "big")
-        if typ not in _TLS_CONTENT_TYPES or major != 3 or minor > 4 or length > _MAX_TLS_RECORD:
-            return records, f"invalid TLS record header {h.hex()} at stream offset {o}"
-        records.append((o, typ))
-        o += 5 + length
-    return records, None
-
-
-def _server_hello_version(down: _Stream) -> str | None:
-    """The TLS version the server selected, from its ServerHello (None if not found/parseable)."""
-    h = down.read(0, 9)
-    if h is None or h[0] != 22 or h[1] != 3 or h[5] != 2:  # handshake record, ServerHello
-        return None
-    rec_len = int.from_bytes(h[3:5], "big")
-    msg_len = int.from_bytes(h[6:9], "big")
-    body = down.read(9, min(msg_len, rec_len - 4))
-    if body is None or len(body) < 38:
-        return None
-    version = int.from_bytes(body[0:2], "big")
-    p = 35 + body[34]  # version(2) random(32) session_id_len(1) session_id
-    p += 3  # cipher suite(2), compression method(1)
-    if len(body) >= p + 2:
-        ext_end = min(len(body), p + 2 + int.from_bytes(body[p:p + 2], "big"))
-        p += 2
-        while p + 4 <= ext_end:
-            etype = int.from_bytes(body[p:p + 2], "big")
-            elen = int.from_bytes(body[p + 2:p + 4], "big")
-            if etype == 43 and elen == 2 and p + 6 <= ext_end:  # supported_versions
-                version = int.from_bytes(body[p + 4:p + 6], "big")
-                break
-            p += 4 + elen
-    return _TLS_WIRE_VERSIONS.get(version)
-
-
-def detect_tls_version(packets: Sequence[ConnPacket]) -> str | None:
-    """"1.0".."1.3" as selected by the server's ServerHello, or None if the client did not start a
-    TLS handshake (plain TCP/HTTP). Raises ValueError if the client started TLS but no parseable
-    ServerHello was captured."""
-    packets = list(packets)
-    up = _Stream(packets, "up")
-    h = up.read(0, 3)
-    if h is None or h[0] != 22 or h[1] != 3:
-        return None
-    v = _server_hello_version(_Stream(packets, "down"))
-    if v is None:
-        raise ValueError("the client started a TLS handshake but no parseable ServerHello "
-                         "(TLS 1.0-1.3) was captured")
-    return v
-
-
-# ---------------------------------------------------------------------------------------------
 # phase split
-
-
-TCPCRYPT = "tcpcrypt"          # pseudo TLS version: tcpcrypt's Init1/Init2 instead of a TLS handshake
-INIT1_MAGIC = 0x15101A0E      # RFC 8548 §4.3
-
-
-def _tcpcrypt_data_start(up: _Stream) -> int | None | bool:
-    """The packet holding the first byte after Init1; False when the stream is not tcpcrypt."""
-    head = up.read(0, 8)
-    if head is None or int.from_bytes(head[:4], "big") != INIT1_MAGIC:
-        return False
-    return up.first_covering(int.from_bytes(head[4:8], "big"))
 
 
 def _check_version(tls_version: str | None) -> str | None:
@@ -659,15 +167,18 @@ def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) 
     """
     pkts = list(packets)
     tls = _check_version(tls_version)
-    up = _Stream(pkts, "up")
-    down = _Stream(pkts, "down")
+    up = ReassembledStream(pkts, "up")
+    down = ReassembledStream(pkts, "down")
     if tls == TCPCRYPT:
-        start = _tcpcrypt_data_start(up)
-        tls = None if start is False else TCPCRYPT  # fell back to plain TCP: plain HTTP's rules
+        init1_end = tcpcrypt_init1_end(up)
+        if init1_end is None:
+            tls = None  # fell back to plain TCP: plain HTTP's rules
+        else:
+            start = up.first_covering(init1_end)  # the data phase: the first frame after Init1
     if tls == "auto":
         tls = detect_tls_version(pkts)
     elif tls is not None and tls != TCPCRYPT:
-        seen = _server_hello_version(down)
+        seen = server_hello_version(down)
         if seen is not None and seen != tls:
             raise ValueError(f"tls_version={tls!r} but the captured ServerHello selected TLS {seen}")
 
@@ -694,7 +205,7 @@ def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) 
     elif tls == TCPCRYPT:
         data_start = start
     else:
-        up_records, problem = _walk_tls_records(up)
+        up_records, problem = walk_tls_records(up)
         nth = 2 if tls == "1.3" else 1
         app = [o for o, typ in up_records if typ == 23]
         if len(app) >= nth:
@@ -706,7 +217,7 @@ def classify_packets(packets: Sequence[ConnPacket], *, tls_version: str | None) 
     # Teardown start: first FIN/RST, or first alert record sent after the data phase began.
     teardown = next((i for i, p in enumerate(pkts) if p.flags & (FIN | RST)), None)
     if tls not in (None, TCPCRYPT) and data_start is not None:
-        for stream, records in ((up, up_records), (down, _walk_tls_records(down)[0])):
+        for stream, records in ((up, up_records), (down, walk_tls_records(down)[0])):
             for o, typ in records:
                 if typ != 21:
                     continue

@@ -1,13 +1,14 @@
 """The closed sets of names a user writes or a run reports, each listed once: runtimes, shapers,
 live link actions, handover policies, the BT radio's states. Everything else (the CLI's choices,
-the experiment schema, the exporter's labels) reads them from here."""
+the experiment schema, the exporter's labels, `wearlab top`) reads them from here, so a producer
+and its readers cannot drift apart. StrEnums: each is written as its plain value."""
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 
 
-class Runtime(str, Enum):
+class Runtime(StrEnum):
     """Where the emulated network lives."""
 
     AUTO = "auto"     # host when netem works there, else uml
@@ -15,14 +16,14 @@ class Runtime(str, Enum):
     UML = "uml"       # a User-Mode Linux guest running wearlab's own kernel
 
 
-class Shaper(str, Enum):
+class Shaper(StrEnum):
     """How a link's rate is shaped."""
 
     NETEM = "netem"   # netem's own rate
     HTB = "htb"       # an htb class above netem
 
 
-class LinkAction(str, Enum):
+class LinkAction(StrEnum):
     """`wearlab link ACTION`: live changes of a running experiment's links."""
 
     SHOW = "show"
@@ -32,14 +33,14 @@ class LinkAction(str, Enum):
     RESET = "reset"
 
 
-class NodeAction(str, Enum):
+class NodeAction(StrEnum):
     """Live requests a node kind answers (`wearlab radio`, `wearlab handover`)."""
 
     RADIO = "radio"
     HANDOVER = "handover"
 
 
-class HandoverPolicy(str, Enum):
+class HandoverPolicy(StrEnum):
     """How a wearable moves from BT to WiFi (seed 003 section 6)."""
 
     NONE = "none"
@@ -48,8 +49,9 @@ class HandoverPolicy(str, Enum):
     PROACTIVE = "proactive"
 
 
-class RadioState(str, Enum):
-    """The BT radio's power state (seed 003 section 3)."""
+class RadioState(StrEnum):
+    """A wearable's Bluetooth radio (nodes.radio: seed 003 section 3), written as its value into
+    series CSVs and live.json."""
 
     ACTIVE = "active"
     SNIFF = "sniff"

@@ -10,17 +10,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from wearlab.model import quantities
+
 
 @dataclass(frozen=True)
 class Metric:
-    """One metric column of a run's row."""
+    """One metric column of a run's row. Its unit is one of wearlab.model.quantities.UNITS,
+    which decides how runs.csv, the summary, `compare` and the exporter show it; an unknown unit,
+    or a name Prometheus' conventions refuse, is a programming error raised where it is declared."""
 
     name: str
-    unit: str                    # base units: s, B, bit/s, packets, count
+    unit: str                    # a symbol of quantities.UNITS: s, B, bit/s, J, W, count, packets, ratio
     better: str = "lower"        # "lower", "higher" or "none" (informational)
     label: str = ""              # short name for tables
     summarised: bool = False     # shown in the end-of-run table (median [IQR])
     doc: str = ""
+
+    def __post_init__(self) -> None:
+        quantities.unit(self.unit).prometheus_name(self.name)
+
+    @property
+    def quantity(self) -> quantities.Unit:
+        return quantities.unit(self.unit)
 
     def describe(self) -> dict[str, Any]:
         return {"unit": self.unit, "better": self.better, "label": self.label or self.name,

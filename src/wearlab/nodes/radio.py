@@ -55,13 +55,14 @@ KEEPALIVE_PORT = 9             # discard
 # ldh [net + 2] (IP total length); jge 128; ret -1 (match) : ret 0
 OWN_TX_BPF = f"4,40 0 0 {(1 << 32) - 0x100000 + 2},53 0 1 {OWN_TX_MIN_IP_BYTES},6 0 0 {(1 << 32) - 1},6 0 0 0"
 
-ACTIVE, SNIFF, WAKING = (s.value for s in RadioState)   # plain strings: what series and live views hold
+# Short names for the state machine's own code and its tests; the states are model.choices'.
+ACTIVE, SNIFF, WAKING = RadioState.ACTIVE, RadioState.SNIFF, RadioState.WAKING
 
 
 @dataclass
 class Transition:
     t: float
-    state: str
+    state: RadioState
     reason: str
     recovery_s: float | None = None
 
@@ -112,7 +113,7 @@ class BtRadio:
         tr.recovery_s = after
         return tr
 
-    def _to(self, t: float, state: str, reason: str) -> Transition:
+    def _to(self, t: float, state: RadioState, reason: str) -> Transition:
         self.state = state
         return Transition(t, state, reason)
 

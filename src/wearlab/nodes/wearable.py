@@ -190,12 +190,15 @@ class Wearable(NodeKind):
             self.handover.run_ended()
 
     def live(self) -> dict[str, Any]:
+        """The fields of the live record's NodeState (report.livedoc): the radio's state, the
+        handover's last action."""
         out: dict[str, Any] = {}
         if getattr(self, "controller", None) is not None:
             out["radio"] = self.controller.radio.state
         if getattr(self, "handover", None) is not None:
             last = self.handover.last_event()
-            out["handover"] = f"{last['event']} ({last['t_s']:.1f} s)" if last else self.settings["handover"]
+            out["handover"] = {"mode": self.settings["handover"], "last_event": last["event"] if last else None,
+                               "at_s": last["t_s"] if last else None}
         return out
 
     def controls(self, action: str) -> bool:

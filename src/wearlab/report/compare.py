@@ -29,12 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from scipy.stats import mannwhitneyu
 
 from wearlab.errors import InputError, Problem
+from wearlab.model import quantities
 from wearlab.model.yamlsrc import load_yaml, problems_from_validation
 
 WHERE = "<command line>"
 BOOTSTRAP = 2000
 SEED = 20261122
 ENVIRONMENT_KEYS = ("machine", "versions", "shaper", "nodes_kinds")
+COMPARE_DIGITS = 4
 
 
 class MetricThreshold(BaseModel):
@@ -255,13 +257,14 @@ def _env_differences(base: Side, cand: Side) -> list[str]:
 
 
 def _fmt(v: float | None, unit: str = "") -> str:
+    """As the unit prints (wearlab.model.quantities), with a digit more than the summary table:
+    a comparison is about small differences. A unit this wearlab does not know (results of
+    another version) prints as a plain number."""
     if v is None:
         return "-"
-    if unit == "s":
-        return f"{v * 1000:.3f} ms" if abs(v) < 1 else f"{v:.3f} s"
-    if unit == "bit/s":
-        return f"{v / 1e6:.3f} Mbit/s"
-    return f"{v:.6g}{(' ' + unit) if unit and unit != 'count' else ''}"
+    if unit in quantities.UNITS:
+        return quantities.UNITS[unit].format(v, digits=COMPARE_DIGITS)
+    return f"{v:.6g}{(' ' + unit) if unit else ''}"
 
 
 def headline(rep: Report) -> str:

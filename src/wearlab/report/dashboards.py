@@ -17,54 +17,70 @@ DATASOURCE = {"type": "prometheus", "uid": "wearlab-prometheus"}
 SCHEMA_VERSION = 39
 E = 'experiment=~"$experiment"'
 
+# Per-run histograms are one family per declared metric (wearlab_run_<metric>_<base unit>, see
+# report.exporter); a panel over all of one unit's metrics selects them by name and turns the name
+# into a `metric` label with label_replace, so one query still draws every metric by cell.
+
+
+def per_run(quantile: float, name_regex: str) -> str:
+    """The `quantile` of per-run values by metric and cell, over the families whose names match
+    `name_regex` (with one group: the metric's part of the name)."""
+    return (f'histogram_quantile({quantile}, sum by (le, metric, cell) (label_replace('
+            f'{{__name__=~"{name_regex}", {E}}}, "metric", "$1", "__name__", "{name_regex}")))')
+
+
+RUN_SECONDS_BUCKETS = r"wearlab_run_(.+)_seconds_bucket"
+
 # (uid, title, [(panel title, type, unit, [(expr, legend)])])
 DASHBOARDS: list[tuple[str, str, list[tuple[str, str, str, list[tuple[str, str]]]]]] = [
     ("wearlab-overview", "wearlab: overview", [
         ("Experiments running", "stat", "none", [("sum(wearlab_experiment_running)", "running")]),
-        ("Runs done / all", "stat", "none", [(f"wearlab_runs_done{{{E}}}", "{{experiment}} done"),
+        ("Runs done / all", "stat", "none", [(f"wearlab_runs_done_total{{{E}}}", "{{experiment}} done"),
                                              (f"wearlab_runs{{{E}}}", "{{experiment}} all")]),
-        ("Failed runs", "stat", "none", [(f"wearlab_runs_failed{{{E}}}", "{{experiment}}")]),
+        ("Failed runs", "stat", "none", [(f"wearlab_runs_failed_total{{{E}}}", "{{experiment}}")]),
         ("Run in progress", "timeseries", "s", [(f"wearlab_run_elapsed_seconds{{{E}}}", "{{experiment}}")]),
+        ("Runs finished per minute", "timeseries", "none",
+         [(f"increase(wearlab_runs_done_total{{{E}}}[1m])", "{{experiment}} done"),
+          (f"increase(wearlab_runs_failed_total{{{E}}}[1m])", "{{experiment}} failed")]),
     ]),
     ("wearlab-links", "wearlab: links", [
         ("Throughput per direction", "timeseries", "bps",
          [(f"rate(wearlab_link_sent_bytes_total{{{E}}}[10s]) * 8", "{{direction}}")]),
         ("Backlog", "timeseries", "bytes", [(f"wearlab_link_backlog_bytes{{{E}}}", "{{direction}}")]),
         ("Drops per second", "timeseries", "pps", [(f"rate(wearlab_link_dropped_packets_total{{{E}}}[10s])", "{{direction}}")]),
-        ("Configured rate", "timeseries", "bps", [(f"wearlab_link_rate_bits_per_second{{{E}}}", "{{direction}}")]),
+        ("Configured rate", "timeseries", "bps", [(f"wearlab_link_rate_bytes_per_second{{{E}}} * 8", "{{direction}}")]),
         ("Configured delay", "timeseries", "s", [(f"wearlab_link_delay_seconds{{{E}}}", "{{direction}}")]),
         ("Configured loss", "timeseries", "percentunit", [(f"wearlab_link_loss_ratio{{{E}}}", "{{direction}}")]),
         ("Link down", "state-timeline", "none", [(f"wearlab_link_down{{{E}}}", "{{direction}}")]),
     ]),
     ("wearlab-http", "wearlab: HTTP/HTTPS cost", [
         ("Median per-run durations by cell", "timeseries", "s",
-         [(f'histogram_quantile(0.5, sum by (le, metric, cell) (wearlab_run_duration_seconds_bucket{{{E}}}))',
-           "{{metric}} {{cell}}")]),
+         [(per_run(0.5, RUN_SECONDS_BUCKETS), "{{metric}} {{cell}}")]),
         ("Runs per cell", "timeseries", "none",
-         [(f"sum by (cell) (wearlab_run_duration_seconds_count{{{E}}})", "{{cell}}")]),
+         # Every run that succeeded has each duration a cell reports: the most counted one is the runs.
+         [(f'max by (cell) ({{__name__=~"wearlab_run_.+_seconds_count", {E}}})', "{{cell}}")]),
     ]),
     ("wearlab-bufferbloat", "wearlab: bufferbloat", [
         ("One-way delay (last second, median)", "timeseries", "s",
          [(f"wearlab_stream_owd_seconds{{{E}}}", "{{stream}}"), (f"wearlab_stream_owd_max_seconds{{{E}}}", "{{stream}} max")]),
         ("One-way delay p95 of the run", "timeseries", "s",
-         [(f"histogram_quantile(0.95, sum by (le, stream) (wearlab_stream_owd_histogram_seconds_bucket{{{E}}}))",
+         [(f"histogram_quantile(0.95, sum by (le, stream) (wearlab_stream_message_owd_seconds_bucket{{{E}}}))",
            "{{stream}}")]),
-        ("Goodput", "timeseries", "bps", [(f"wearlab_stream_goodput_bits_per_second{{{E}}}", "{{stream}}")]),
+        ("Goodput", "timeseries", "bps", [(f"wearlab_stream_goodput_bytes_per_second{{{E}}} * 8", "{{stream}}")]),
         ("Phone socket queues", "timeseries", "bytes", [(f"wearlab_proxy_socket_queue_bytes{{{E}}}", "{{queue}}")]),
         ("Virtual queue and BT estimate", "timeseries", "bytes",
          [(f"wearlab_proxy_virtual_queue_bytes{{{E}}}", "virtual queue"),
-          (f"wearlab_proxy_bt_rate_estimate_bits_per_second{{{E}}} / 8", "BT rate estimate, bytes/s")]),
+          (f"wearlab_proxy_bt_rate_estimate_bytes_per_second{{{E}}}", "BT rate estimate, bytes/s")]),
         ("Throttled", "state-timeline", "none", [(f"wearlab_proxy_throttled{{{E}}}", "throttled")]),
     ]),
     ("wearlab-radio", "wearlab: radio and handover", [
         ("BT radio state", "state-timeline", "none", [(f"wearlab_radio_state{{{E}}} == 1", "{{node}} {{state}}")]),
-        ("Stream goodput", "timeseries", "bps", [(f"wearlab_stream_goodput_bits_per_second{{{E}}}", "{{stream}}")]),
+        ("Stream goodput", "timeseries", "bps", [(f"wearlab_stream_goodput_bytes_per_second{{{E}}} * 8", "{{stream}}")]),
         ("Handover phases (median by cell)", "timeseries", "s",
-         [(f'histogram_quantile(0.5, sum by (le, metric, cell) '
-           f'(wearlab_run_duration_seconds_bucket{{{E}, metric=~"handover_p.*"}}))', "{{metric}} {{cell}}")]),
+         [(per_run(0.5, r"wearlab_run_(handover_p[0-9]+)_seconds_bucket"), "{{metric}} {{cell}}")]),
         ("Longest delivery gap (handover delay)", "timeseries", "s",
-         [(f'histogram_quantile(0.5, sum by (le, cell) '
-           f'(wearlab_run_duration_seconds_bucket{{{E}, metric="down_gap_max_s"}}))', "{{cell}}")]),
+         [(f"histogram_quantile(0.5, sum by (le, cell) (wearlab_run_down_gap_max_seconds_bucket{{{E}}}))",
+           "{{cell}}")]),
         ("Link changes", "timeseries", "none", [(f"increase(wearlab_link_changes_total{{{E}}}[1m])", "{{link}} {{source}}")]),
     ]),
 ]

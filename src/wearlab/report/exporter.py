@@ -1,34 +1,56 @@
 """Prometheus metrics of running experiments (`wearlab exporter`).
 
 The runner sits wherever the network lives - the host, a UML guest with no network to the host,
-the Compose stack's testbed - so it does not serve HTTP itself: it writes `control/live.json` into
-its results directory (which every runtime shares with the host) every half second, and this
-collector, run on the host, turns the live runs it finds there into metrics on each scrape.
-prometheus_client does the exposition; names follow Prometheus conventions (base units,
-`_total` for counters, `_seconds`, `_bytes`), labels say experiment, link, direction, stream.
+the Compose stack's testbed - so it does not serve HTTP itself: it writes its live record
+(report.livedoc) into its results directory (which every runtime shares with the host) every half
+second, and this collector, run on the host, turns the live runs it finds there into metrics on
+each scrape. prometheus_client does the exposition; labels say experiment, link, direction,
+stream, cell.
+
+Names pass `promtool check metrics`: values in base units with the unit as the name's suffix
+(`_seconds`, `_bytes`, `_bytes_per_second`: a rate in bit/s is exported /8), counters end in
+`_total`, the `_info` gauge is 1 with its facts as labels. The per-run values of a run's row are
+one histogram per declared metric, named `wearlab_run_<metric in base units>` by the unit table
+(model.quantities: `wire_connect_s` -> `wearlab_run_wire_connect_seconds`, `bytes_up_total` (B) ->
+`wearlab_run_bytes_up_total_bytes`, `down_goodput_bps` -> `wearlab_run_down_goodput_bytes_per_second`,
+`http_code` (count) -> `wearlab_run_http_code`), labelled by cell, over the runs that succeeded.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from wearlab.model import units
-from wearlab.run import control
+from wearlab.model import quantities
+from wearlab.model.choices import RadioState
+from wearlab.report.livedoc import LiveDoc, live_runs, read_record
 
-RADIO_STATES = ("active", "sniff", "waking")
-# Buckets of per-run durations (connect, TLS handshake, transfer, handover phases ...), seconds.
-RUN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+BIT_RATE = quantities.UNITS["bit/s"]
+RUN_PREFIX = "wearlab_run_"
+# The exporter's own families about the run in progress: no per-run histogram may take their names.
+RUN_INFO, RUN_NUMBER, RUN_ELAPSED = "wearlab_run_info", "wearlab_run_number", "wearlab_run_elapsed_seconds"
 
 
-def _num(value: Any, parse) -> float | None:
-    if value in (None, "", "-"):
+def run_family(metric: str, unit: str) -> str | None:
+    """The histogram a declared metric's per-run values go to; None when its unit is not one this
+    wearlab knows (results of another version) or its name would be one of the exporter's own."""
+    if unit not in quantities.UNITS:
         return None
     try:
-        return float(parse(value))
+        name = RUN_PREFIX + quantities.UNITS[unit].prometheus_name(metric)
+    except ValueError:      # declared by a wearlab that did not check names
+        return None
+    return None if name in (RUN_INFO, RUN_NUMBER, RUN_ELAPSED) else name
+
+
+def _value(text: str | None) -> float | None:
+    try:
+        return float(text)
     except (TypeError, ValueError):
         return None
 
@@ -39,19 +61,12 @@ class LiveRuns(Collector):
     def __init__(self, results: Path):
         self.results = results
 
-    def docs(self) -> list[dict[str, Any]]:
-        out = []
-        for c in control.live_runs(self.results):
-            doc = control.read_live(c.parent)
-            if doc and not doc.get("error"):
-                out.append({**doc, "_dir": c.parent})
-        return out
+    def docs(self) -> list[LiveDoc]:
+        return [doc for doc in map(read_record, live_runs(self.results)) if not doc.error]
 
     @staticmethod
     def run_rows(d: Path) -> tuple[list[str], dict[str, Any], list[dict[str, str]]]:
         """(parameter columns, metric declarations, finished rows) of a results directory."""
-        import csv
-        import json
         try:
             cols = json.loads((d / "metadata.json").read_text())["columns"]
             with (d / "runs.csv").open(newline="") as f:
@@ -59,18 +74,45 @@ class LiveRuns(Collector):
         except (OSError, ValueError, KeyError):
             return [], {}, []
 
+    def per_run(self, docs: list[LiveDoc]) -> list[HistogramMetricFamily]:
+        """One histogram per declared metric of the live runs (present from the first scrape, before
+        any row), the values of the runs that succeeded, per experiment and cell, in base units."""
+        families: dict[str, HistogramMetricFamily] = {}
+        for d in docs:
+            params, declared, rows = self.run_rows(Path(d.results_dir))
+            for metric, decl in declared.items():
+                unit = decl.get("unit", "")
+                name = run_family(metric, unit)
+                if name is None:
+                    continue
+                u = quantities.UNITS[unit]
+                if name not in families:
+                    families[name] = HistogramMetricFamily(
+                        name, f"{decl.get('label') or metric}: {metric} ({unit}) of each run that succeeded, "
+                        f"in {u.base or 'its unit'}, by cell", labels=["experiment", "cell"])
+                by_cell: dict[str, list[float]] = {}
+                for r in rows:
+                    v = _value(r.get(metric)) if r.get("status") == "ok" else None
+                    if v is not None:
+                        cell = " ".join(f"{p}={r[p]}" for p in params if r.get(p) not in (None, ""))
+                        by_cell.setdefault(cell, []).append(u.to_prometheus(v))
+                for cell, values in by_cell.items():
+                    buckets = [(repr(le), sum(1 for v in values if v <= le)) for le in u.buckets]
+                    families[name].add_metric([d.experiment, cell], [*buckets, ("+Inf", len(values))], sum(values))
+        return [families[n] for n in sorted(families)]
+
     def collect(self):
         docs = self.docs()
         exp = ["experiment"]
         up = GaugeMetricFamily("wearlab_experiment_running", "1 for each experiment running now", labels=exp)
-        done = GaugeMetricFamily("wearlab_runs_done", "runs finished so far", labels=exp)
+        done = CounterMetricFamily("wearlab_runs_done", "runs finished so far", labels=exp)
         total = GaugeMetricFamily("wearlab_runs", "runs the experiment has in all", labels=exp)
-        failed = GaugeMetricFamily("wearlab_runs_failed", "runs that failed so far", labels=exp)
-        current = GaugeMetricFamily("wearlab_run_info", "the run in progress (value: its number)",
-                                    labels=[*exp, "cell"])
-        run_s = GaugeMetricFamily("wearlab_run_elapsed_seconds", "time since the run in progress began", labels=exp)
+        failed = CounterMetricFamily("wearlab_runs_failed", "runs that failed so far", labels=exp)
+        info = GaugeMetricFamily(RUN_INFO, "1 for the run in progress, its cell as a label", labels=[*exp, "cell"])
+        number = GaugeMetricFamily(RUN_NUMBER, "the number of the run in progress (1, 2, ...)", labels=exp)
+        run_s = GaugeMetricFamily(RUN_ELAPSED, "time since the run in progress began", labels=exp)
         lk = [*exp, "link", "direction"]
-        rate = GaugeMetricFamily("wearlab_link_rate_bits_per_second", "configured rate (0: unlimited)", labels=lk)
+        rate = GaugeMetricFamily("wearlab_link_rate_bytes_per_second", "configured rate (0: unlimited)", labels=lk)
         delay = GaugeMetricFamily("wearlab_link_delay_seconds", "configured one-way delay", labels=lk)
         loss = GaugeMetricFamily("wearlab_link_loss_ratio", "configured random loss (0..1)", labels=lk)
         down = GaugeMetricFamily("wearlab_link_down", "1 while the direction carries nothing", labels=lk)
@@ -87,95 +129,78 @@ class LiveRuns(Collector):
         owd = GaugeMetricFamily("wearlab_stream_owd_seconds", "median one-way delay over the last second", labels=st)
         owd_max = GaugeMetricFamily("wearlab_stream_owd_max_seconds", "largest one-way delay in the last second",
                                     labels=st)
-        goodput = GaugeMetricFamily("wearlab_stream_goodput_bits_per_second", "delivered over the last second",
+        goodput = GaugeMetricFamily("wearlab_stream_goodput_bytes_per_second", "delivered over the last second",
                                     labels=st)
-        hist = HistogramMetricFamily("wearlab_stream_owd_histogram_seconds", "one-way delay of the run's messages",
-                                     labels=st)
+        messages = HistogramMetricFamily("wearlab_stream_message_owd_seconds",
+                                         "one-way delay of each message of the run in progress", labels=st)
         delivered = CounterMetricFamily("wearlab_stream_delivered_bytes", "message bytes delivered in the run",
                                         labels=st)
         queue = GaugeMetricFamily("wearlab_proxy_socket_queue_bytes", "the phone's TCP socket queues",
                                   labels=[*exp, "queue"])
         vq = GaugeMetricFamily("wearlab_proxy_virtual_queue_bytes", "the relay's virtual queue (mitigation)", labels=exp)
-        vq_bw = GaugeMetricFamily("wearlab_proxy_bt_rate_estimate_bits_per_second", "the relay's BW estimate",
+        vq_bw = GaugeMetricFamily("wearlab_proxy_bt_rate_estimate_bytes_per_second", "the relay's BT rate estimate",
                                   labels=exp)
         throttled = GaugeMetricFamily("wearlab_proxy_throttled", "1 while the relay throttles server->phone",
                                       labels=exp)
         radio = GaugeMetricFamily("wearlab_radio_state", "1 for the BT radio's current state", labels=[*exp, "node", "state"])
-        per_run = HistogramMetricFamily("wearlab_run_duration_seconds", "per-run durations the workload and node "
-                                        "kinds report (metric: e.g. wire_connect_s, handover_p1_s), by cell",
-                                        labels=[*exp, "metric", "cell"])
         for d in docs:
-            params, declared, rows = self.run_rows(d["_dir"])
-            by_cell: dict[tuple[str, str], list[float]] = {}
-            for r in rows:
-                if r.get("status") != "ok":
-                    continue
-                cell = " ".join(f"{p}={r[p]}" for p in params if r.get(p) not in (None, ""))
-                for m, decl in declared.items():
-                    if decl.get("unit") == "s":
-                        v = _num(r.get(m), float)
-                        if v is not None:
-                            by_cell.setdefault((m, cell), []).append(v)
-            for (m, cell), values in by_cell.items():
-                buckets = [(repr(le), sum(1 for v in values if v <= le)) for le in RUN_BUCKETS] + [("+Inf", len(values))]
-                per_run.add_metric([str(d.get("experiment", "?")), m, cell], buckets, sum(values))
-        for d in docs:
-            e = str(d.get("experiment", "?"))
+            e = d.experiment
             up.add_metric([e], 1)
-            p = d.get("progress") or {}
-            if "total" in p:
-                total.add_metric([e], p["total"])
-                done.add_metric([e], p.get("done", 0))
-                failed.add_metric([e], p.get("failed", 0))
-            if "run" in p:
-                current.add_metric([e, str(p.get("cell", ""))], p["run"])
-            if d.get("run_s") is not None:
-                run_s.add_metric([e], d["run_s"])
-            for direction, s in (d.get("links") or {}).items():
-                link = "-".join(sorted(direction.split("->")))
-                labels = [e, link, direction]
-                rate.add_metric(labels, _num(s.get("rate"), units.parse_rate) or 0)
-                delay.add_metric(labels, _num(s.get("delay"), units.parse_duration) or 0)
-                lp = s.get("loss")
-                loss.add_metric(labels, (_num(lp, units.parse_percent) or 0) / 100 if isinstance(lp, str) else 0)
-                down.add_metric(labels, 1 if s.get("down") else 0)
-            for direction, c in (d.get("link_counters") or {}).items():
-                labels = [e, "-".join(sorted(direction.split("->"))), direction]
-                sent_b.add_metric(labels, c.get("bytes", 0))
-                sent_p.add_metric(labels, c.get("packets", 0))
-                drops.add_metric(labels, c.get("drops", 0))
-                backlog.add_metric(labels, c.get("backlog_bytes", 0))
-            ch = d.get("changes") or {}
-            for c in ch.get("changes", []):
-                changes.add_metric([e, c["link"], c["source"]], c["count"])
-            for link, t_ns in (ch.get("last_change_ns") or {}).items():
+            p = d.progress
+            if p.total is not None:
+                total.add_metric([e], p.total)
+                done.add_metric([e], p.done)
+                failed.add_metric([e], p.failed)
+            if p.run is not None:
+                info.add_metric([e, p.cell or ""], 1)
+                number.add_metric([e], p.run)
+            if d.run_s is not None:
+                run_s.add_metric([e], d.run_s)
+            for ld in d.links:
+                labels = [e, ld.link, ld.direction]
+                shape = ld.shape
+                rate.add_metric(labels, BIT_RATE.to_prometheus(shape.rate_bps or 0))
+                delay.add_metric(labels, shape.delay_s)
+                # Gilbert-Elliott loss has no single probability: 0 as before.
+                loss.add_metric(labels, shape.loss.p / 100 if shape.loss is not None and shape.loss.model == "random"
+                                else 0)
+                down.add_metric(labels, 1 if ld.down else 0)
+                if ld.counters is not None:
+                    sent_b.add_metric(labels, ld.counters.bytes)
+                    sent_p.add_metric(labels, ld.counters.packets)
+                    drops.add_metric(labels, ld.counters.drops)
+                    backlog.add_metric(labels, ld.counters.backlog_bytes)
+            for c in d.changes.changes:
+                changes.add_metric([e, c.link, c.source], c.count)
+            for link, t_ns in d.changes.last_change_ns.items():
                 last_change.add_metric([e, link], t_ns / 1e9)
-            for name, v in (d.get("workload") or {}).items():
-                if name == "phone queues":
-                    queue.add_metric([e, "receive"], v.get("recv_q", 0))
-                    queue.add_metric([e, "send"], v.get("send_q", 0))
-                    continue
-                if name == "virtual queue":
-                    vq.add_metric([e], v["vq_bytes"])
-                    vq_bw.add_metric([e], v["bw_bps"])
-                    throttled.add_metric([e], v["throttled"])
-                    continue
-                labels = [e, name]
-                for fam, key in ((owd, "owd_s"), (owd_max, "owd_max_s"), (goodput, "goodput_bps")):
-                    if v.get(key) is not None:
-                        fam.add_metric(labels, v[key])
-                h = v.get("owd_hist")
-                if h:
-                    buckets = [(repr(le), n) for le, n in zip(h["le"], h["counts"])] + [("+Inf", h["count"])]
-                    hist.add_metric(labels, buckets, h["sum"])
-                    delivered.add_metric(labels, h.get("bytes", 0))
-            for node, state in (d.get("nodes") or {}).items():
-                if state and "radio" in state:
-                    for s_ in RADIO_STATES:
-                        radio.add_metric([e, node, s_], 1 if state["radio"] == s_ else 0)
-        yield from (up, done, total, failed, current, run_s, rate, delay, loss, down, sent_b, sent_p, drops, backlog,
-                    changes, last_change, owd, owd_max, goodput, hist, delivered, queue, vq, vq_bw, throttled, radio,
-                    per_run)
+            w = d.workload
+            if w.phone_queues is not None:
+                queue.add_metric([e, "receive"], w.phone_queues.receive_bytes)
+                queue.add_metric([e, "send"], w.phone_queues.send_bytes)
+            if w.virtual_queue is not None:
+                vq.add_metric([e], w.virtual_queue.queue_bytes)
+                vq_bw.add_metric([e], BIT_RATE.to_prometheus(w.virtual_queue.bt_rate_bps))
+                throttled.add_metric([e], 1 if w.virtual_queue.throttled else 0)
+            for s in w.streams:
+                labels = [e, s.key]
+                if s.owd_s is not None:
+                    owd.add_metric(labels, s.owd_s)
+                if s.owd_max_s is not None:
+                    owd_max.add_metric(labels, s.owd_max_s)
+                goodput.add_metric(labels, BIT_RATE.to_prometheus(s.goodput_bps))
+                h = s.owd_hist
+                messages.add_metric(labels, [(repr(le), n) for le, n in zip(h.le, h.counts)] + [("+Inf", h.count)],
+                                    h.sum)
+                delivered.add_metric(labels, h.bytes)
+            for node, state in d.nodes.items():
+                if state.radio is not None:
+                    for s_ in RadioState:
+                        radio.add_metric([e, node, s_.value], 1 if state.radio == s_ else 0)
+        yield from (up, done, total, failed, info, number, run_s, rate, delay, loss, down, sent_b, sent_p, drops,
+                    backlog, changes, last_change, owd, owd_max, goodput, messages, delivered, queue, vq, vq_bw,
+                    throttled, radio)
+        yield from self.per_run(docs)
 
 
 def registry(results: Path):

@@ -1,14 +1,15 @@
 """The live view's frame (`wearlab top`): what a projector shows during a demo, drawn from the
-running experiment's control/live.json (rich, no Grafana needed)."""
+running experiment's live record (report.livedoc; rich, no Grafana needed)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+
+from wearlab.model.choices import RadioState
+from wearlab.report.livedoc import LiveDoc, NodeState
 
 BARS = "▁▂▃▄▅▆▇█"
 
@@ -28,39 +29,50 @@ def _s(v: float | None) -> str:
     return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
 
 
-def render(doc: dict[str, Any]):
-    if doc.get("error"):
-        return Panel(Text(f"live view: {doc['error']}", style="red"))
-    title = f"{doc.get('experiment', '?')}  -  run at {doc['run_s']:.1f} s" if doc.get("run_s") is not None \
-        else f"{doc.get('experiment', '?')}  -  between runs"
+def render(doc: LiveDoc):
+    if doc.error:
+        return Panel(Text(f"live view: {doc.error}", style="red"))
+    title = f"{doc.experiment}  -  run at {doc.run_s:.1f} s" if doc.run_s is not None \
+        else f"{doc.experiment}  -  between runs"
     streams = Table(title="streams (last second)", expand=True)
     for col in ("stream", "OWD median", "OWD max", "goodput", "messages"):
         streams.add_column(col)
     extra = []
     lines = []
-    for name, v in (doc.get("workload") or {}).items():
-        if name == "phone queues":
-            extra.append(Text(f"phone socket queues: receive {v['recv_q']:,} B, send {v['send_q']:,} B"))
-            continue
-        if name == "virtual queue":
-            extra.append(Text(f"virtual queue {v['vq_bytes'] / 1000:,.0f} kB, BT estimate {v['bw_bps'] / 1e6:.2f} Mbit/s"
-                              + (", THROTTLED" if v["throttled"] else ""), style="bold" if v["throttled"] else ""))
-            continue
-        peak = max(v.get("owd_30s") or [0])
-        streams.add_row(name, _s(v.get("owd_s")), _s(v.get("owd_max_s")), f"{v.get('goodput_bps', 0) / 1e6:.2f} Mbit/s",
-                        str(v.get("messages", 0)))
-        lines.append(Text(f"{name} OWD, last 30 s (peak {_s(peak)}): {sparkline(v.get('owd_30s') or [])}"))
+    for st in doc.workload.streams:
+        peak = max(st.owd_30s or [0])
+        streams.add_row(st.key, _s(st.owd_s), _s(st.owd_max_s), f"{st.goodput_bps / 1e6:.2f} Mbit/s", str(st.messages))
+        lines.append(Text(f"{st.key} OWD, last 30 s (peak {_s(peak)}): {sparkline(st.owd_30s)}"))
+    q = doc.workload.phone_queues
+    if q is not None:
+        extra.append(Text(f"phone socket queues: receive {q.receive_bytes:,} B, send {q.send_bytes:,} B"))
+    vq = doc.workload.virtual_queue
+    if vq is not None:
+        extra.append(Text(f"virtual queue {vq.queue_bytes / 1000:,.0f} kB, BT estimate {vq.bt_rate_bps / 1e6:.2f} Mbit/s"
+                          + (", THROTTLED" if vq.throttled else ""), style="bold" if vq.throttled else ""))
     nodes = Table(title="nodes", expand=True)
     nodes.add_column("node")
     nodes.add_column("state")
-    for n, state in (doc.get("nodes") or {}).items():
+    for n, state in doc.nodes.items():
         if state:
-            style = "bold red" if state.get("radio") in ("sniff", "waking") else ""
-            nodes.add_row(n, Text(", ".join(f"{k}: {v}" for k, v in state.items()), style=style))
+            style = "bold red" if state.radio in (RadioState.SNIFF, RadioState.WAKING) else ""
+            nodes.add_row(n, Text(", ".join(_node_state(state)), style=style))
     links = Table(title="links (wearlab link set ... changes them)", expand=True)
     for col in ("direction", "rate", "delay", "loss", "down"):
         links.add_column(col)
-    for d, s in (doc.get("links") or {}).items():
-        links.add_row(d, str(s.get("rate", "-")), str(s.get("delay", "")), str(s.get("loss", "-")),
-                      Text("DOWN", style="bold red") if s.get("down") else "")
-    return Panel(Group(streams, *lines, *extra, nodes, links), title=title, subtitle=doc.get("run", ""))
+    for ld in doc.links:
+        shown = ld.shape.to_document()
+        links.add_row(ld.direction, str(shown.get("rate", "-")), str(shown.get("delay", "")), str(shown.get("loss", "-")),
+                      Text("DOWN", style="bold red") if ld.down else "")
+    return Panel(Group(streams, *lines, *extra, nodes, links), title=title, subtitle=doc.results_dir or "")
+
+
+def _node_state(state: NodeState) -> list[str]:
+    out = []
+    if state.radio is not None:
+        out.append(f"radio: {state.radio}")
+    if state.handover is not None:
+        h = state.handover
+        out.append(f"handover: {h.last_event} ({h.at_s:.1f} s)" if h.last_event and h.at_s is not None
+                   else f"handover: {h.mode}")
+    return out

@@ -15,6 +15,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from wearlab.model import quantities
+
 
 def utc_stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -54,18 +56,21 @@ def write_json(path: Path, doc: Any) -> None:
 
 
 class RunsCsv:
-    """runs.csv: one row per run, a fixed header decided before the first run."""
+    """runs.csv: one row per run, a fixed header decided before the first run. `units`: metric
+    column -> its unit's symbol (wearlab.model.quantities), which decides how a value is written;
+    other columns as before (floats with 6 decimals)."""
 
-    def __init__(self, path: Path, columns: list[str]):
+    def __init__(self, path: Path, columns: list[str], units: dict[str, str] | None = None):
         self.path = path
         self.columns = columns
+        self.units = {c: quantities.unit(u) for c, u in (units or {}).items()}
         self._f = path.open("w", newline="")
         self._w = csv.DictWriter(self._f, fieldnames=columns, extrasaction="raise")
         self._w.writeheader()
         self._sync()
 
     def append(self, row: dict[str, Any]) -> None:
-        self._w.writerow({k: _cell(row.get(k)) for k in self.columns})
+        self._w.writerow({k: _cell(row.get(k), self.units.get(k)) for k in self.columns})
         self._sync()
 
     def _sync(self) -> None:
@@ -76,11 +81,11 @@ class RunsCsv:
         self._f.close()
 
 
-def _cell(v: Any) -> Any:
+def _cell(v: Any, unit: quantities.Unit | None = None) -> Any:
     if v is None:
         return ""
     if isinstance(v, float):
-        return f"{v:.6f}"
+        return unit.csv(v) if unit is not None else f"{v:.6f}"
     return v
 
 

@@ -10,12 +10,9 @@ from wearlab.model.columns import Metric, Ratio
 
 
 def _fmt(metric: Metric, q: tuple[float, float, float]) -> str:
+    """Median [IQR], as the metric's unit prints (wearlab.model.quantities)."""
     q1, med, q3 = q
-    if metric.unit == "s":
-        return f"{med * 1000:.1f} ms [{(q3 - q1) * 1000:.1f}]" if med < 1 else f"{med:.2f} s [{q3 - q1:.2f}]"
-    if metric.unit == "bit/s":
-        return f"{med / 1e6:.3f} Mbit/s [{(q3 - q1) / 1e6:.3f}]"
-    return f"{med:,.0f}"
+    return metric.quantity.format_spread(med, q3 - q1)
 
 
 def print_summary(console: Console, title: str, cells: list[Cell], ratio_rows: list[dict], varied: list[str],

@@ -69,9 +69,9 @@ def plot(dirs: list[Path], console: Console) -> int:
 
 def top(results: Path, once: bool, console: Console) -> int:
     from wearlab.report.live import render
-    from wearlab.run import control
+    from wearlab.report.livedoc import read_live
 
-    doc = control.read_live(results)
+    doc = read_live(results)
     if doc is None:
         raise EnvironmentProblem(f"no running experiment under {results} (give its results directory with --results)")
     if once:
@@ -80,7 +80,7 @@ def top(results: Path, once: bool, console: Console) -> int:
     with Live(render(doc), console=console, refresh_per_second=4, screen=False) as live:
         while True:
             time.sleep(0.25)
-            doc = control.read_live(results)
+            doc = read_live(results)
             if doc is None:
                 break
             live.update(render(doc))

@@ -6,6 +6,8 @@ hostfs; a Unix socket would not cross that boundary). The CLI drops a request fi
 aside, then renamed: never read half-written) and waits for its answer; the runner polls every
 POLL_S, applies the change through the same LinkControl and change log as the timeline (marked
 `live`), and answers. `heartbeat` says the run is alive (a run killed with -9 leaves a stale one).
+`live.json` is the run's live record (report.livedoc.LiveDoc), which `wearlab top` and the
+exporter read; report.livedoc also finds the live runs under a directory (`live_runs`).
 """
 
 from __future__ import annotations
@@ -23,12 +25,23 @@ from wearlab.errors import EnvironmentProblem, InputError, Problem
 from wearlab.model.choices import LinkAction, NodeAction, values
 from wearlab.model.shape import ShapeSpec
 from wearlab.model.timeline import LinkChange, resolve_link
+from wearlab.report.livedoc import (
+    HEARTBEAT_FILE,
+    LIVE_FILE,
+    LinkChanges,
+    LinkCounters,
+    LinkDirection,
+    LiveDoc,
+    NodeState,
+    RunProgress,
+    WorkloadState,
+    live_runs,
+)
 
 POLL_S = 0.02              # the runner's look at the directory: most of live control's latency
 HEARTBEAT_S = 1.0
 LIVE_S = 0.5               # live.json: what `wearlab top` and `wearlab exporter` show
 COUNTERS_S = 2.0           # qdisc counters: one tc query per node, so not every live.json
-STALE_S = 5.0
 ANSWER_TIMEOUT_S = 5.0
 ACTIONS = values(LinkAction)
 NODE_ACTIONS = values(NodeAction)   # handled by the node kind (NodeKind.control)
@@ -36,8 +49,12 @@ WHERE = "<command line>"
 
 
 def _write_atomic(path: Path, doc: Any) -> None:
+    _write_text_atomic(path, json.dumps(doc))
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name("." + path.name + ".tmp")
-    tmp.write_text(json.dumps(doc))
+    tmp.write_text(text)
     tmp.replace(path)
 
 
@@ -70,7 +87,7 @@ class ControlServer:
             self._write_live()
 
     def _beat(self) -> None:
-        _write_atomic(self.dir / "heartbeat", {"t_ns": time.time_ns(), "pid": os.getpid()})
+        _write_atomic(self.dir / HEARTBEAT_FILE, {"t_ns": time.time_ns(), "pid": os.getpid()})
 
     def _serve(self) -> None:
         last_beat = time.monotonic()
@@ -95,17 +112,29 @@ class ControlServer:
     def _write_live(self) -> None:
         ctx = self.ctx
         try:
-            doc = {"t_ns": time.time_ns(), "experiment": ctx.exp.name,
-                   "run_s": (time.time_ns() - ctx.run_start_ns) / 1e9 if ctx.run_start_ns else None,
-                   "workload": ctx.workload.live() if getattr(ctx, "workload", None) is not None else {},
-                   "nodes": {n: k.live() for n, k in list(ctx.nodes.items())},
-                   "links": ctx.links.shapes() if ctx.links is not None else {},
-                   "link_counters": getattr(self, "counters", {}),
-                   "changes": ctx.changes.totals() if ctx.changes is not None else {},
-                   "progress": dict(getattr(ctx, "progress", {}) or {})}
-            _write_atomic(self.dir / "live.json", doc)
+            workload = getattr(ctx, "workload", None)
+            doc = LiveDoc(t_ns=time.time_ns(), experiment=ctx.exp.name,
+                          run_s=(time.time_ns() - ctx.run_start_ns) / 1e9 if ctx.run_start_ns else None,
+                          progress=RunProgress.model_validate(dict(getattr(ctx, "progress", {}) or {})),
+                          workload=WorkloadState.model_validate(workload.live() if workload is not None else {}),
+                          nodes={n: NodeState.model_validate(k.live()) for n, k in list(ctx.nodes.items())},
+                          links=self._links(),
+                          changes=LinkChanges.model_validate(ctx.changes.totals()) if ctx.changes is not None
+                          else LinkChanges())
+            text = doc.to_json()
         except Exception as e:  # noqa: BLE001 - a live view must never stop a run
-            _write_atomic(self.dir / "live.json", {"t_ns": time.time_ns(), "error": str(e)})
+            text = LiveDoc(t_ns=time.time_ns(), error=str(e)).to_json()
+        _write_text_atomic(self.dir / LIVE_FILE, text)
+
+    def _links(self) -> list[LinkDirection]:
+        links = self.ctx.links
+        if links is None:
+            return []
+        counters = getattr(self, "counters", {})
+        return [LinkDirection(src=src, dst=dst, shape=links.effective((src, dst)), down=(src, dst) in links.down,
+                              counters=LinkCounters.model_validate(counters[f"{src}->{dst}"])
+                              if f"{src}->{dst}" in counters else None)
+                for src, dst in list(links.current)]
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         links = self.ctx.links
@@ -180,24 +209,6 @@ class ControlServer:
 # -- the CLI's side ----------------------------------------------------------------------------
 
 
-def live_runs(base: Path) -> list[Path]:
-    """Control directories of runs under `base` (a results directory, an experiment's, or the
-    results base) whose heartbeat is fresh, newest first."""
-    candidates = [base / "control"] if (base / "control").is_dir() else \
-        list(base.glob("*/control")) + list(base.glob("*/*/control"))
-    candidates = list({c.resolve(): None for c in candidates})   # `latest` is a second name of one
-    live = []
-    for c in candidates:
-        try:
-            beat = json.loads((c / "heartbeat").read_text())
-        except (OSError, ValueError):
-            continue
-        age = (time.time_ns() - beat["t_ns"]) / 1e9
-        if age < STALE_S:
-            live.append((beat["t_ns"], c))
-    return [c for _, c in sorted(live, reverse=True)]
-
-
 def request(base: Path, req: dict[str, Any]) -> dict[str, Any]:
     runs = live_runs(base)
     if not runs:
@@ -219,16 +230,6 @@ def request(base: Path, req: dict[str, Any]) -> dict[str, Any]:
         time.sleep(0.005)
     (control / name).unlink(missing_ok=True)
     raise EnvironmentProblem(f"the run in {control.parent} did not answer within {ANSWER_TIMEOUT_S:g} s")
-
-
-def read_live(base: Path) -> dict[str, Any] | None:
-    runs = live_runs(base)
-    if not runs:
-        return None
-    try:
-        return {**json.loads((runs[0] / "live.json").read_text()), "run": str(runs[0].parent)}
-    except (OSError, ValueError):
-        return {"run": str(runs[0].parent)}
 
 
 def parse_settings(pairs: list[str]) -> dict[str, Any]:

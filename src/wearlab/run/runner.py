@@ -98,7 +98,8 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, runtime_label: str, console:
     results.write_yaml(out_dir / "topology.yaml", exp.topology.to_document(exp.catalog))
     results.write_json(out_dir / "plan.json", plan.to_document())
     param_cols = list(plan.columns.params)
-    runs = results.RunsCsv(out_dir / "runs.csv", plan.columns.runs_csv())
+    runs = results.RunsCsv(out_dir / "runs.csv", plan.columns.runs_csv(),
+                           units={m.name: m.unit for m in plan.columns.metrics})
     net = state = nodes = workload = live = None
     rows: list[dict[str, Any]] = []
     status = 0

@@ -107,7 +107,9 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
     `attach(job)`: a context manager entered before the boot and left after the guest stopped,
     giving extra kernel arguments and environment (e.g. realize.containers.for_guest)."""
     check_ready()
-    rootfs = rootfs_path()
+    # The tree the link names now: a rebuild (images/uml/build-rootfs.sh) makes a new tree and
+    # moves the link, never changing this guest's files under it.
+    rootfs = rootfs_path().resolve()
     _install_init(rootfs)
     out = out or sys.stdout.buffer
     umid = f"wearlab-{os.getpid()}-{int(time.time() * 1000) % 10**8}"

@@ -9,17 +9,14 @@ the app's view, which adds the client's CPU time); bytes per phase from the capt
 
 from __future__ import annotations
 
-import json
-import select
-import subprocess
-import sys
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from collections.abc import Mapping
-
 from wearlab.errors import Problem
+from wearlab.measure.agents import FetchAgent
 from wearlab.measure.curl import CURL_TIMES, curl_argv, tls_options
-from wearlab.measure.phases import PHASES, TCPCRYPT
+from wearlab.measure.phases import PHASES
+from wearlab.measure.tls import TCPCRYPT
 from wearlab.model import params as P
 from wearlab.model.columns import Metric, Ratio, Series
 from wearlab.model.features import KernelFeature
@@ -326,41 +323,6 @@ def _series_row(node: str, r: dict[str, Any]) -> dict[str, Any]:
 def _cipher_or_none(cell: dict[str, Any]) -> str | None:
     c = cell.get("cipher") or ""
     return None if cell["protocol"] != "https" or c in ("", "default") else c
-
-
-class FetchAgent:
-    """wearlab.measure.fetch_agent running in the client's namespace."""
-
-    def __init__(self, net, client: str, timeout: float = 30, env: dict[str, str] | None = None):
-        self.net, self.client = net, client
-        self.proc = net.popen(client, [sys.executable, "-m", "wearlab.measure.fetch_agent"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, bufsize=1, **({"env": env} if env is not None else {}))
-        hello = self._read(timeout)
-        if not hello.get("ready"):
-            raise RuntimeError(f"fetch agent on {client} did not start: {hello}")
-        self.libcurl = hello.get("libcurl")
-
-    def _read(self, timeout: float) -> dict[str, Any]:
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if r else ""
-        if not line:
-            err = self.proc.stderr.read() if self.proc.poll() is not None else "no answer"
-            raise RuntimeError(f"fetch agent on {self.client}: {err.strip()[-300:]}")
-        return json.loads(line)
-
-    def get(self, timeout_s: float, **req) -> dict[str, Any]:
-        self.proc.stdin.write(json.dumps({**req, "timeout_s": timeout_s}) + "\n")
-        self.proc.stdin.flush()
-        return self._read(timeout_s + 10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 # ---------------------------------------------------------------------------------------------

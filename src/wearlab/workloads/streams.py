@@ -23,21 +23,26 @@ the virtual-queue mitigation contributes its controller's state (series/vq.csv).
 
 from __future__ import annotations
 
-import bisect
-import csv
-import json
-import select
 import statistics
-import subprocess
-import sys
-import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from collections.abc import Mapping
-
 from wearlab.errors import Problem
+from wearlab.measure.agents import StreamAgent
+from wearlab.measure.queues import QueueSampler
+from wearlab.measure.stream_records import (
+    DIRECTIONS,
+    LiveTail,
+    at_offset,
+    file_size,
+    goodput_bins,
+    owd_stats,
+    read_events,
+    read_records,
+    read_vq,
+)
 from wearlab.model import params as P
 from wearlab.model import ports
 from wearlab.model.columns import Metric, Series
@@ -54,9 +59,6 @@ STREAM_PORT = ports.STREAM
 # The same stream agent on a second port, which the nodes' tcpcryptd intercept in cells with
 # `tcpcrypt: true` (nodes/tcpcrypt.py): plain cells stay on STREAM_PORT, untouched.
 TCPCRYPT_PORT = ports.STREAM_TCPCRYPT
-GOODPUT_BIN_S = 0.2
-DIRECTIONS = ("down", "up")
-QUEUE_SAMPLE_S = 0.2
 
 
 class StreamFields(WorkloadFields):
@@ -95,7 +97,7 @@ def _stream_metrics() -> tuple[Metric, ...]:
                 Metric(f"{d}_owd_max_s", "s", label=f"{d} OWD max"),
                 Metric(f"{d}_goodput_bps", "bit/s", better="higher", label=f"{d} goodput", summarised=True,
                        doc="message bytes delivered / (last - first delivery)"),
-                Metric(f"{d}_stall_share", "count", label=f"{d} no reception", summarised=True,
+                Metric(f"{d}_stall_share", "ratio", label=f"{d} no reception", summarised=True,
                        doc="share of 200 ms bins between the first and last delivery with nothing delivered "
                            "(seed 003 section 3.3: >= 10 % under undesired Sniff)"),
                 Metric(f"{d}_gap_max_s", "s", label=f"{d} longest gap", summarised=True,
@@ -113,7 +115,7 @@ def _stream_metrics() -> tuple[Metric, ...]:
                    doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run "
                        "(the kernel's accounting: 10 ms ticks in the UML guest, whose HZ is 100)")]
     out += [Metric("d23_median_s", "s", label="d2+d3", doc="phone receive buffer + proxy buffer together"),
-            Metric("vq_throttled_share", "count", better="none", label="throttled",
+            Metric("vq_throttled_share", "ratio", better="none", label="throttled",
                    doc="share of the run the virtual-queue mitigation throttled the phone's downlink")]
     return tuple(out)
 
@@ -187,10 +189,10 @@ class _Streams(Workload):
 
     def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         f = self.fields
-        self.server = _Agent(self.ctx.net, f.server, ["serve", "--port", str(STREAM_PORT)])
-        self.crypt_server = (_Agent(self.ctx.net, f.server, ["serve", "--port", str(TCPCRYPT_PORT)])
+        self.server = StreamAgent(self.ctx.net, f.server, ["serve", "--port", str(STREAM_PORT)])
+        self.crypt_server = (StreamAgent(self.ctx.net, f.server, ["serve", "--port", str(TCPCRYPT_PORT)])
                              if any(c.get("tcpcrypt") for c in cells) else None)
-        self.client = _Agent(self.ctx.net, f.client, [])
+        self.client = StreamAgent(self.ctx.net, f.client, [])
         self.dir = self.ctx.out_dir / "streams"
         self.dir.mkdir(parents=True, exist_ok=True)
         for hop in sorted({c["path"] for c in cells}):
@@ -228,13 +230,13 @@ class _Streams(Workload):
         account = RunAccount(crypt) if crypt else None
         proxy = self.ctx.nodes.get(cell["path"])
         proxying = self.ctx.plan.proxying(cell["path"], cell)
-        sampler = _QueueSampler(self.ctx.net, cell["path"]) if proxying else None
-        vq_start = _file_size(getattr(proxy, "series_file", None))
-        events_start = _file_size(getattr(proxy, "events_file", None))
+        sampler = QueueSampler(self.ctx.net, cell["path"]) if proxying else None
+        vq_start = file_size(getattr(proxy, "series_file", None))
+        events_start = file_size(getattr(proxy, "events_file", None))
         t0 = self.ctx.run_start_ns or time.time_ns()   # shared with the timeline's log
         if sampler:
             sampler.start()
-        self._live = _LiveTail(specs, sampler, getattr(proxy, "series_file", None) if proxying else None)
+        self._live = LiveTail(specs, sampler, getattr(proxy, "series_file", None) if proxying else None)
         try:
             results = self.client.run(specs, timeout=_timeout(specs, self.ctx.timeout_s))
         finally:
@@ -252,16 +254,16 @@ class _Streams(Workload):
             mine = records.get(f.client, [])
             row["tcpcrypt_encrypted"] = int(bool(mine) and all(r.get("mode") == "tcpcrypt" for r in mine))
         for spec in specs:
-            records = _read_records(Path(spec["out"]))
+            records = read_records(Path(spec["out"]))
             if not records:
                 raise RuntimeError(f"stream {spec['stream']} ({spec['direction']}) delivered no message")
             name = spec.get("role_name", "main")
             series["owd"] += [{"stream": name, "direction": spec["direction"], "seq": r[0],
                                "t_send_s": (r[1] - t0) / 1e9, "owd_s": (r[2] - r[1]) / 1e9, "size": r[3]}
                               for r in records]
-            bins = _goodput_bins(records, t0, spec)
+            bins = goodput_bins(records, t0, spec)
             series["goodput"] += bins
-            row.update(_owd_stats(spec["direction"] if name == "main" else "msg", records))
+            row.update(owd_stats(spec["direction"] if name == "main" else "msg", records))
             if name == "main" and bins:
                 row[f"{spec['direction']}_stall_share"] = sum(1 for b in bins if b["goodput_bps"] == 0) / len(bins)
         if sampler:
@@ -271,7 +273,7 @@ class _Streams(Workload):
             if split:
                 series["delay_split"] = split["rows"]
                 row.update(split["medians"])
-            vq = _read_vq(getattr(proxy, "series_file", None), vq_start, t0)
+            vq = read_vq(getattr(proxy, "series_file", None), vq_start, t0)
             if vq:
                 series["vq"] = vq
                 row["vq_throttled_share"] = sum(1 for v in vq if v["throttled"]) / len(vq)
@@ -284,7 +286,7 @@ class _Streams(Workload):
         down = next((s for s in specs if s["direction"] == "down" and s.get("role_name", "main") == "main"), None)
         if down is None:
             return None
-        records = _read_records(Path(down["out"]))
+        records = read_records(Path(down["out"]))
         size = max(20, int(down["message_size"]))
         phone, server_ip = cell["path"], self.ctx.address(self.fields.server)
         uplink = self.ctx.net.sh(phone, f"ip -o route get {server_ip}").split(" dev ")[1].split()[0]
@@ -292,16 +294,16 @@ class _Streams(Workload):
         cap = self.ctx.capture(phone)
         arrivals = cap.stream_offsets(uplink, server_ip, self.port(cell), t0 / 1e9)
         departures = cap.stream_offsets(towards_watch, server_ip, self.port(cell), t0 / 1e9)
-        events = _read_events(getattr(proxy, "events_file", None), events_start)
+        events = read_events(getattr(proxy, "events_file", None), events_start)
         rows, d = [], {k: [] for k in ("d1", "d2", "d3", "d23", "d4")}
         for seq, send_ns, recv_ns, _ in records:
             end = (seq + 1) * size  # the message's last byte, as an offset in the down stream
-            t_arr, t_dep = _at_offset(arrivals, end), _at_offset(departures, end)
+            t_arr, t_dep = at_offset(arrivals, end), at_offset(departures, end)
             if t_arr is None or t_dep is None:
                 continue
             r = {"stream": "main", "seq": seq, "t_send_s": (send_ns - t0) / 1e9, "d1_s": t_arr - send_ns / 1e9,
                  "d23_s": t_dep - t_arr, "d4_s": recv_ns / 1e9 - t_dep}
-            t_in, t_out = _at_offset(events.get("in", []), end), _at_offset(events.get("out", []), end)
+            t_in, t_out = at_offset(events.get("in", []), end), at_offset(events.get("out", []), end)
             if t_in is not None and t_out is not None:
                 r.update(d2_s=t_in - t_arr, d3_s=t_out - t_in)
             rows.append(r)
@@ -424,225 +426,3 @@ class Messages(_Streams):
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-class _Agent:
-    """wearlab.measure.stream_agent in a node: `serve` (server side) or a client taking requests."""
-
-    def __init__(self, net, node: str, args: list[str]):
-        self.node = node
-        self.proc = net.popen(node, [sys.executable, "-m", "wearlab.measure.stream_agent", *args],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, bufsize=1)
-        if not self._read(30).get("ready"):
-            raise RuntimeError(f"stream agent on {node} did not start")
-
-    def _read(self, timeout: float) -> dict[str, Any]:
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if r else ""
-        if not line:
-            err = self.proc.stderr.read() if self.proc.poll() is not None else f"no answer in {timeout:.0f} s"
-            raise RuntimeError(f"stream agent on {self.node}: {err.strip()[-300:]}")
-        return json.loads(line)
-
-    def run(self, specs: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
-        self.proc.stdin.write(json.dumps({"streams": specs}) + "\n")
-        self.proc.stdin.flush()
-        return self._read(timeout)["streams"]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
-
-OWD_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # s
-
-
-class _LiveTail:
-    """The receiving side's records as they grow (the agent flushes every 0.2 s): the last
-    second's one-way delay and goodput, and the run's OWD histogram, for a live view and the
-    Prometheus exporter."""
-
-    def __init__(self, specs: list[dict[str, Any]], sampler, vq_file=None):
-        self.specs, self.sampler, self.vq_file = specs, sampler, vq_file
-        self.offsets: dict[str, int] = {}
-        self.recent: dict[str, list[tuple[int, float, int]]] = {}
-        self.totals: dict[str, int] = {}
-        self.hist: dict[str, dict[str, Any]] = {}
-
-    def sample(self) -> dict[str, Any]:
-        now = time.time_ns()
-        out: dict[str, Any] = {}
-        for spec in self.specs:
-            path, name = spec["out"], f"{spec.get('role_name', 'main')} {spec['direction']}"
-            try:
-                with open(path) as f:
-                    f.seek(self.offsets.get(path, 0))
-                    text = f.read()
-            except OSError:
-                continue
-            complete = text[: text.rfind("\n") + 1]
-            self.offsets[path] = self.offsets.get(path, 0) + len(complete)
-            rows = self.recent.setdefault(name, [])
-            hist = self.hist.setdefault(name, {"le": list(OWD_BUCKETS), "counts": [0] * len(OWD_BUCKETS),
-                                               "sum": 0.0, "count": 0, "bytes": 0})
-            for line in complete.splitlines():
-                parts = line.split(",")
-                if len(parts) == 4 and parts[0].isdigit():
-                    owd = (int(parts[2]) - int(parts[1])) / 1e9
-                    rows.append((int(parts[2]), owd, int(parts[3])))
-                    self.totals[name] = self.totals.get(name, 0) + 1
-                    hist["sum"] += owd
-                    hist["count"] += 1
-                    hist["bytes"] += int(parts[3])
-                    for i, le in enumerate(OWD_BUCKETS):
-                        if owd <= le:
-                            hist["counts"][i] += 1   # cumulative, as Prometheus buckets are
-            rows[:] = [r for r in rows if now - r[0] < 30e9]
-            last = [r for r in rows if now - r[0] < 1e9]
-            out[name] = {"owd_s": statistics.median(r[1] for r in last) if last else None,
-                         "owd_max_s": max((r[1] for r in last), default=None),
-                         "goodput_bps": sum(r[2] for r in last) * 8, "messages": self.totals.get(name, 0),
-                         "owd_30s": [round(r[1], 4) for r in rows[-300:]], "owd_hist": hist}
-        if self.sampler is not None and self.sampler.rows:
-            t, sock, rq, sq = self.sampler.rows[-1]
-            out["phone queues"] = {"recv_q": rq, "send_q": sq}
-        if self.vq_file is not None:
-            try:
-                with open(self.vq_file, "rb") as f:
-                    f.seek(max(0, f.seek(0, 2) - 200))
-                    last = f.read().decode(errors="replace").strip().splitlines()[-1].split(",")
-                if len(last) == 6 and last[0].isdigit():
-                    out["virtual queue"] = {"vq_bytes": float(last[1]), "bw_bps": float(last[2]),
-                                            "q_ub_bytes": float(last[3]), "throttled": int(float(last[5]))}
-            except (OSError, IndexError, ValueError):
-                pass
-        return out
-
-
-class _QueueSampler:
-    """The phone's TCP socket queues (`ss -tn`: Recv-Q, Send-Q) every QUEUE_SAMPLE_S."""
-
-    def __init__(self, net, node: str):
-        self.net, self.node = net, node
-        self.rows: list[tuple[int, str, int, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            t = time.time_ns()
-            out = self.net.run(self.node, ["ss", "-Htn", "state", "established"]).stdout
-            for line in out.splitlines():
-                parts = line.split()
-                if len(parts) >= 4:
-                    self.rows.append((t, f"{parts[2]}->{parts[3]}", int(parts[0]), int(parts[1])))
-            self._stop.wait(QUEUE_SAMPLE_S)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def samples(self, t0: int) -> list[dict[str, Any]]:
-        return [{"t_s": (t - t0) / 1e9, "node": self.node, "socket": s, "recv_q": rq, "send_q": sq}
-                for t, s, rq, sq in self.rows]
-
-
-def _read_records(path: Path) -> list[tuple[int, int, int, int]]:
-    if not path.exists():
-        return []
-    with path.open() as f:
-        next(f, None)
-        return [tuple(int(x) for x in line.split(",")) for line in f if line.strip()]  # type: ignore[misc]
-
-
-def _owd_stats(prefix: str, records) -> dict[str, Any]:
-    s = sorted((r[2] - r[1]) / 1e9 for r in records)
-    span = (records[-1][2] - records[0][2]) / 1e9
-    size = sum(r[3] for r in records)
-    out = {f"{prefix}_owd_median_s": statistics.median(s), f"{prefix}_owd_p95_s": s[min(len(s) - 1, int(0.95 * len(s)))],
-           f"{prefix}_owd_max_s": s[-1], f"{prefix}_messages": len(records)}
-    if prefix in DIRECTIONS:
-        out[f"{prefix}_bytes"] = size
-        out[f"{prefix}_transfer_s"] = (records[-1][2] - records[0][1]) / 1e9
-        arrivals = sorted(r[2] for r in records)
-        out[f"{prefix}_gap_max_s"] = max((b - a for a, b in zip(arrivals, arrivals[1:])), default=0) / 1e9
-        out[f"{prefix}_goodput_bps"] = (size - records[0][3]) * 8 / span if span > 0 else None
-    return out
-
-
-def _goodput_bins(records, t0: int, spec: dict[str, Any]) -> list[dict[str, Any]]:
-    bins: dict[int, int] = {}
-    for _, _, recv_ns, size in records:
-        b = int((recv_ns - t0) / 1e9 / GOODPUT_BIN_S)
-        bins[b] = bins.get(b, 0) + size
-    if not bins:
-        return []
-    return [{"stream": spec.get("role_name", "main"), "direction": spec["direction"], "t_s": b * GOODPUT_BIN_S,
-             "goodput_bps": bins.get(b, 0) * 8 / GOODPUT_BIN_S} for b in range(min(bins), max(bins) + 1)]
-
-
-def _file_size(path) -> int:
-    try:
-        return Path(path).stat().st_size if path else 0
-    except OSError:
-        return 0
-
-
-def _read_events(path, start: int) -> dict[str, list[tuple[int, float]]]:
-    """The relay's (offset, time) per op for the down direction, from this run's part of the file.
-    Offsets restart per connection; a run has one down connection through the relay."""
-    if not path or not Path(path).exists():
-        return {}
-    out: dict[str, list[tuple[int, float]]] = {"in": [], "out": []}
-    conns: dict[str, int] = {}
-    with Path(path).open() as f:
-        f.seek(start)
-        for row in csv.reader(f):
-            if not row or row[0] == "t_ns" or len(row) < 5:
-                continue
-            t_ns, conn, direction, op, offset = row[:5]
-            if direction != "down" or op not in out:
-                continue
-            conns.setdefault(conn, len(conns))
-            if conns[conn] != len(conns) - 1:
-                continue  # keep the run's last connection (the stream, not the warm-up)
-            out[op].append((int(offset), int(t_ns) / 1e9))
-    return out
-
-
-def _at_offset(points: list[tuple[int, float]], offset: int) -> float | None:
-    """Time of the first point whose cumulative offset reaches `offset` (points ascend)."""
-    if not points:
-        return None
-    i = bisect.bisect_left(points, (offset, float("-inf")))
-    return points[i][1] if i < len(points) else None
-
-
-def _read_vq(path, start: int, t0: int) -> list[dict[str, Any]]:
-    if not path or not Path(path).exists():
-        return []
-    rows = []
-    with Path(path).open() as f:
-        f.seek(start)
-        for row in csv.DictReader(f, fieldnames=["t_ns", "vq_bytes", "bw_bps", "q_ub_bytes", "q_lb_bytes", "throttled"]):
-            if row["t_ns"] in (None, "t_ns") or not row["t_ns"]:
-                continue
-            try:
-                rows.append({"t_s": (int(row["t_ns"]) - t0) / 1e9, "vq_bytes": float(row["vq_bytes"]),
-                             "bw_bps": float(row["bw_bps"]), "q_ub_bytes": float(row["q_ub_bytes"]),
-                             "q_lb_bytes": float(row["q_lb_bytes"]), "throttled": int(float(row["throttled"]))})
-            except (TypeError, ValueError):
-                continue
-    return rows

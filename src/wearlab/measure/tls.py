@@ -1,0 +1,97 @@
+"""The handshake protocols in a reassembled TCP stream: TLS records and tcpcrypt's Init1.
+
+TLS: a direction's byte stream is walked record by record (5-byte header: content type, version,
+length); the walk stops at the first header that is not a TLS 1.0-1.3 record's or was not
+captured, and says why. Only the record headers need to be in the capture, not their bodies. The
+version the server selected is read from its ServerHello (legacy version, or the
+supported_versions extension for TLS 1.3).
+
+tcpcrypt (RFC 8548): the client->server stream starts with Init1 (INIT1_MAGIC 0x15101a0e, then
+its 4-byte big-endian message_len, §4.1); a stream that does not start with INIT1_MAGIC fell back
+to plain TCP.
+
+Which record or byte starts which phase is the phase rules' (``measure.phases``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from wearlab.measure.tcp import ConnPacket, ReassembledStream
+
+TCPCRYPT = "tcpcrypt"          # pseudo TLS version: tcpcrypt's Init1/Init2 instead of a TLS handshake
+INIT1_MAGIC = 0x15101A0E      # RFC 8548 §4.3
+
+_MAX_TLS_RECORD = 2**14 + 2048  # largest legal TLSCiphertext.length (RFC 5246 6.2.3)
+_TLS_CONTENT_TYPES = (20, 21, 22, 23, 24)
+_TLS_WIRE_VERSIONS = {0x0301: "1.0", 0x0302: "1.1", 0x0303: "1.2", 0x0304: "1.3"}
+
+
+def walk_tls_records(stream: ReassembledStream) -> tuple[list[tuple[int, int]], str | None]:
+    """[(stream offset, content type)] of the TLS records in ``stream``, plus the reason the walk
+    stopped early (None if it reached the end of the stream)."""
+    records: list[tuple[int, int]] = []
+    o = 0
+    while o < stream.length:
+        if o + 5 > stream.length:
+            return records, None  # stream ends inside a record header
+        h = stream.read(o, 5)
+        if h is None:
+            return records, f"bytes {o}..{o + 4} of the stream were not captured"
+        typ, major, minor, length = h[0], h[1], h[2], int.from_bytes(h[3:5], "big")
+        if typ not in _TLS_CONTENT_TYPES or major != 3 or minor > 4 or length > _MAX_TLS_RECORD:
+            return records, f"invalid TLS record header {h.hex()} at stream offset {o}"
+        records.append((o, typ))
+        o += 5 + length
+    return records, None
+
+
+def server_hello_version(down: ReassembledStream) -> str | None:
+    """The TLS version the server selected, from its ServerHello (None if not found/parseable)."""
+    h = down.read(0, 9)
+    if h is None or h[0] != 22 or h[1] != 3 or h[5] != 2:  # handshake record, ServerHello
+        return None
+    rec_len = int.from_bytes(h[3:5], "big")
+    msg_len = int.from_bytes(h[6:9], "big")
+    body = down.read(9, min(msg_len, rec_len - 4))
+    if body is None or len(body) < 38:
+        return None
+    version = int.from_bytes(body[0:2], "big")
+    p = 35 + body[34]  # version(2) random(32) session_id_len(1) session_id
+    p += 3  # cipher suite(2), compression method(1)
+    if len(body) >= p + 2:
+        ext_end = min(len(body), p + 2 + int.from_bytes(body[p:p + 2], "big"))
+        p += 2
+        while p + 4 <= ext_end:
+            etype = int.from_bytes(body[p:p + 2], "big")
+            elen = int.from_bytes(body[p + 2:p + 4], "big")
+            if etype == 43 and elen == 2 and p + 6 <= ext_end:  # supported_versions
+                version = int.from_bytes(body[p + 4:p + 6], "big")
+                break
+            p += 4 + elen
+    return _TLS_WIRE_VERSIONS.get(version)
+
+
+def detect_tls_version(packets: Sequence[ConnPacket]) -> str | None:
+    """"1.0".."1.3" as selected by the server's ServerHello, or None if the client did not start a
+    TLS handshake (plain TCP/HTTP). Raises ValueError if the client started TLS but no parseable
+    ServerHello was captured."""
+    packets = list(packets)
+    up = ReassembledStream(packets, "up")
+    h = up.read(0, 3)
+    if h is None or h[0] != 22 or h[1] != 3:
+        return None
+    v = server_hello_version(ReassembledStream(packets, "down"))
+    if v is None:
+        raise ValueError("the client started a TLS handshake but no parseable ServerHello "
+                         "(TLS 1.0-1.3) was captured")
+    return v
+
+
+def tcpcrypt_init1_end(up: ReassembledStream) -> int | None:
+    """Stream offset of the byte right after the client's Init1, or None if the stream does not
+    start with INIT1_MAGIC (tcpcrypt fell back to plain TCP, or the start was not captured)."""
+    head = up.read(0, 8)
+    if head is None or int.from_bytes(head[:4], "big") != INIT1_MAGIC:
+        return None
+    return int.from_bytes(head[4:8], "big")  # message_len counts the whole Init1
