@@ -82,12 +82,12 @@ $(STAMPS)/apt-rust: Makefile $(PACKAGE_LIST)
 tcpcrypt: $(STAMPS)/apt $(STAMPS)/apt-rust
 	cd tcpcrypt && $(CARGO) build --release --locked -q
 
-# wearlab's device CPU mechanism (devicecpu/, README there): an LD_PRELOAD library in C that needs
+# wearlab's device CPU mechanism (src/devicecpu/, README there): an LD_PRELOAD library in C that needs
 # nothing but libc - it finds each process's OpenSSL at run time - so gcc alone builds it (~1 s).
 DEVICECPU := build/devicecpu/libwearlab-devicecpu.so
 devicecpu: $(DEVICECPU)
 
-$(DEVICECPU): devicecpu/wearlab_devicecpu.c $(STAMPS)/apt
+$(DEVICECPU): src/devicecpu/wearlab_devicecpu.c $(STAMPS)/apt
 	@mkdir -p $(dir $@)
 	gcc -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl -pthread
 

@@ -1,4 +1,4 @@
-"""The device mechanism (devicecpu/ + nodes.devicecpu): every calibrated operation takes its table
+"""The device mechanism (src/devicecpu/ + nodes.devicecpu): every calibrated operation takes its table
 time through it, where experiments compute (marked `netem`: `make test` runs these inside the
 runtime that has netem, the UML guest here - the guest's clock and scheduler are what the padding
 must survive); a client's TLS handshake takes the device's primitives plus the platform's cost,

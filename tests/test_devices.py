@@ -112,10 +112,12 @@ def test_like_scales_every_operation_and_marks_assumptions():
 def test_power_figures_per_state_and_medium():
     w = builtin_devices()["lg-g-watch-r"]
     assert w.power.battery.mah == 410
-    assert w.power.states["tls_handshake"].mw == pytest.approx(405.22)
-    assert w.power.states["tls_handshake"].duration == pytest.approx(0.147)
-    assert w.power.media["bt"]["active"].ma == 64 and w.power.media["bt"]["active"].basis == "assumed"
-    assert builtin_devices()["nexus-4"].power.media["wifi"]["active"].volts == 4.0
+    assert w.power.measured_on == "wifi"
+    assert w.power.levels["handshake"].mw == pytest.approx(405.22)
+    assert w.power.levels["tail"].duration == pytest.approx(0.2)
+    assert w.power.radios["bt"].active.ma == 64 and w.power.radios["bt"].active.basis == "assumed"
+    assert w.power.radios["bt"].active.watts == pytest.approx(0.064 * 3.8)
+    assert builtin_devices()["nexus-4"].power.radios["wifi"].active.volts == 4.0
 
 
 def test_profile_text_is_what_the_mechanism_reads():
@@ -264,8 +266,31 @@ def test_devices_file_by_path_relative_to_the_topology(tmp_path):
         handshake: {time: 1ms, assumed: x}
         cpu_factor: {value: 2, assumed: x}
         power:
-          media: {wlan: {active: {mw: 1, assumed: x}}}
-    """, "media:", "devices.w.power.media", "unknown medium 'wlan'"),
+          radios: {wlan: {active: {mw: 1, assumed: x}}}
+    """, "radios:", "devices.w.power.radios", "unknown medium 'wlan'"),
+    ("""\
+      w:
+        handshake: {time: 1ms, assumed: x}
+        cpu_factor: {value: 2, assumed: x}
+        power:
+          measured_on: wifi
+          levels: {handshake: {mw: 1, assumed: x}, data: {mw: 2, assumed: x}, tial: {mw: 1, assumed: x}}
+    """, "levels:", "devices.w.power.levels", "unknown state 'tial'"),
+    ("""\
+      w:
+        handshake: {time: 1ms, assumed: x}
+        cpu_factor: {value: 2, assumed: x}
+        power:
+          levels: {handshake: {mw: 1, assumed: x}, data: {mw: 2, assumed: x}, tail: {mw: 1, duration: 1s, assumed: x}}
+    """, "power:", "devices.w.power", "need measured_on:"),
+    ("""\
+      w:
+        handshake: {time: 1ms, assumed: x}
+        cpu_factor: {value: 2, assumed: x}
+        power:
+          measured_on: wifi
+          levels: {handshake: {mw: 1, assumed: x}, data: {ma: 2, assumed: x}, tail: {mw: 1, duration: 1s, assumed: x}}
+    """, "data:", "devices.w.power.levels.data", "needs volts:"),
     ("""\
       lg-g-watch-r:
         like: {device: nexus-4, scale: 1, derived: x}
@@ -341,7 +366,7 @@ def test_wearlab_devices_lists_numbers_and_sources():
     for name in builtin_devices():
         assert name[:15] in r.stdout
     r = wearlab("devices", "lg-g-watch-r", env={**os.environ, "COLUMNS": "200"})
-    assert r.returncode == 0 and "seed 000 section IV.A" in r.stdout and "405.22 mW for 147ms" in r.stdout
+    assert r.returncode == 0 and "seed 000 section IV.A" in r.stdout and "405.22 mW" in r.stdout and "200 mW for 200ms" in r.stdout
     r = wearlab("devices", "lg-g-watch")
     assert r.returncode == 2 and "did you mean 'lg-g-watch-r'" in r.stderr
 

@@ -58,5 +58,16 @@ class RadioState(StrEnum):
     WAKING = "waking"
 
 
+class PowerState(StrEnum):
+    """What a device does during a phase, for the energy model (measure.energy): seed 000's power
+    trace has these phases (section IV.A, Fig. 2)."""
+
+    CONNECT = "connect"                  # the TCP handshake
+    HANDSHAKE = "handshake"              # the TLS (or tcpcrypt) handshake: the client computes
+    DATA = "data"                        # data exchange, plaintext
+    DATA_ENCRYPTED = "data_encrypted"    # data exchange, encrypted (seed 000: lower power, longer)
+    TAIL = "tail"                        # high-power idle after the last byte, before the radio sleeps
+
+
 def values(enum: type[Enum]) -> tuple[str, ...]:
     return tuple(m.value for m in enum)

@@ -30,6 +30,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from wearlab.errors import InputError, Problem
+from wearlab.model.choices import PowerState, values
 from wearlab.model.media import MEDIA, Medium
 from wearlab.model.units import format_duration, parse_duration
 from wearlab.model.yamlsrc import (
@@ -169,31 +170,31 @@ class Like(Sourced):
 
 
 class PowerFigure(Sourced):
-    """A power level (mw, or ma at volts) or an energy per event (mj), optionally how long it lasts."""
+    """A power level: `mw: 405`, or `ma: 64` with `volts: 3.8` (a power_profile.xml current at the
+    battery's voltage); `duration:` for a state that lasts a fixed time (the tail)."""
 
     mw: Annotated[float, Field(ge=0)] | None = None
     ma: Annotated[float, Field(ge=0)] | None = None
     volts: Annotated[float, Field(gt=0)] | None = None
-    mj: Annotated[float, Field(ge=0)] | None = None
     duration: Annotated[float, BeforeValidator(_duration)] | None = None
 
     @model_validator(mode="after")
     def _one_value(self):
-        given = [k for k in ("mw", "ma", "mj") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("give one of mw: (power), ma: (current, with volts: when known) or mj: (energy "
-                             "per event)")
+        if (self.mw is None) == (self.ma is None):
+            raise ValueError("give the power as mw: (milliwatts) or ma: with volts: (a current at a voltage), "
+                             "exactly one")
+        if self.ma is not None and self.volts is None:
+            raise ValueError("ma: needs volts: (the battery's voltage) to be a power")
         if self.volts is not None and self.ma is None:
             raise ValueError("volts: goes with ma:")
         return self
 
+    @property
+    def watts(self) -> float:
+        return self.mw / 1e3 if self.mw is not None else self.ma * self.volts / 1e3
+
     def describe(self) -> str:
-        if self.mw is not None:
-            v = f"{self.mw:g} mW"
-        elif self.ma is not None:
-            v = f"{self.ma:g} mA" + (f" at {self.volts:g} V" if self.volts else "")
-        else:
-            v = f"{self.mj:g} mJ"
+        v = f"{self.mw:g} mW" if self.mw is not None else f"{self.ma:g} mA at {self.volts:g} V"
         return v + (f" for {format_duration(self.duration)}" if self.duration else "")
 
 
@@ -201,14 +202,29 @@ class Battery(Sourced):
     mah: Annotated[float, Field(gt=0)]
 
 
+class RadioPower(BaseModel):
+    """A radio's own power while it carries data: what the energy model adds for a medium the
+    device's levels were not measured on, and takes away for the one they were."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    active: PowerFigure
+
+
 class Power(BaseModel):
+    """A device's power figures. `levels` are the whole device's power above its idle baseline per
+    phase state (seed 000 measured its watch's so, on WiFi), over the medium `measured_on`, whose
+    radio is inside them; `radios` give each radio's own active power, so the model can move a
+    level to another medium (measure.energy)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     battery: Battery | None = None
-    states: dict[str, PowerFigure] = Field(default_factory=dict)     # e.g. tls_handshake, cpu_active
-    media: dict[Medium, dict[str, PowerFigure]] = Field(default_factory=dict)   # per radio, per state
+    measured_on: Medium | None = None
+    levels: dict[PowerState, PowerFigure] = Field(default_factory=dict)
+    radios: dict[Medium, RadioPower] = Field(default_factory=dict)
 
-    @field_validator("media", mode="before")
+    @field_validator("radios", mode="before")
     @classmethod
     def _media(cls, v: Any) -> Any:
         if isinstance(v, dict):
@@ -216,6 +232,37 @@ class Power(BaseModel):
                 if key not in MEDIA:
                     raise ValueError(f"unknown medium '{key}'{did_you_mean(key, MEDIA)} (media: {', '.join(MEDIA)})")
         return v
+
+    @field_validator("levels", mode="before")
+    @classmethod
+    def _states(cls, v: Any) -> Any:
+        states = values(PowerState)
+        if isinstance(v, dict):
+            for key in v:
+                if key not in states:
+                    raise ValueError(f"unknown state '{key}'{did_you_mean(key, states)} (states: {', '.join(states)})")
+        return v
+
+    @model_validator(mode="after")
+    def _complete(self):
+        if not self.levels:
+            if self.measured_on is not None:
+                raise ValueError("measured_on: goes with levels:")
+            return self
+        missing = [s.value for s in REQUIRED_LEVELS if s not in self.levels]
+        if missing:
+            raise ValueError(f"levels: needs {', '.join(missing)} (the energy model's states; connect and "
+                             f"data_encrypted default to handshake and data)")
+        if self.measured_on is None:
+            raise ValueError("levels: need measured_on: (the medium whose radio is inside them)")
+        if self.levels[PowerState.TAIL].duration is None:
+            raise ValueError("levels.tail needs duration: (how long the device stays in high-power idle)")
+        return self
+
+
+# The states a device's levels must give; the others default (connect -> handshake,
+# data_encrypted -> data).
+REQUIRED_LEVELS = (PowerState.HANDSHAKE, PowerState.DATA, PowerState.TAIL)
 
 
 class DeviceSpec(BaseModel):

@@ -1,4 +1,4 @@
-"""A device's time for what a node computes: wearlab's devicecpu library (devicecpu/, built by
+"""A device's time for what a node computes: wearlab's devicecpu library (src/devicecpu/, built by
 `make devicecpu`) for processes that use OpenSSL, and what it counted.
 
 A process on a node with a device (`device:` in the topology) starts with the library preloaded
@@ -6,7 +6,7 @@ and the device's profile (wearlab.model.devices.Device.profile_text). The librar
 libcrypto call the process makes on the wall clock and pads it to the device's time for that
 operation and size - by sleeping, so other processes of the one guest CPU keep running as they
 would on separate devices - and charges the platform's per-handshake cost before the client's
-second flight leaves (devicecpu/README.md says why this design, and what was measured against
+second flight leaves (src/devicecpu/README.md says why this design, and what was measured against
 it). It keeps its counters in a file: per operation the calls, bytes, time here and time on the
 device, and per phase (inside the TLS handshake, outside it) the device's time, which `Counters`
 reads around each run.
@@ -40,7 +40,7 @@ MECHANISM = ("devicecpu: LD_PRELOAD library timing each libcrypto call on the wa
              "to the device's table time for its operation and size; the platform's per-handshake cost before "
              "the client's second flight")
 
-# The counters file (devicecpu/wearlab_devicecpu.c, struct stats_file).
+# The counters file (src/devicecpu/wearlab_devicecpu.c, struct stats_file).
 _MAGIC = b"WLDCPU1\0"
 _HEADER = struct.Struct("<8sII64s")
 _SLOT = struct.Struct("<48sQQQQ")

@@ -86,11 +86,12 @@ def detail(d: Device) -> Table:
     if p is not None:
         if p.battery:
             t.add_row("battery", f"{p.battery.mah:g} mAh", p.battery.basis, p.battery.source)
-        for state, f in p.states.items():
-            t.add_row(f"power: {state}", f.describe(), f.basis, f.source)
-        for medium, states in p.media.items():
-            for state, f in states.items():
-                t.add_row(f"power: {medium.value} {state}", f.describe(), f.basis, f.source)
+        on = f" (on {p.measured_on.value})" if p.measured_on else ""
+        for state, f in p.levels.items():
+            t.add_row(f"power: {state.value}{on}", f.describe(), f.basis, f.source)
+        for medium, radio in p.radios.items():
+            t.add_row(f"power: {medium.value} radio active", radio.active.describe(), radio.active.basis,
+                      radio.active.source)
     return t
 
 

@@ -34,6 +34,7 @@ from wearlab.run.context import RunState, SeriesFiles
 from wearlab.run.control import ControlServer
 from wearlab.run.progress import Progress
 from wearlab.runtime import probe
+from wearlab.workloads.base import Outcome
 from wearlab.workloads.context import WorkloadContext
 
 
@@ -157,12 +158,12 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, runtime_label: str, console:
                             nxt = _one_run(state, player, cell, rep, n)
                             # The previous run's teardown is on the wire by now: finish its row.
                             if pending is not None:
-                                rows.append(_finish(pending, runs, progress))
+                                rows.append(_finish(state, pending, runs, progress))
                                 _count(state, rows[-1])
                             pending = nxt
             finally:
                 if pending is not None:
-                    rows.append(_finish(pending, runs, progress))
+                    rows.append(_finish(state, pending, runs, progress))
                     _count(state, rows[-1])
         record.set(status="complete")
     except KeyboardInterrupt as e:  # errors.Interrupted: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT (runtime.signals)
@@ -267,12 +268,18 @@ def _one_run(state: RunState, player: timeline.TimelinePlayer, cell: CellPlan, r
     return _Pending(row, finish)
 
 
-def _finish(p: _Pending, runs: results.RunsCsv, progress) -> dict[str, Any]:
+def _finish(state: RunState, p: _Pending, runs: results.RunsCsv, progress) -> dict[str, Any]:
     """Complete the row (e.g. bytes from the capture once the teardown is in), write it, report."""
     row = p.row
     if row["status"] == "ok" and p.finish is not None:
         try:
-            row.update(p.finish())
+            done = p.finish()
+            if isinstance(done, Outcome):
+                row.update(done.row)
+                for name, samples in done.series.items():
+                    state.series.append(name, row, samples)
+            else:
+                row.update(done)
         except Exception as e:  # noqa: BLE001
             row["status"] = "failed"
             row["error"] = f"capture: {e}"[:500]

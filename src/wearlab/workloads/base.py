@@ -24,11 +24,12 @@ from wearlab.workloads.context import WorkloadContext
 @dataclass
 class Outcome:
     """What one run produced. `finish` (optional) completes the row later, e.g. once the
-    connection's teardown has been captured; it may raise to fail the run."""
+    connection's teardown has been captured (more row values, or an Outcome with series rows
+    too); it may raise to fail the run."""
 
     row: dict[str, Any] = field(default_factory=dict)
     series: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    finish: Callable[[], dict[str, Any]] | None = None
+    finish: Callable[[], dict[str, Any] | Outcome] | None = None
 
 
 class Workload(WorkloadDecl):

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from wearlab.errors import Problem
 from wearlab.measure.agents import FetchAgent
+from wearlab.measure.energy import relay_phases, transaction_phases
 from wearlab.measure.curl import CURL_TIMES, curl_argv, tls_options
 from wearlab.measure.phases import PHASES
 from wearlab.measure.tls import TCPCRYPT
@@ -31,6 +32,7 @@ from wearlab.nodes.devicecpu import DeviceProcess, RunCounters
 from wearlab.nodes.nginx import content_path
 from wearlab.nodes.tcpcrypt import RunAccount
 from wearlab.workloads.base import Outcome, Workload
+from wearlab.workloads.energy import ENERGY_SERIES, RunEnergy, energy_metrics
 from wearlab.workloads.paths import PATH, check_nodes
 
 
@@ -121,16 +123,17 @@ class HttpGet(Workload):
         Metric("device_cpu_other_s", "s", label="device CPU other",
                doc="a client with a device: the device's time for the client's cryptography outside the "
                    "handshake (records' ciphers and MACs)"),
+        *energy_metrics(handshake=True),
     )
-    series = (Series("tcpcrypt", ("node", "mode", "tep", "aead", "session_id", "handshake_ms", "plaintext_sent",
+    series = (ENERGY_SERIES, Series("tcpcrypt", ("node", "mode", "tep", "aead", "session_id", "handshake_ms", "plaintext_sent",
                                   "ciphertext_sent", "handshake_bytes_sent", "frames_sent", "eno_syn", "eno_synack",
                                   "device_ms"),
                      doc="tcpcrypt cells: each daemon's record of the run's connection (device_ms: on a node with "
                          "a device, the device's time for the connection's cryptography)"),)
     headline = ("wire_total_s",)
-    ratios = (Ratio("protocol", "https", "http", ("wire_total_s", "bytes_total"),
+    ratios = (Ratio("protocol", "https", "http", ("wire_total_s", "bytes_total", "energy_j"),
                     ignoring=("tls_version", "cipher", "cert"), title="HTTPS / HTTP (ratio of medians)"),
-              Ratio("protocol", "tcpcrypt", "http", ("wire_total_s", "bytes_total"),
+              Ratio("protocol", "tcpcrypt", "http", ("wire_total_s", "bytes_total", "energy_j"),
                     ignoring=("tls_version", "cipher", "cert"), title="tcpcrypt / HTTP (ratio of medians)"))
 
     # -- model time --------------------------------------------------------------------------
@@ -179,10 +182,12 @@ class HttpGet(Workload):
         self.device = DeviceProcess(device, self.ctx.workdir("devicecpu"), f"{client}-fetch-agent") if device else None
         self.agent = FetchAgent(self.ctx.net, client, env=self.device.env() if self.device else None)
         self.capture = self.ctx.capture(client)
+        self.energy = RunEnergy(self.ctx.plan, client, self.fields.server)
         return {"client": {"kind": "fetch agent (pycurl, persistent process, fresh handle per run)",
                            "libcurl": self.agent.libcurl,
                            "tls_groups": tls_options(None, None, None).groups,
                            "device": self.device.facts() if self.device else None},
+                "energy": self.energy.facts(sorted({c["path"] for c in cells})),
                 "equivalent_curl": self.equivalent_curl(cells)}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -281,9 +286,22 @@ class HttpGet(Workload):
                 raise RuntimeError(f"the capture holds {values['bytes_down_total']} bytes of a {cell['size']}-byte "
                                    "response: it dropped packets")
             values["bytes_total"] = values["bytes_up_total"] + values["bytes_down_total"]
-            return values
+            erow, erows = self._energy(cell, values, encrypted=https or bool(extra.get("tcpcrypt_encrypted")))
+            values.update(erow)
+            return Outcome(row=values, series={"energy": erows} if erows else {})
 
         return Outcome(row=row, series=series, finish=finish)
+
+    def _energy(self, cell: dict[str, Any], wire: dict[str, Any], encrypted: bool):
+        """The energy model on the wire's phase times (the client's capture)."""
+        client, relay = self.energy.powers(cell["path"])
+        if (client is None and relay is None) or wire.get("wire_total_s") is None or wire.get("wire_connect_s") is None:
+            return {}, []
+        return self.energy.account(
+            cell["path"],
+            transaction_phases(wire["wire_connect_s"], wire.get("wire_tls_handshake_s"), wire["wire_total_s"],
+                               encrypted, client.tail_s) if client else None,
+            relay_phases(wire["wire_total_s"], encrypted, relay.tail_s) if relay else None)
 
     def stop(self) -> None:
         if getattr(self, "agent", None) is not None:

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from wearlab.errors import Problem
 from wearlab.measure.agents import StreamAgent
+from wearlab.measure.energy import activity_phases
 from wearlab.measure.queues import QueueSampler
 from wearlab.measure.stream_records import (
     DIRECTIONS,
@@ -53,6 +54,7 @@ from wearlab.model.params import Param, ParamSet
 from wearlab.model.units import format_duration, format_rate, format_size
 from wearlab.nodes.tcpcrypt import RunAccount
 from wearlab.workloads.base import Outcome, Workload
+from wearlab.workloads.energy import ENERGY_SERIES, RunEnergy, energy_metrics
 from wearlab.workloads.paths import PATH, check_nodes
 
 STREAM_PORT = ports.STREAM
@@ -117,6 +119,7 @@ def _stream_metrics() -> tuple[Metric, ...]:
     out += [Metric("d23_median_s", "s", label="d2+d3", doc="phone receive buffer + proxy buffer together"),
             Metric("vq_throttled_share", "ratio", better="none", label="throttled",
                    doc="share of the run the virtual-queue mitigation throttled the phone's downlink")]
+    out += energy_metrics(handshake=False)
     return tuple(out)
 
 
@@ -129,6 +132,7 @@ SERIES = (
     Series("queues", ("t_s", "node", "socket", "recv_q", "send_q"), "the phone's TCP socket queues (ss)"),
     Series("vq", ("t_s", "vq_bytes", "bw_bps", "q_ub_bytes", "q_lb_bytes", "throttled"),
            "the relay's virtual-queue controller (mitigation: virtual-queue)"),
+    ENERGY_SERIES,
 )
 
 
@@ -199,8 +203,9 @@ class _Streams(Workload):
             if any(self.ctx.plan.proxying(hop, c) for c in cells if c["path"] == hop):
                 # Headers are enough for the delay decomposition: 128-byte snaplen.
                 self.ctx.capture(hop, snaplen=128)
+        self.energy = RunEnergy(self.ctx.plan, f.client, f.server)
         return {"stream_agent": "wearlab.measure.stream_agent (Python, TCP_NODELAY, app-level delivery times)",
-                "stream_port": STREAM_PORT}
+                "stream_port": STREAM_PORT, "energy": self.energy.facts(sorted({c["path"] for c in cells}))}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         c = cells[0]
@@ -248,6 +253,7 @@ class _Streams(Workload):
             raise RuntimeError("; ".join(f"stream {r['stream']}: {r.get('error')}" for r in failed))
         row: dict[str, Any] = {}
         series: dict[str, list[dict[str, Any]]] = {"owd": [], "goodput": []}
+        flights: list[tuple[int, int]] = []
         if account:
             records = account.records(lambda out: all(len(rs) >= len(specs) for rs in out.values()))
             row["tcpcrypt_cpu_s"] = account.cpu_s()
@@ -257,6 +263,7 @@ class _Streams(Workload):
             records = read_records(Path(spec["out"]))
             if not records:
                 raise RuntimeError(f"stream {spec['stream']} ({spec['direction']}) delivered no message")
+            flights += [(r[1], r[2]) for r in records]
             name = spec.get("role_name", "main")
             series["owd"] += [{"stream": name, "direction": spec["direction"], "seq": r[0],
                                "t_send_s": (r[1] - t0) / 1e9, "owd_s": (r[2] - r[1]) / 1e9, "size": r[3]}
@@ -266,6 +273,10 @@ class _Streams(Workload):
             row.update(owd_stats(spec["direction"] if name == "main" else "msg", records))
             if name == "main" and bins:
                 row[f"{spec['direction']}_stall_share"] = sum(1 for b in bins if b["goodput_bps"] == 0) / len(bins)
+        erow, erows = self._energy(cell, flights, encrypted=bool(row.get("tcpcrypt_encrypted")))
+        row.update(erow)
+        if erows:
+            series["energy"] = erows
         if sampler:
             series["queues"] = sampler.samples(t0)
         if proxying:
@@ -278,6 +289,16 @@ class _Streams(Workload):
                 series["vq"] = vq
                 row["vq_throttled_share"] = sum(1 for v in vq if v["throttled"]) / len(vq)
         return Outcome(row=row, series=series)
+
+    def _energy(self, cell: dict[str, Any], flights: list[tuple[int, int]], encrypted: bool):
+        """The energy model on the messages' flights (send -> delivery): the client's and the
+        relaying phone's radios carry every message of the run."""
+        client, relay = self.energy.powers(cell["path"])
+        if client is None and relay is None:
+            return {}, []
+        return self.energy.account(cell["path"],
+                                   activity_phases(flights, encrypted, client.tail_s) if client else None,
+                                   activity_phases(flights, encrypted, relay.tail_s) if relay else None)
 
     def _decompose(self, cell, specs, proxy, t0: int, events_start: int) -> dict[str, Any] | None:
         """Where the down stream's delay sat through a proxying phone (module doc): per message,

@@ -650,6 +650,20 @@ static void charge_cipher(struct lib *l, const void *ctx, uint64_t bytes, int aa
 #define CALLER __builtin_return_address(0)
 #define ACTIVE (prof.loaded && depth == 0)
 
+
+/* What every EVP_PKEY_CTX operation does after the real call: charge the device's time for
+ * `op` on the context's key type, pay it, hand back the real call's result. */
+static int pkey_op_done(struct lib *l, void *ctx, const char *op, int64_t t0, int r) {
+    int64_t host = now_ns() - t0;
+    depth--;
+    char k[40], key[48];
+    pkey_name(l, l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(ctx) : NULL, k, sizeof k);
+    snprintf(key, sizeof key, "%s:%s", op, k);
+    charge_op(key, 0, host);
+    pay(0);
+    return r;
+}
+
 int EVP_PKEY_sign(void *ctx, unsigned char *sig, size_t *siglen, const unsigned char *tbs, size_t tbslen) {
     ENTER;
     struct lib *l = lib_of(CALLER);
@@ -658,14 +672,7 @@ int EVP_PKEY_sign(void *ctx, unsigned char *sig, size_t *siglen, const unsigned 
     BEGIN;
     int64_t t0 = entered_ns;
     int r = l->EVP_PKEY_sign(ctx, sig, siglen, tbs, tbslen);
-    int64_t host = now_ns() - t0;
-    depth--;
-    char k[40], key[48];
-    pkey_name(l, l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(ctx) : NULL, k, sizeof k);
-    snprintf(key, sizeof key, "sign:%s", k);
-    charge_op(key, 0, host);
-    pay(0);
-    return r;
+    return pkey_op_done(l, ctx, "sign", t0, r);
 }
 
 int EVP_PKEY_verify(void *ctx, const unsigned char *sig, size_t siglen, const unsigned char *tbs, size_t tbslen) {
@@ -676,14 +683,7 @@ int EVP_PKEY_verify(void *ctx, const unsigned char *sig, size_t siglen, const un
     BEGIN;
     int64_t t0 = entered_ns;
     int r = l->EVP_PKEY_verify(ctx, sig, siglen, tbs, tbslen);
-    int64_t host = now_ns() - t0;
-    depth--;
-    char k[40], key[48];
-    pkey_name(l, l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(ctx) : NULL, k, sizeof k);
-    snprintf(key, sizeof key, "verify:%s", k);
-    charge_op(key, 0, host);
-    pay(0);
-    return r;
+    return pkey_op_done(l, ctx, "verify", t0, r);
 }
 
 /* RSA key transport: the client encrypts (a public-key operation: a verify's cost), the server
@@ -696,14 +696,7 @@ int EVP_PKEY_encrypt(void *ctx, unsigned char *out, size_t *outlen, const unsign
     BEGIN;
     int64_t t0 = entered_ns;
     int r = l->EVP_PKEY_encrypt(ctx, out, outlen, in, inlen);
-    int64_t host = now_ns() - t0;
-    depth--;
-    char k[40], key[48];
-    pkey_name(l, l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(ctx) : NULL, k, sizeof k);
-    snprintf(key, sizeof key, "verify:%s", k);
-    charge_op(key, 0, host);
-    pay(0);
-    return r;
+    return pkey_op_done(l, ctx, "verify", t0, r);
 }
 
 int EVP_PKEY_decrypt(void *ctx, unsigned char *out, size_t *outlen, const unsigned char *in, size_t inlen) {
@@ -714,14 +707,7 @@ int EVP_PKEY_decrypt(void *ctx, unsigned char *out, size_t *outlen, const unsign
     BEGIN;
     int64_t t0 = entered_ns;
     int r = l->EVP_PKEY_decrypt(ctx, out, outlen, in, inlen);
-    int64_t host = now_ns() - t0;
-    depth--;
-    char k[40], key[48];
-    pkey_name(l, l->EVP_PKEY_CTX_get0_pkey ? l->EVP_PKEY_CTX_get0_pkey(ctx) : NULL, k, sizeof k);
-    snprintf(key, sizeof key, "sign:%s", k);
-    charge_op(key, 0, host);
-    pay(0);
-    return r;
+    return pkey_op_done(l, ctx, "sign", t0, r);
 }
 
 int EVP_PKEY_derive(void *ctx, unsigned char *key_out, size_t *keylen) {

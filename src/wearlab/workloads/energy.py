@@ -1,0 +1,90 @@
+"""Energy columns for the workloads that have a client and a path (http-get, the stream kinds):
+which of the run's nodes name a device - the client, and the path's first hop when it is not the
+server (a phone relaying) - their power for the media they use, and each run's energy from its
+phase times (wearlab.measure.energy holds the model).
+
+Columns: energy_j (the client's device), energy_handshake_j (http-get: the client's handshake
+part), energy_relay_j (the first hop's device); series/energy.csv has each node's states with
+seconds, watts and joules. Without devices the columns stay empty and nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from wearlab.measure import energy as model
+from wearlab.model.choices import PowerState
+from wearlab.model.columns import Metric, Series
+from wearlab.plan.plan import RunPlan
+
+ENERGY_SERIES = Series("energy", model.ENERGY_SERIES_COLUMNS,
+                       doc="nodes with a device: each state's time, power and energy per run (the energy "
+                           "model, README: Energy)")
+
+
+def energy_metrics(handshake: bool) -> tuple[Metric, ...]:
+    out = [Metric("energy_j", "J", label="energy", summarised=True,
+                  doc="the client's device: the energy model applied to the run's phase times (above idle)")]
+    if handshake:
+        out.append(Metric("energy_handshake_j", "J", label="energy hs",
+                          doc="the client's device: the TLS/tcpcrypt handshake's part of energy_j"))
+    out.append(Metric("energy_relay_j", "J", label="relay energy", summarised=True,
+                      doc="the path's first hop (a phone relaying), when it names a device: its energy for the run"))
+    return tuple(out)
+
+
+class RunEnergy:
+    """The powers of a workload's nodes with devices, per path, and each run's energy."""
+
+    def __init__(self, plan: RunPlan, client: str, server: str):
+        self.plan, self.client, self.server = plan, client, server
+        self._powers: dict[str, tuple[model.NodePower | None, model.NodePower | None]] = {}
+        self.problems: dict[str, str] = {}
+
+    def powers(self, path: str) -> tuple[model.NodePower | None, model.NodePower | None]:
+        """(client, relay) for a path; None where the node names no device or its device no power."""
+        if path not in self._powers:
+            to_hop = [e.medium for e in self.plan.link_ends(self.client) if e.peer == path and e.medium]
+            relay = path if path != self.server else None
+            self._powers[path] = (self._power(self.client, to_hop),
+                                  self._power(relay, [e.medium for e in self.plan.link_ends(relay) if e.medium])
+                                  if relay else None)
+        return self._powers[path]
+
+    def _power(self, node: str, media) -> model.NodePower | None:
+        device = self.plan.device_of(node)
+        if device is None:
+            return None
+        try:
+            return model.node_power(node, device, media)
+        except model.NoPowerModel as e:
+            self.problems[node] = str(e)
+            return None
+
+    def facts(self, paths: Sequence[str]) -> dict[str, Any]:
+        """For metadata.json: each node's power per state, or why it has no energy."""
+        nodes = {p.node: p.describe() for path in paths for p in self.powers(path) if p is not None}
+        return {"model": "E = sum of P(state) x t(state) over the run's phases, plus the tail (README: Energy)",
+                "nodes": nodes, "without_energy": dict(self.problems)}
+
+    def account(self, path: str, client_phases: list[tuple[PowerState, float]] | None,
+                relay_phases: list[tuple[PowerState, float]] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Row values and energy series rows for one run."""
+        client, relay = self.powers(path)
+        row: dict[str, Any] = {}
+        rows: list[dict[str, Any]] = []
+        if client is not None and client_phases is not None:
+            joules = model.energy(client, client_phases)
+            row["energy_j"] = sum(joules.values())
+            if PowerState.HANDSHAKE in joules:
+                row["energy_handshake_j"] = joules[PowerState.HANDSHAKE]
+            rows += model.series_rows(client, client_phases)
+        if relay is not None and relay_phases is not None:
+            row["energy_relay_j"] = sum(model.energy(relay, relay_phases).values())
+            rows += model.series_rows(relay, relay_phases)
+        return row, rows
+
+    @property
+    def any(self) -> bool:
+        return any(self.plan.device_of(n) is not None for n in self.plan.topology.nodes)
