@@ -152,6 +152,7 @@ def test_without_a_device_no_energy_and_no_slowdown(tmp_path):
     rows = _rows(d / "runs.csv")
     assert rows and all(row["energy_j"] == "" and row["energy_relay_j"] == "" for row in rows)
     assert not (d / "series" / "energy.csv").exists() or len(_rows(d / "series" / "energy.csv")) == 0
-    # this machine's handshake: a few ms, not a watch's 147 ms (wifi-2g4-good: 10 ms RTT, two of them)
+    # this machine's TLS 1.3 handshake: one round trip (wifi-2g4-good 10 ms + wan 2 x 1 ms) and a few
+    # ms of computing - not a watch's 147 ms, nor its 116 ms platform cost
     hs = [float(row["wire_tls_handshake_s"]) for row in rows if row["protocol"] == "https"]
-    assert all(0.019 <= h <= 0.06 for h in hs), hs
+    assert hs and all(0.012 <= h <= 0.012 + 0.03 for h in hs), hs

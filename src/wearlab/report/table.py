@@ -75,6 +75,9 @@ def print_reference(console: Console, reference, cells: list[Cell], metrics: tup
             ours = (_fmt(by_name[metric], match[0].stats[metric])
                     if match and metric in match[0].stats and metric in by_name else "–")
             t.add_row(label, by_name[metric].label if metric in by_name else metric, ours, paper)
-    console.print(t)
+    if reference.cells:
+        console.print(t)
+    else:
+        console.print(f"beside the paper: {reference.source}")
     for note in reference.notes:
         console.print(f"paper: {note}")
