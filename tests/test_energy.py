@@ -156,3 +156,43 @@ def test_without_a_device_no_energy_and_no_slowdown(tmp_path):
     # ms of computing - not a watch's 147 ms, nor its 116 ms platform cost
     hs = [float(row["wire_tls_handshake_s"]) for row in rows if row["protocol"] == "https"]
     assert hs and all(0.012 <= h <= 0.012 + 0.03 for h in hs), hs
+
+
+STREAM = """\
+name: energy-stream
+topology:
+  name: energy-stream
+  nodes:
+    watch:  {role: wearable, device: lg-g-watch-r}
+    ap:     {role: ap}
+    server: {role: server}
+  links:
+    - {between: [watch, ap], profile: wifi-2g4-good}
+    - {between: [ap, server], profile: wan, delay: 1ms}
+repetitions: 1
+workload: {kind: stream, client: watch, server: server, path: ap, direction: down, pattern: cbr,
+           rate: 40kbit, message_size: 1000, duration: 3s}
+"""
+
+
+@pytest.mark.netem
+def test_a_streams_energy_is_the_model_on_its_messages_flights(tmp_path):
+    (tmp_path / "exp.yaml").write_text(STREAM)
+    r = subprocess.run([sys.executable, "-m", "wearlab", "run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    d = tmp_path / "r" / "energy-stream" / "latest"
+    [row] = _rows(d / "runs.csv")
+    owd = _rows(d / "series" / "owd.csv")
+    # 40 kbit/s of 1000-byte messages: 5 a second for 3 s
+    assert 14 <= len(owd) <= 16
+    flights = [(round(float(m["t_send_s"]) * 1e9), round((float(m["t_send_s"]) + float(m["owd_s"])) * 1e9)) for m in owd]
+    watch = node_power("watch", WATCH, [Medium.WIFI])
+    phases = activity_phases(flights, False, watch.tail_s)
+    assert float(row["energy_j"]) == pytest.approx(sum(energy(watch, phases).values()), abs=2e-6)
+    # physics: each message is in flight at least its one-way delay (5 ms + 1 ms + 1000 B at 10 and
+    # 50 Mbit/s) and the radio idles high after each for up to 200 ms of the 200 ms between them
+    busy = phases[0][1]
+    assert len(owd) * 0.0068 <= busy <= len(owd) * 0.0068 + 0.005 * len(owd)
+    assert float(row["energy_j"]) <= 0.53412 * busy + 0.2 * (len(owd) * 0.2 + 0.2) + 1e-6
+    assert row["energy_relay_j"] == ""
