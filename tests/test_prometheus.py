@@ -38,7 +38,7 @@ LIVE = {
                 "last_change_ns": {"watch-phone": time.time_ns()}},
 }
 METRICS = {"wire_connect_s": {"unit": "s", "better": "lower"}, "handover_p1_s": {"unit": "s", "better": "lower"},
-           "down_gap_max_s": {"unit": "s", "better": "lower"}}
+           "down_gap_max_s": {"unit": "s", "better": "lower"}, "energy_j": {"unit": "J", "better": "lower"}}
 
 
 def free_port() -> int:
@@ -63,7 +63,7 @@ def live_run(tmp_path):
     runs = RunsCsv(d / "runs.csv", ["run", "size", "status", *METRICS])
     for i in range(3):
         runs.append({"run": i, "size": "10KB", "status": "ok", "wire_connect_s": 0.03 + i / 1000,
-                     "handover_p1_s": 12.9, "down_gap_max_s": 38.6})
+                     "handover_p1_s": 12.9, "down_gap_max_s": 38.6, "energy_j": 0.3 + i / 100})
     runs.close()
     (d / "control" / "live.json").write_text(json.dumps(LIVE))
     stop = threading.Event()
