@@ -103,7 +103,10 @@ def test_tcpcryptd_computes_in_the_watchs_time(runs):
     # the device's key pair and agreement (the server's at this machine's speed).
     slow = statistics.median(float(r["tcpcrypt_handshake_s"]) for r in _cell(rows, "tcpcrypt"))
     fast = statistics.median(float(r["tcpcrypt_handshake_s"]) for r in _cell(bare_rows, "tcpcrypt"))
-    assert slow - fast >= 0.9 * kx, (slow, fast, kx)
+    # Lower bound from physics (the pads sleep: nothing is ready before the round trip and the
+    # device's key pair and agreement), not from the difference of two medians, whose noise on a
+    # busy machine is a few ms (CI: 6.65 ms against 0.9 x 7.5 ms).
+    assert slow >= 2 * ONE_WAY + kx, (slow, fast, kx)
     assert slow - fast <= 1.15 * kx + 0.005, (slow, fast, kx)
 
 
