@@ -10,7 +10,7 @@ seconds, watts and joules. Without devices the columns stay empty and nothing el
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from wearlab.measure import energy as model
@@ -68,23 +68,40 @@ class RunEnergy:
         return {"model": "E = sum of P(state) x t(state) over the run's phases, plus the tail (README: Energy)",
                 "nodes": nodes, "without_energy": dict(self.problems)}
 
-    def account(self, path: str, client_phases: list[tuple[PowerState, float]] | None,
-                relay_phases: list[tuple[PowerState, float]] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Row values and energy series rows for one run."""
+    def transaction(self, path: str, wire: dict[str, Any], encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A fetch (http-get): the model on its wire phase times from the client's capture; the
+        relaying phone moves bytes from the SYN to the last byte."""
+        if wire.get("wire_total_s") is None or wire.get("wire_connect_s") is None:
+            return {}, []
+        return self._account(
+            path,
+            lambda tail: model.transaction_phases(wire["wire_connect_s"], wire.get("wire_tls_handshake_s"),
+                                                  wire["wire_total_s"], encrypted, tail),
+            lambda tail: model.relay_phases(wire["wire_total_s"], encrypted, tail))
+
+    def activity(self, path: str, flights: list[tuple[int, int]],
+                 encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A stream: the model on its messages' flights (send -> delivery); the client's and the
+        relaying phone's radios carry every message."""
+        def phases(tail: float) -> list[tuple[PowerState, float]]:
+            return model.activity_phases(flights, encrypted, tail)
+        return self._account(path, phases, phases)
+
+    def _account(self, path: str, client_phases: Callable[[float], list[tuple[PowerState, float]]],
+                 relay_phases: Callable[[float], list[tuple[PowerState, float]]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Row values and energy series rows for one run (phases given each node's tail)."""
         client, relay = self.powers(path)
         row: dict[str, Any] = {}
         rows: list[dict[str, Any]] = []
-        if client is not None and client_phases is not None:
-            joules = model.energy(client, client_phases)
+        if client is not None:
+            phases = client_phases(client.tail_s)
+            joules = model.energy(client, phases)
             row["energy_j"] = sum(joules.values())
             if PowerState.HANDSHAKE in joules:
                 row["energy_handshake_j"] = joules[PowerState.HANDSHAKE]
-            rows += model.series_rows(client, client_phases)
-        if relay is not None and relay_phases is not None:
-            row["energy_relay_j"] = sum(model.energy(relay, relay_phases).values())
-            rows += model.series_rows(relay, relay_phases)
+            rows += model.series_rows(client, phases)
+        if relay is not None:
+            phases = relay_phases(relay.tail_s)
+            row["energy_relay_j"] = sum(model.energy(relay, phases).values())
+            rows += model.series_rows(relay, phases)
         return row, rows
-
-    @property
-    def any(self) -> bool:
-        return any(self.plan.device_of(n) is not None for n in self.plan.topology.nodes)

@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from wearlab.errors import Problem
 from wearlab.measure.agents import FetchAgent
-from wearlab.measure.energy import relay_phases, transaction_phases
 from wearlab.measure.curl import CURL_TIMES, curl_argv, tls_options
 from wearlab.measure.phases import PHASES
 from wearlab.measure.tls import TCPCRYPT
@@ -286,22 +285,12 @@ class HttpGet(Workload):
                 raise RuntimeError(f"the capture holds {values['bytes_down_total']} bytes of a {cell['size']}-byte "
                                    "response: it dropped packets")
             values["bytes_total"] = values["bytes_up_total"] + values["bytes_down_total"]
-            erow, erows = self._energy(cell, values, encrypted=https or bool(extra.get("tcpcrypt_encrypted")))
+            erow, erows = self.energy.transaction(cell["path"], values,
+                                                  encrypted=https or bool(extra.get("tcpcrypt_encrypted")))
             values.update(erow)
             return Outcome(row=values, series={"energy": erows} if erows else {})
 
         return Outcome(row=row, series=series, finish=finish)
-
-    def _energy(self, cell: dict[str, Any], wire: dict[str, Any], encrypted: bool):
-        """The energy model on the wire's phase times (the client's capture)."""
-        client, relay = self.energy.powers(cell["path"])
-        if (client is None and relay is None) or wire.get("wire_total_s") is None or wire.get("wire_connect_s") is None:
-            return {}, []
-        return self.energy.account(
-            cell["path"],
-            transaction_phases(wire["wire_connect_s"], wire.get("wire_tls_handshake_s"), wire["wire_total_s"],
-                               encrypted, client.tail_s) if client else None,
-            relay_phases(wire["wire_total_s"], encrypted, relay.tail_s) if relay else None)
 
     def stop(self) -> None:
         if getattr(self, "agent", None) is not None:

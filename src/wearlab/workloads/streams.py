@@ -31,7 +31,6 @@ from typing import Any, Literal
 
 from wearlab.errors import Problem
 from wearlab.measure.agents import StreamAgent
-from wearlab.measure.energy import activity_phases
 from wearlab.measure.queues import QueueSampler
 from wearlab.measure.stream_records import (
     DIRECTIONS,
@@ -273,7 +272,7 @@ class _Streams(Workload):
             row.update(owd_stats(spec["direction"] if name == "main" else "msg", records))
             if name == "main" and bins:
                 row[f"{spec['direction']}_stall_share"] = sum(1 for b in bins if b["goodput_bps"] == 0) / len(bins)
-        erow, erows = self._energy(cell, flights, encrypted=bool(row.get("tcpcrypt_encrypted")))
+        erow, erows = self.energy.activity(cell["path"], flights, encrypted=bool(row.get("tcpcrypt_encrypted")))
         row.update(erow)
         if erows:
             series["energy"] = erows
@@ -289,16 +288,6 @@ class _Streams(Workload):
                 series["vq"] = vq
                 row["vq_throttled_share"] = sum(1 for v in vq if v["throttled"]) / len(vq)
         return Outcome(row=row, series=series)
-
-    def _energy(self, cell: dict[str, Any], flights: list[tuple[int, int]], encrypted: bool):
-        """The energy model on the messages' flights (send -> delivery): the client's and the
-        relaying phone's radios carry every message of the run."""
-        client, relay = self.energy.powers(cell["path"])
-        if client is None and relay is None:
-            return {}, []
-        return self.energy.account(cell["path"],
-                                   activity_phases(flights, encrypted, client.tail_s) if client else None,
-                                   activity_phases(flights, encrypted, relay.tail_s) if relay else None)
 
     def _decompose(self, cell, specs, proxy, t0: int, events_start: int) -> dict[str, Any] | None:
         """Where the down stream's delay sat through a proxying phone (module doc): per message,
