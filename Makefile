@@ -116,10 +116,10 @@ compare-proxy: setup
 		--markdown $(COMPARE_OUT)/report.md --junit $(COMPARE_OUT)/junit.xml
 
 # Tests run twice over: on the host kernel (schemas, parsers, CLI, the UML runtime itself), then
-# the netem-dependent physics inside the runtime that has netem (`wearlab exec` picks it).
+# the netem-dependent physics inside the runtime that has netem (`wearlab runtime-exec` picks it).
 test: setup tcpcrypt
 	$(PY) -m pytest -m "not netem and not guest and not compose and not shipped" -q
-	$(WEARLAB) exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q
+	$(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q
 	cd tcpcrypt && $(CARGO) test --locked -q
 
 # --- The Compose stack (docker-compose.yml; issue 8) -----------------------------------------
@@ -162,7 +162,7 @@ test-experiments: $(STAMPS)/apt-docker setup tcpcrypt
 	@$(STACK) images
 	$(PY) -m pytest -m shipped -q -s tests/test_shipped_experiments.py
 
-# Runs on the host: each benchmark goes where it must (`wearlab exec` for the netem parts; the
+# Runs on the host: each benchmark goes where it must (`wearlab runtime-exec` for the netem parts; the
 # host-launched `wearlab run` of bench_overhead boots its own guest). Results: bench/results/.
 bench: setup
 	$(PY) bench/run_all.py

@@ -1,6 +1,6 @@
 """CPROXY bufferbloat and the virtual-queue mitigation at the paper's duration (seed 003 §4).
 
-Runs where netem lives:  .venv/bin/wearlab exec -- .venv/bin/python bench/bench_bufferbloat.py
+Runs where netem lives:  .venv/bin/wearlab runtime-exec -- .venv/bin/python bench/bench_bufferbloat.py
 
 experiments/bufferbloat.yaml narrowed to its headline cell: CBR 1.5 Mbit/s server -> watch through
 the phone's relay, tcp_rmem max 8,291,456, without and with the virtual queue, for DURATION

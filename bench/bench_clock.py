@@ -52,7 +52,7 @@ def spread(xs: list[float]) -> tuple[float, float]:
 def mptcp_runs(n: int) -> dict:
     ok = 0
     for _ in range(n):
-        res = subprocess.run([WEARLAB, "exec", "--", str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "-q",
+        res = subprocess.run([WEARLAB, "runtime-exec", "--", str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "-q",
                               "tests/test_guest_kernel.py", "-k", "mptcp"], cwd=ROOT, capture_output=True, text=True,
                              env={**os.environ, **VIRTUAL}, check=False)
         ok += res.returncode == 0

@@ -1,6 +1,6 @@
 """Connect-time error against physics at one-way delays 2.5-100 ms (RTT 5-200 ms).
 
-Runs where netem lives:  .venv/bin/wearlab exec -- .venv/bin/python bench/bench_connect.py [--quick]
+Runs where netem lives:  .venv/bin/wearlab runtime-exec -- .venv/bin/python bench/bench_connect.py [--quick]
 
 For each delay, a watch fetches 1 KB over plain HTTP from a server one unshaped-rate link away
 (RTT = 2 x delay exactly: no rate, so no serialisation time), REPS times, with `wearlab run`.

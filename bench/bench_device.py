@@ -1,7 +1,7 @@
 """Devices: how true a node's computation in its device's time is, and seed 000's watch handshake.
 
     .venv/bin/python bench/bench_device.py            (on the host, root; parts A and B run in the
-                                                       UML guest through `wearlab exec`, part C is
+                                                       UML guest through `wearlab runtime-exec`, part C is
                                                        `wearlab run`, which boots its own)
     .venv/bin/python bench/bench_device.py --quick    (fewer operations, 10 handshakes)
 
@@ -193,7 +193,7 @@ def main() -> int:
     reps = 10 if args.quick else 30
 
     # (A), (B) in the guest
-    res = subprocess.run([*WEARLAB, "exec", "--", sys.executable, str(Path(__file__).resolve()), "--inside",
+    res = subprocess.run([*WEARLAB, "runtime-exec", "--", sys.executable, str(Path(__file__).resolve()), "--inside",
                           *(["--quick"] if args.quick else [])], env=env_with_host_load(), cwd=ROOT)
     if res.returncode != 0 or not INSIDE.exists():
         raise SystemExit("the guest part failed")

@@ -29,7 +29,7 @@ TARGET = 0.02
 
 
 def live_doc(t: float) -> dict:
-    """A live record (wearlab.report.livedoc.LiveDoc) as the runner writes it."""
+    """A live record (wearlab.report.live_record.LiveDoc) as the runner writes it."""
     links = [{"src": a, "dst": b, "shape": {"rate_bps": 1_100_000, "delay_s": 0.015, "loss": {"p": 1.0}},
               "down": False, "counters": {"bytes": int(t * 1000), "packets": int(t), "drops": 0, "backlog_bytes": 300}}
              for i in range(LINKS) for a, b in ((f"w{i}", f"p{i}"), (f"p{i}", f"w{i}"))]

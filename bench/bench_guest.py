@@ -4,7 +4,7 @@ On the host:  .venv/bin/python bench/bench_guest.py [--no-build] [--boots N]
 
 build  images/uml/build-kernel.sh into an empty cache directory (source extraction included),
        i.e. what a fresh machine pays once. Target: <= 300 s on 2 cores.
-boot   `wearlab exec -- true`: guest start, mounts, the command, power-off, as seen from the host.
+boot   `wearlab runtime-exec -- true`: guest start, mounts, the command, power-off, as seen from the host.
        Reported (the median and spread), no target.
 """
 
@@ -38,7 +38,7 @@ def boots(n: int) -> dict:
     times = []
     for _ in range(n):
         t0 = time.monotonic()
-        subprocess.run([str(ROOT / ".venv" / "bin" / "wearlab"), "exec", "--runtime", "uml", "--", "true"],
+        subprocess.run([str(ROOT / ".venv" / "bin" / "wearlab"), "runtime-exec", "--runtime", "uml", "--", "true"],
                        check=True, capture_output=True)
         times.append(time.monotonic() - t0)
     return {"n": n, "median_s": median(times), "min_s": min(times), "p95_s": percentile(times, 95),

@@ -2,7 +2,7 @@
 
 Runs where netem lives (on this host if it has sch_netem, else inside the UML guest):
 
-    .venv/bin/wearlab exec -- .venv/bin/python bench/bench_link.py [--quick]
+    .venv/bin/wearlab runtime-exec -- .venv/bin/python bench/bench_link.py [--quick]
 
 RTT: a two-node link (client -- server) with a symmetric one-way delay d, so RTT = 2 d and every
 round trip crosses netem twice (client egress, server egress). Measured three ways:

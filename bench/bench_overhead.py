@@ -7,11 +7,11 @@ Two measurements, each of the whole `quickstart` experiment (60 runs):
 - from the host: `.venv/bin/wearlab run experiments/quickstart.yaml --out <tmp>`, which boots the
   UML guest itself (its wall time includes the boot and power-off).
 
-Run it on the host (does both; the in-guest part through `wearlab exec`):
+Run it on the host (does both; the in-guest part through `wearlab runtime-exec`):
 
     .venv/bin/python bench/bench_overhead.py            # both
     .venv/bin/python bench/bench_overhead.py --only host
-    .venv/bin/wearlab exec -- .venv/bin/python bench/bench_overhead.py   # in-guest part only
+    .venv/bin/wearlab runtime-exec -- .venv/bin/python bench/bench_overhead.py   # in-guest part only
 
 On a kernel with sch_netem (no guest needed) the "in guest" part runs on that kernel directly.
 Results: bench/results/overhead.json, one section per part (each with its own environment).
@@ -179,7 +179,7 @@ def main() -> int:
             rc |= verdict({f"in-guest wall <= {TARGET_RATIO} x sum(time_total)": r["pass"]})
         else:
             # Run this same script inside the guest for the in-guest part.
-            argv = [str(ROOT / ".venv" / "bin" / "wearlab"), "exec", "--",
+            argv = [str(ROOT / ".venv" / "bin" / "wearlab"), "runtime-exec", "--",
                     str(ROOT / ".venv" / "bin" / "python"), str(Path(__file__).resolve()), "--only", "guest"]
             if a.repetitions:
                 argv += ["--repetitions", str(a.repetitions)]

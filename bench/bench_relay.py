@@ -2,7 +2,7 @@
 
 Runs on any kernel (its links are unshaped, so no netem is needed):
     .venv/bin/python bench/bench_relay.py                      (host kernel)
-    .venv/bin/wearlab exec -- .venv/bin/python bench/bench_relay.py   (the UML guest)
+    .venv/bin/wearlab runtime-exec -- .venv/bin/python bench/bench_relay.py   (the UML guest)
 
 watch -- phone -- server, unshaped veths. The phone runs wearlab's relay (the `relay` kind's
 program, default options) listening on RELAY_PORT and forwarding to the server. Two paths:

@@ -2,12 +2,12 @@
 
 Runs where netem lives:
 
-    .venv/bin/wearlab exec -- .venv/bin/python bench/bench_scale.py [--wearables 50 --phones 10 --servers 3]
+    .venv/bin/wearlab runtime-exec -- .venv/bin/python bench/bench_scale.py [--wearables 50 --phones 10 --servers 3]
 
 Topology (written to a temporary YAML file): every wearable wN has a bt-classic link to its phone
 (wearables are shared round-robin-in-blocks among the phones) and a wifi-2g4-good link to the AP;
 every phone has a wifi-5g-good link to the AP; the AP has a 1 Gbit/s, 1 ms backbone link to the
-router; the router has a `wan` link to every server. network.build(...) brings it up,
+router; the router has a `wan` link to every server. netns.build(...) brings it up,
 net.teardown() takes it down, both timed. The build is instrumented without changing it: Mininet's
 Host (and Link, if still used) constructors, Node.cmd, and network's plan / _create_links /
 shape_commands / _configure_node are wrapped with timers, so the report says where the time goes.
@@ -36,8 +36,8 @@ from pathlib import Path
 from common import Stopwatch, environment, require_root_and_netem, table, verdict, write_result
 
 from wearlab.model.topology import load_topology
-from wearlab.realize import network
-from wearlab.runtime import registry
+from wearlab.realize import netns
+from wearlab.runtime import ledger
 from wearlab.catalog import CATALOG
 from wearlab.plan.network import plan_network
 
@@ -120,12 +120,12 @@ def instrument(t: Timers) -> None:
     if hasattr(network, "_create_links"):
         t.wrap(network, "_create_links", "_create_links (one ip -batch of all veths)")
     t.wrap(network, "plan", "addressing plan")
-    t.wrap(network.Network, "shape_commands", "tc plan (shape_commands)")
+    t.wrap(netns.Network, "shape_commands", "tc plan (shape_commands)")
     t.wrap(network, "_configure_node", "_configure_node (per-node setup script)")
     # teardown
     t.wrap(network, "kill_marked", "teardown: kill_marked (scan /proc, SIGKILL, wait)")
     t.wrap(network, "_wait_gone", "teardown: _wait_gone (all calls)")
-    t.wrap(network.shutil, "rmtree", "teardown: rmtree workdir")
+    t.wrap(netns.shutil, "rmtree", "teardown: rmtree workdir")
 
 
 def root_veths() -> list[str]:
@@ -166,10 +166,10 @@ def one_round(topo, timers: Timers, check_wearables: list[str], servers: list[st
     run_id = f"bench-{secrets.token_hex(3)}"
     timers.reset()
     with Stopwatch() as up:
-        net = network.build(plan_network(topo), run_id=run_id)
+        net = netns.build(plan_network(topo), run_id=run_id)
     up_profile = timers.snapshot()
     workdir = net.workdir
-    n_procs_up = len(network.marked_pids(run_id))
+    n_procs_up = len(netns.marked_pids(run_id))
     veths_in_nodes = sum(len(v) for v in net.addresses.interfaces.values())
     qdisc_count = 0
     try:
@@ -185,20 +185,20 @@ def one_round(topo, timers: Timers, check_wearables: list[str], servers: list[st
     time.sleep(0.2)
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.strip()
     leaks = {
-        "marked_pids": network.marked_pids(run_id),
-        "marked_pids_any_run": network.marked_pids(None),
+        "marked_pids": netns.marked_pids(run_id),
+        "marked_pids_any_run": netns.marked_pids(None),
         "root_veths": root_veths(),
         "ip_netns_list": netns.splitlines() if netns else [],
         "pids_in_other_netns": foreign_netns_pids(),
         "workdir_exists": workdir.exists(),
-        "ledger_entry_exists": (registry.LEDGER / f"net-{run_id}.json").exists(),
+        "ledger_entry_exists": (ledger.LEDGER / f"net-{run_id}.json").exists(),
     }
     clean = not any(v for v in leaks.values())
     return {"run_id": run_id, "up_s": up.s, "down_s": down.s, "processes_marked_while_up": n_procs_up,
             "interfaces": veths_in_nodes, "netem_qdiscs_on_ap_and_one_wearable": qdisc_count,
             "pings": pings, "pings_ok": all(p["received"] == p["sent"] for p in pings),
             "leaks": leaks, "clean": clean, "profile_up": up_profile, "profile_down": down_profile,
-            "builder": "wearlab network.build"}
+            "builder": "wearlab netns.build"}
 
 
 def main() -> int:

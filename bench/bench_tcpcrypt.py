@@ -338,7 +338,7 @@ def conn_rate(seconds: float, conc: int) -> dict:
 # ----------------------------------------------------------------------------------------- main
 
 def in_guest(args: list[str], timeout: float = 1800) -> dict:
-    r = subprocess.run([str(ROOT / ".venv/bin/wearlab"), "exec", "--", str(ROOT / ".venv/bin/python"),
+    r = subprocess.run([str(ROOT / ".venv/bin/wearlab"), "runtime-exec", "--", str(ROOT / ".venv/bin/python"),
                         str(Path(__file__).resolve()), *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
     if r.returncode != 0 or not lines:

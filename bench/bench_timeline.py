@@ -1,7 +1,7 @@
 """How fast and how exactly links change: a timeline's event timing error and live control's
 request-to-kernel latency.
 
-Runs where netem lives:  .venv/bin/wearlab exec -- .venv/bin/python bench/bench_timeline.py
+Runs where netem lives:  .venv/bin/wearlab runtime-exec -- .venv/bin/python bench/bench_timeline.py
 
 1. A 12 s CBR stream over one link whose delay the timeline toggles 20 <-> 25 ms every 250 ms
    (44 changes): late_ms of every change (kernel has it minus its scheduled time) and apply_ms

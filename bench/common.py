@@ -31,7 +31,7 @@ HOST_LOADAVG_ENV = "WEARLAB_BENCH_HOST_LOADAVG"  # WEARLAB_* variables cross int
 
 
 def env_with_host_load() -> dict[str, str]:
-    """os.environ plus this machine's load average, for a `wearlab exec` child to record."""
+    """os.environ plus this machine's load average, for a `wearlab runtime-exec` child to record."""
     return {**os.environ, HOST_LOADAVG_ENV: " ".join(Path("/proc/loadavg").read_text().split()[:3])}
 
 
@@ -152,9 +152,9 @@ def verdict(checks: dict[str, bool | None]) -> int:
 
 
 def require_root_and_netem() -> None:
-    """Exit with a hint when this kernel cannot host the network (run via `wearlab exec`)."""
+    """Exit with a hint when this kernel cannot host the network (run via `wearlab runtime-exec`)."""
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces, tc)")
     if not probe.netem_works():
         sys.exit(f"this kernel ({platform.release()}) has no sch_netem; run this benchmark via "
-                 f"`.venv/bin/wearlab exec -- .venv/bin/python {sys.argv[0]}`")
+                 f"`.venv/bin/wearlab runtime-exec -- .venv/bin/python {sys.argv[0]}`")

@@ -1,10 +1,10 @@
 """Run every benchmark; each prints its table and writes bench/results/<name>.json.
 
 On the host (normal use; `make bench`):   .venv/bin/python bench/run_all.py
-    link, connect and scale run where netem lives (`wearlab exec`: a UML guest when the host
-    lacks netem); overhead runs its in-guest part through `wearlab exec` and its host part here;
+    link, connect and scale run where netem lives (`wearlab runtime-exec`: a UML guest when the host
+    lacks netem); overhead runs its in-guest part through `wearlab runtime-exec` and its host part here;
     guest (kernel build, boot), clock (real vs virtual) and setup boot guests themselves.
-Inside a guest (`wearlab exec -- .venv/bin/python bench/run_all.py`): the netem parts run
+Inside a guest (`wearlab runtime-exec -- .venv/bin/python bench/run_all.py`): the netem parts run
     directly; the host-only ones are skipped (said so).
 
 Options: --only link,connect,scale,overhead,guest,clock,container,exporter,tcpcrypt,setup (default: all but setup, which
@@ -44,7 +44,7 @@ def main() -> int:
     if unknown:
         sys.exit(f"unknown benchmark(s): {', '.join(sorted(unknown))}; known: {', '.join(BENCHES)}")
     in_guest = probe.in_uml_guest()
-    wearlab_exec = [str(ROOT / ".venv" / "bin" / "wearlab"), "exec", "--"]
+    wearlab_exec = [str(ROOT / ".venv" / "bin" / "wearlab"), "runtime-exec", "--"]
     where = [] if in_guest else wearlab_exec  # exec runs on this kernel when it has netem
     venv_py = str(ROOT / ".venv" / "bin" / "python")
     commands = {
@@ -55,7 +55,7 @@ def main() -> int:
         "relay": [*where, venv_py, str(BENCH / "bench_relay.py"), *(["--reps", "1"] if a.quick else [])],
         "timeline": [*where, venv_py, str(BENCH / "bench_timeline.py")],
         "bufferbloat": [*where, venv_py, str(BENCH / "bench_bufferbloat.py"), *(["--duration", "60s"] if a.quick else [])],
-        # Decides by itself what runs where (in-guest part via wearlab exec, host part here).
+        # Decides by itself what runs where (in-guest part via wearlab runtime-exec, host part here).
         "overhead": [venv_py, str(BENCH / "bench_overhead.py"), *(["--repetitions", "1"] if a.quick else [])],
         # On the host: they boot guests themselves.
         "guest": [venv_py, str(BENCH / "bench_guest.py"), *(["--no-build", "--boots", "3"] if a.quick else [])],

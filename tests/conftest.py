@@ -1,5 +1,5 @@
 """Shared fixtures. Tests marked `netem` need a kernel with sch_netem: `make test` runs them
-inside the runtime that has it (`wearlab exec`, a UML guest on kernels without netem)."""
+inside the runtime that has it (`wearlab runtime-exec`, a UML guest on kernels without netem)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
         return
     if any("netem" in i.keywords for i in items) and not probe.netem_works():
-        skip = pytest.mark.skip(reason="this kernel lacks sch_netem: run via `wearlab exec -- pytest -m netem`")
+        skip = pytest.mark.skip(reason="this kernel lacks sch_netem: run via `wearlab runtime-exec -- pytest -m netem`")
         for item in items:
             if "netem" in item.keywords:
                 item.add_marker(skip)

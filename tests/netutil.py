@@ -11,7 +11,7 @@ from pathlib import Path
 from wearlab.catalog import CATALOG
 from wearlab.model.topology import load_topology
 from wearlab.plan.network import plan_network
-from wearlab.realize import network
+from wearlab.realize import netns
 
 
 @contextlib.contextmanager
@@ -21,7 +21,7 @@ def live_network(tmp_path: Path | None, topology_yaml: str, *, shaper: str = "ne
     with tempfile.TemporaryDirectory(prefix="wearlab-pair-") as d:
         f = Path(tmp_path or d) / "topology.yaml"
         f.write_text(topology_yaml)
-        net = network.build(plan_network(load_topology(f, CATALOG), shaper), run_id=f"pair-{secrets.token_hex(3)}",
+        net = netns.build(plan_network(load_topology(f, CATALOG), shaper), run_id=f"pair-{secrets.token_hex(3)}",
                             seed=seed)
         try:
             yield net

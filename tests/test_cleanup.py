@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ROOT, WEARLAB, wearlab
 from wearlab.plan.addressing import MAC_PREFIX
-from wearlab.runtime import cgroup, probe, registry
+from wearlab.runtime import cgroup, ledger, probe
 from wearlab.run.cleanup import heal
 from wearlab.runtime.uml import JOBS
 
@@ -49,19 +49,19 @@ def _leftovers(pid: int, qos_before: dict[str, str] | None = None) -> list[str]:
             found.append(f"guest[{proc.pid}]")
     for proc in psutil.process_iter():
         try:
-            mark = proc.environ().get(registry.MARK_ENV, "")
+            mark = proc.environ().get(ledger.MARK_ENV, "")
         except (psutil.Error, OSError):
             continue
         if mark.startswith(f"{pid}-"):
             found.append(f"marked[{proc.pid}]")
     found += [str(p) for p in Path("/tmp").glob(f"{tag}*")]
-    found += [e["_file"] for e in registry.entries() if e.get("owner_pid") == pid]
+    found += [e["_file"] for e in ledger.entries() if e.get("owner_pid") == pid]
     if not probe.in_uml_guest():  # in a guest: the job of the host process running it
         found += [f"job directory {p}" for p in JOBS.glob(f"{tag}*")]
     base = cgroup.base()
     if base is not None and (base / cgroup.run_name(pid)).exists():
         found.append(f"cgroup {base / cgroup.run_name(pid)}")
-    holders = [e for e in registry.entries() if e.get("kind") == "pmqos"]
+    holders = [e for e in ledger.entries() if e.get("kind") == "pmqos"]
     if qos_before is not None and not holders:   # another live run may keep a CPU polling, rightly
         found += [f"{f} is {v}, was {qos_before.get(f)}" for f, v in pm_qos().items() if v != qos_before.get(f)]
     # A wearlab veth never sits in the root namespace, whoever made it.

@@ -15,7 +15,7 @@ from conftest import wearlab
 from wearlab.model.topology import load_topology
 from wearlab.plan.addressing import plan_addresses
 from wearlab.plan.network import plan_network
-from wearlab.realize.network import Network
+from wearlab.realize.netns import Network
 from wearlab.catalog import CATALOG
 
 IMAGE = "wearlab/server-nginx:bookworm"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from wearlab.measure.energy import (
+from wearlab.measure.energy_model import (
     NoPowerModel,
     activity_phases,
     energy,

@@ -1,5 +1,5 @@
 """wearlab's own UML guest kernel does what the project needs: one functional test per feature,
-run inside the guest (`make test` runs them there through `wearlab exec`)."""
+run inside the guest (`make test` runs them there through `wearlab runtime-exec`)."""
 
 from __future__ import annotations
 

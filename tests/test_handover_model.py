@@ -9,8 +9,8 @@ import random
 import pytest
 
 from wearlab.nodes.handover import kalman, rssi_trace
-from wearlab.report.live import render, sparkline
-from wearlab.report.livedoc import LiveDoc
+from wearlab.report.top_view import render, sparkline
+from wearlab.report.live_record import LiveDoc
 
 
 def test_rssi_follows_log_distance_without_shadowing():

@@ -32,7 +32,7 @@ from wearlab.measure.curl import curl_argv, parse_write_out
 from wearlab.measure.pcap import PcapReader
 from wearlab.measure.phases import classify_packets, split_phases
 from wearlab.measure.tcp import FIN, RST, connection_packets
-from wearlab.measure.tls import detect_tls_version
+from wearlab.measure.tls_records import detect_tls_version
 
 FILE_SIZE = 100 * 1024
 RING_KB = 65536   # tcpdump -B: room for ~500 of lo's 64 KB frames (module doc)

@@ -24,7 +24,7 @@ from wearlab.measure.phases import (
     split_phases,
 )
 from wearlab.measure.tcp import ACK, FIN, PSH, RST, SYN, ConnPacket, connection_packets
-from wearlab.measure.tls import detect_tls_version
+from wearlab.measure.tls_records import detect_tls_version
 
 HS, TLS, DATA, TD = PHASES
 CLIENT = ("10.0.0.1", 40000)

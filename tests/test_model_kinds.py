@@ -48,7 +48,7 @@ def test_every_kind_is_declared_completely():
         for p in k.options:
             assert p.doc, (k.name, p.name)
     for w in CATALOG.workloads.values():
-        assert w.kind and w.doc and w.metrics
+        assert w.name and w.doc and w.metrics
         assert "kind" in w.Fields.model_fields
         assert len({m.name for m in w.metrics}) == len(w.metrics)
         for m in w.metrics:

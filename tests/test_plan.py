@@ -13,12 +13,12 @@ import pytest
 from conftest import ROOT, wearlab
 from wearlab.catalog import CATALOG
 from wearlab.errors import InputError
-from wearlab.model.catalog import Catalog
+from wearlab.model.declarations import Catalog
 from wearlab.model.experiment_file import load_experiment
 from wearlab.model.features import KernelFeature
 from wearlab.model.media import Medium
 from wearlab.plan.plan import plan
-from wearlab.runtime import registry
+from wearlab.runtime import ledger
 
 HANDOVER_TOPO = """\
 name: ho
@@ -153,11 +153,11 @@ def test_validate_and_run_refuse_before_touching_anything(write_yaml, tmp_path):
                                "nodes:\n  watch: {handover: proactive}\n")
     res = wearlab("validate", "--no-kernel", str(exp))
     assert res.returncode == 2 and f"{exp}:4: nodes.watch.handover:" in res.stderr, res.stderr
-    before = registry.entries()
+    before = ledger.entries()
     res = wearlab("run", str(exp), "--out", str(tmp_path / "results"))
     assert res.returncode == 2 and f"{exp}:4: nodes.watch.handover:" in res.stderr, res.stderr
     assert not (tmp_path / "results").exists()                 # no results directory
-    assert registry.entries() == before                        # no guest, no network in the ledger
+    assert ledger.entries() == before                        # no guest, no network in the ledger
 
 
 def test_plan_command_prints_the_plan():

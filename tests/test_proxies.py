@@ -13,7 +13,7 @@ import pytest
 from netutil import live_network
 from wearlab.catalog import CATALOG
 from wearlab.model.needs import Relay
-from wearlab.nodes.kinds import NodeContext
+from wearlab.nodes.node_kind import NodeContext
 from wearlab.nodes.software import KindError
 
 pytestmark = pytest.mark.netem

@@ -21,7 +21,7 @@ from rich.console import Console
 from wearlab.model import quantities
 from wearlab.model.quantities import UNITS
 from wearlab.report.exporter import registry
-from wearlab.report.livedoc import LiveDoc
+from wearlab.report.live_record import LiveDoc
 from wearlab.report.results import RunsCsv
 from wearlab.report.summary import summarize
 from wearlab.report.table import print_summary

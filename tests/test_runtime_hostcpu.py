@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from wearlab.runtime import hostcpu, registry
+from wearlab.runtime import hostcpu, ledger
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_polls_inside_and_restores_after(fake_cpu):
         assert fake_cpu.read_text() == "n/a"
         assert "polls" in what
     assert fake_cpu.read_text() == "0"
-    assert registry.entries() == []
+    assert ledger.entries() == []
 
 
 def test_nested_holders_restore_only_when_the_last_leaves(fake_cpu):
@@ -43,12 +43,12 @@ def test_clean_restores_after_a_holder_was_killed(fake_cpu):
     # A holder that dies without its finally (kill -9): a dead pid in the ledger.
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    registry.LEDGER.mkdir(parents=True, exist_ok=True)
-    (registry.LEDGER / f"pmqos-cpu1-{dead.pid}.json").write_text(
+    ledger.LEDGER.mkdir(parents=True, exist_ok=True)
+    (ledger.LEDGER / f"pmqos-cpu1-{dead.pid}.json").write_text(
         f'{{"kind": "pmqos", "id": "cpu1-{dead.pid}", "owner_pid": {dead.pid}, "cpu": 1, "previous": "0"}}')
     fake_cpu.write_text("n/a")
     assert hostcpu.clean() == ["cpu1 idle setting restored (0)"]
-    assert fake_cpu.read_text() == "0" and registry.entries() == []
+    assert fake_cpu.read_text() == "0" and ledger.entries() == []
 
 
 def test_default_idle_mode_leaves_the_cpu_alone(fake_cpu, monkeypatch):

@@ -8,7 +8,7 @@ Adding a kind: write its module (nodes/ or workloads/), then add its class here.
 
 from __future__ import annotations
 
-from wearlab.model.catalog import Catalog
+from wearlab.model.declarations import Catalog
 from wearlab.model.roles import Role
 from wearlab.nodes.host import Host
 from wearlab.nodes.nginx import Nginx

@@ -115,7 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     ho.add_argument("--node", help="the wearable (default: the only one with a handover)")
     ho.add_argument("--results", type=Path, default=Path("results"))
 
-    e = sub.add_parser("exec", help="run a command where the emulated network would live")
+    # `runtime-exec` runs a command in the runtime (the UML guest here), outside every node; `exec
+    # NODE -- CMD` (a command in one node of a deployed topology) is a different verb.
+    e = sub.add_parser("runtime-exec", help="run a command in the runtime where the emulated network would live "
+                                            "(a fresh UML guest where the host lacks netem), outside every node")
     e.add_argument("--runtime", choices=values(Runtime), default=Runtime.AUTO.value)
     e.add_argument("argv", nargs=argparse.REMAINDER)
     return p
@@ -177,30 +180,30 @@ def dispatch(args: argparse.Namespace) -> int:
         _positive(args.repetitions, "--repetitions")
         _check_pairs(args.overrides)
     if cmd == "run":
-        from wearlab.run.launch import RunOptions, run_command
+        from wearlab.run.start import RunOptions, run_command
 
         opts = RunOptions(experiment=args.experiment, runtime=args.runtime, repetitions=args.repetitions,
                           out=args.out, shaper=args.shaper, overrides=args.overrides, into=args.into)
         return run_command(opts, CATALOG, console, err_console)
     if cmd == "plan":
-        from wearlab.run.check import show_plan
+        from wearlab.run.validate import show_plan
 
         return show_plan(args.experiment, CATALOG, console, as_json=args.json, builds=args.builds,
                          overrides=args.overrides, repetitions=args.repetitions, shaper=args.shaper)
     if cmd == "validate":
-        from wearlab.run.check import validate
+        from wearlab.run.validate import validate
 
         return validate(args.files, CATALOG, console, kernel=not args.no_kernel)
     if cmd == "doctor":
         from wearlab.runtime.doctor import doctor
 
         return doctor(console)
-    if cmd == "exec":
-        from wearlab.runtime.launch import exec_where_network_lives
+    if cmd == "runtime-exec":
+        from wearlab.runtime.placement import exec_where_network_lives
 
         argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
         if not argv:
-            raise InputError([Problem(WHERE, None, "exec", "give a command after --")])
+            raise InputError([Problem(WHERE, None, "runtime-exec", "give a command after --")])
         return exec_where_network_lives(argv, args.runtime, err_console.print)
     if cmd == "clean":
         from wearlab.run.cleanup import clean
@@ -227,7 +230,7 @@ def dispatch(args: argparse.Namespace) -> int:
     if cmd == "profiles":
         return terminal.profiles(console)
     if cmd == "devices":
-        from wearlab.report.devices import devices
+        from wearlab.report.device_table import devices
 
         return devices(args.names, args.source, CATALOG, console)
     if cmd == "kinds":

@@ -94,7 +94,7 @@ from typing import Any
 
 from wearlab.measure.pcap import read_pcap
 from wearlab.measure.tcp import ACK, FIN, RST, SYN, ConnPacket, ReassembledStream, connection_packets
-from wearlab.measure.tls import (
+from wearlab.measure.tls_records import (
     TCPCRYPT,
     detect_tls_version,
     server_hello_version,

@@ -18,8 +18,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from wearlab.model import units
-from wearlab.model.catalog import Catalog
+from wearlab.model import unit_input
+from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime, values
 from wearlab.model.timeline import STATIC
 from wearlab.model.topology import Topology
@@ -69,7 +69,7 @@ class ExperimentSpec(BaseModel):
     runtime: Runtime = Runtime.AUTO
     repetitions: Annotated[int, Field(ge=1, strict=True)] = 5
     seed: Annotated[int, Field(ge=0, strict=True)] = 1
-    timeout: Annotated[float, BeforeValidator(lambda v: units.parse_duration(v, bare_unit="s")),
+    timeout: Annotated[float, BeforeValidator(lambda v: unit_input.parse_duration(v, bare_unit="s")),
                        Field(gt=0)] = 120.0
     workload: dict[str, Any]
     nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -106,7 +106,7 @@ class Experiment(BaseModel):
     fixed: dict[str, Any]
     matrix: dict[str, list[Any]]
     nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    ratios: tuple = ()                      # wearlab.workloads.base.Ratio, beyond the workload's own
+    ratios: tuple = ()                      # wearlab.workloads.workload.Ratio, beyond the workload's own
     reference: ReferenceSpec | None = None
     timelines: dict[str, Any] = Field(default_factory=dict)   # name -> model.timeline.Timeline
     timeline: str = STATIC                  # the timeline of every cell, unless the matrix varies it
@@ -201,7 +201,7 @@ class Experiment(BaseModel):
             "runtime": self.runtime.value,
             "repetitions": self.repetitions,
             "seed": self.seed,
-            "timeout": units.format_duration(self.timeout_s),
+            "timeout": unit_input.format_duration(self.timeout_s),
             "workload": {**self.workload.model_dump(), **{k: doc(k, v) for k, v in self.fixed.items()}},
             "nodes": {n: {k: v if k == "kind" else doc(f"{n}.{k}", v) for k, v in s.items()}
                       for n, s in self.nodes.items()},

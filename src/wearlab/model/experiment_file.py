@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ValidationError, create_model
 
 from wearlab.errors import InputError, Problem
-from wearlab.model.catalog import Catalog
+from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime
 from wearlab.model.columns import Ratio
 from wearlab.model.experiment import (
@@ -334,7 +334,7 @@ def _apply_overrides(src: YamlSource, overrides: dict[str, str], wclass, problem
         else:
             problems.append(Problem(COMMAND_LINE, None, f"--set {key}",
                                     f"unknown parameter '{key}'{did_you_mean(key, wclass.params.names())} "
-                                    f"({wclass.kind} parameters: {', '.join(wclass.params.names())}; node settings "
+                                    f"({wclass.name} parameters: {', '.join(wclass.params.names())}; node settings "
                                     "are written node.option)"))
     return {"workload": wl, "nodes": nodes, "matrix": matrix, "overridden": set(overrides), **out}
 
@@ -384,7 +384,7 @@ def _resolve_parameters(src: YamlSource, data: dict, wclass, fields, topo: Topol
                 problem(at, f"{key} cannot be varied; write one experiment per {key}")
             else:
                 problem(at, f"unknown parameter '{key}'{did_you_mean(key, params.names())} "
-                            f"({wclass.kind} parameters: {', '.join(params.names())}; node settings are "
+                            f"({wclass.name} parameters: {', '.join(params.names())}; node settings are "
                             "written node.option, e.g. phone.kind)")
             continue
         if key in wl:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from wearlab.model import units
+from wearlab.model import unit_input
 from wearlab.model.yamlsrc import did_you_mean
 
 Normalizer = Callable[[Any], Any]
@@ -84,29 +84,29 @@ def choice(name: str, choices: Iterable[str], *, lower: bool = False) -> Normali
 
 
 def size(value: Any) -> int:
-    return units.parse_size(value)
+    return unit_input.parse_size(value)
 
 
 def positive_size(value: Any) -> int:
-    n = units.parse_size(value)
+    n = unit_input.parse_size(value)
     if n <= 0:
         raise ValueError(f"'{value}' is impossible here: must be more than 0 bytes")
     return n
 
 
 def rate(value: Any) -> int:
-    r = units.parse_rate(value)
+    r = unit_input.parse_rate(value)
     if r <= 0:
         raise ValueError(f"'{value}' is impossible here: a rate must be more than 0")
     return r
 
 
 def duration(value: Any) -> float:
-    return units.parse_duration(value, bare_unit="s")
+    return unit_input.parse_duration(value, bare_unit="s")
 
 
 def positive_duration(value: Any) -> float:
-    d = units.parse_duration(value, bare_unit="s")
+    d = unit_input.parse_duration(value, bare_unit="s")
     if d <= 0:
         raise ValueError(f"'{value}' is impossible here: must be longer than 0 s")
     return d
@@ -115,7 +115,7 @@ def positive_duration(value: Any) -> float:
 def fraction(value: Any) -> float:
     """0.3 or '30%' -> 0.3, strictly between 0 and 1."""
     if isinstance(value, str) and value.strip().endswith("%"):
-        f = units.parse_percent(value) / 100
+        f = unit_input.parse_percent(value) / 100
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         f = float(value)
     else:

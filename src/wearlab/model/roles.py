@@ -1,7 +1,7 @@
 """Roles: what a node is in the emulated network, which decides addressing and forwarding.
 
 Only phones, access points and routers forward other nodes' packets; what software a node runs
-is its kind (wearlab.nodes.kinds), not its role.
+is its kind (wearlab.nodes.node_kind), not its role.
 """
 
 from __future__ import annotations

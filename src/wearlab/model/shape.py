@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from wearlab.model import units
+from wearlab.model import unit_input
 
 
 def _unit(parser):
@@ -61,21 +61,21 @@ class Shape(BaseModel):
         """Human-readable form, using the YAML keys so it can be fed back in as `forward:`."""
         doc: dict[str, Any] = {}
         if self.rate_bps is not None:
-            doc["rate"] = units.format_rate(self.rate_bps)
-        doc["delay"] = units.format_duration(self.delay_s)
-        doc["jitter"] = units.format_duration(self.jitter_s)
+            doc["rate"] = unit_input.format_rate(self.rate_bps)
+        doc["delay"] = unit_input.format_duration(self.delay_s)
+        doc["jitter"] = unit_input.format_duration(self.jitter_s)
         doc["reorder"] = self.reorder
         if self.loss is not None:
             if self.loss.model == "random":
-                doc["loss"] = units.format_percent(self.loss.p)
+                doc["loss"] = unit_input.format_percent(self.loss.p)
             else:
                 doc["loss"] = {"model": self.loss.model,
-                               **{k: units.format_percent(v) for k, v in self.loss.model_dump().items()
+                               **{k: unit_input.format_percent(v) for k, v in self.loss.model_dump().items()
                                   if k != "model" and v is not None}}
         if self.queue_packets is not None:
             doc["queue_packets"] = self.queue_packets
         if self.queue_bytes is not None:
-            doc["queue_bytes"] = units.format_size(self.queue_bytes)
+            doc["queue_bytes"] = unit_input.format_size(self.queue_bytes)
         return doc
 
 
@@ -83,7 +83,7 @@ class Shape(BaseModel):
 # YAML-facing. Field names are the YAML keys (so unknown keys get "did you mean" against them);
 # values are parsed to numbers during validation.
 
-Percent = Annotated[float | None, _unit(units.parse_percent)]
+Percent = Annotated[float | None, _unit(unit_input.parse_percent)]
 
 
 class LossSpec(BaseModel):
@@ -123,13 +123,13 @@ class ShapeSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rate: Annotated[int | None, _unit(units.parse_rate)] = None
-    delay: Annotated[float | None, _unit(units.parse_duration)] = None
-    jitter: Annotated[float | None, _unit(units.parse_duration)] = None
+    rate: Annotated[int | None, _unit(unit_input.parse_rate)] = None
+    delay: Annotated[float | None, _unit(unit_input.parse_duration)] = None
+    jitter: Annotated[float | None, _unit(unit_input.parse_duration)] = None
     reorder: bool | None = None
     loss: LossSpec | None = None
     queue_packets: Annotated[int | None, Field(gt=0, strict=True)] = None
-    queue_bytes: Annotated[int | None, _unit(units.parse_size), Field(gt=0)] = None
+    queue_bytes: Annotated[int | None, _unit(unit_input.parse_size), Field(gt=0)] = None
 
     @field_validator("loss", mode="before")
     @classmethod
@@ -137,7 +137,7 @@ class ShapeSpec(BaseModel):
         # 'loss: 1%' is shorthand for random loss; anything else must be the mapping form.
         if isinstance(v, (str, int, float)) and not isinstance(v, bool):
             # Already parsed, so build without re-running the (string-only) percent validator.
-            return LossSpec.model_construct(model="random", p=units.parse_percent(v))
+            return LossSpec.model_construct(model="random", p=unit_input.parse_percent(v))
         return v
 
     @model_validator(mode="after")

@@ -16,13 +16,13 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from wearlab.errors import InputError, Problem
-from wearlab.model.catalog import Catalog
+from wearlab.model.declarations import Catalog
 from wearlab.model.devices import DEVICE_NAME, DEVICE_NAME_RULE, Device, builtin_devices, resolve_devices, specs_from_mapping
 from wearlab.model.media import MEDIA, Medium
 from wearlab.model.profiles import PROFILES
 from wearlab.model.roles import ROLES, Role
 from wearlab.model.shape import Shape, ShapeSpec
-from wearlab.model.units import format_duration
+from wearlab.model.unit_input import format_duration
 from wearlab.model.yamlsrc import (
     LineMap,
     Where,

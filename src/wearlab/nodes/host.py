@@ -3,7 +3,7 @@ phone that routes instead of proxying). Workloads may still start their agents o
 
 from __future__ import annotations
 
-from wearlab.nodes.kinds import NodeKind
+from wearlab.nodes.node_kind import NodeKind
 
 
 class Host(NodeKind):

@@ -15,7 +15,7 @@ from wearlab.model import ports
 from wearlab.model.needs import Files, Service
 from wearlab.model.roles import Role
 from wearlab.nodes.certs import CERT_KINDS, make_pki
-from wearlab.nodes.kinds import NodeKind
+from wearlab.nodes.node_kind import NodeKind
 from wearlab.nodes.software import KindError, wait_listening
 
 HTTP_PORT = ports.HTTP

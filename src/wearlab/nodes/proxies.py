@@ -36,9 +36,9 @@ from wearlab.model.needs import Need, Relay
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.ports import PROXY_LISTEN_BASE
 from wearlab.model.roles import Role
-from wearlab.model.units import format_size
+from wearlab.model.unit_input import format_size
 from wearlab.nodes.devicecpu import DeviceProcess, RunCounters
-from wearlab.nodes.kinds import NodeKind
+from wearlab.nodes.node_kind import NodeKind
 from wearlab.nodes.software import KindError, wait_listening
 
 LISTEN_BASE = PROXY_LISTEN_BASE  # the proxy's port for the i-th upstream: LISTEN_BASE + i

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from wearlab.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
-    from wearlab.realize.network import Network
+    from wearlab.realize.netns import Network
 
 
 class KindError(EnvironmentProblem):

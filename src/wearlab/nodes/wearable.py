@@ -23,12 +23,12 @@ from wearlab.model import params as P
 from wearlab.model.choices import HandoverPolicy, values
 from wearlab.model.columns import Metric, Series
 from wearlab.model.features import KernelFeature
-from wearlab.model.kinds import NodeView
+from wearlab.model.declarations import NodeView
 from wearlab.model.media import Medium
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.roles import Role
-from wearlab.model.units import format_duration
-from wearlab.nodes.kinds import NodeKind
+from wearlab.model.unit_input import format_duration
+from wearlab.nodes.node_kind import NodeKind
 
 HANDOVER_SERIES = Series("handover", ("t_s", "t_ns", "event", "detail"),
                          "the handover's actions and what the watch's interfaces showed (handover: ...)")

@@ -28,7 +28,7 @@ from wearlab.model.columns import Metric, Series
 from wearlab.model.devices import Device, builtin_devices
 from wearlab.model.experiment import COMMAND_LINE, Experiment
 from wearlab.model.features import KernelFeature
-from wearlab.model.kinds import LinkEnd, NodeKindDecl, NodeView, PlanView, ServiceMissing, WorkloadDecl
+from wearlab.model.declarations import LinkEnd, NodeKindDecl, NodeView, PlanView, ServiceMissing, WorkloadDecl
 from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
 from wearlab.model.ports import TCPCRYPTD_IN, TCPCRYPTD_OUT
 from wearlab.model.timeline import Timeline
@@ -145,7 +145,7 @@ class RunPlan(PlanView):
     def to_document(self) -> dict[str, Any]:
         exp = self.experiment
         return {
-            "experiment": exp.name, "file": exp.file, "workload": self.workload.kind,
+            "experiment": exp.name, "file": exp.file, "workload": self.workload.name,
             "endpoints": self.endpoints, "runtime": exp.runtime.value, "shaper": self.network.shaper.value,
             "repetitions": exp.repetitions, "seed": exp.seed, "runs": len(self.cells) * exp.repetitions,
             "features": sorted(f.value for f in self.features),

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from wearlab.errors import EnvironmentProblem
-from wearlab.runtime import registry
+from wearlab.runtime import ledger
 
 LABEL = "wearlab.run"
 # Environment that tells the guest which nodes are containers on the host (JSON), and where the
@@ -86,7 +86,7 @@ def start(images: dict[str, str], run_id: str, mounts: list[Path]) -> dict[str, 
     Raises EnvironmentProblem (after removing what it started) when one does not come up."""
     check_docker()
     check_images(images)
-    registry.record("container", run_id, label=f"{LABEL}={run_id}")
+    ledger.record("container", run_id, label=f"{LABEL}={run_id}")
     out: dict[str, Container] = {}
     try:
         for node, image in images.items():
@@ -124,7 +124,7 @@ def remove(run_id: str | None = None) -> list[str]:
     """Remove the containers of one run (or of every wearlab run): only those with our label, and
     the host veths the ledger lists for them (a veth whose peer sat in a removed container goes
     only when the kernel gets round to destroying that namespace: seconds later, or more)."""
-    veths = [v for e in registry.entries() if e.get("kind") == "container"
+    veths = [v for e in ledger.entries() if e.get("kind") == "container"
              and (run_id is None or e.get("id") == run_id) for v in e.get("veths", [])]
     ids: list[str] = []
     if shutil.which("docker") is not None:
@@ -137,7 +137,7 @@ def remove(run_id: str | None = None) -> list[str]:
         if Path(f"/sys/class/net/{v}").exists():
             subprocess.run(["ip", "link", "del", v], capture_output=True, check=False)
     if run_id:
-        registry.forget("container", run_id)
+        ledger.forget("container", run_id)
     return ids
 
 
@@ -284,7 +284,7 @@ def attach_to_guest(topo, containers: dict[str, Container], run_id: str) -> tupl
         batch.append(f"link add name {host_end} type veth peer name {intf.name} address {intf.mac} "
                      f"netns {containers[c].pid}")
         host_ends.append(host_end)
-        registry.record("container", run_id, label=f"{LABEL}={run_id}", veths=host_ends)  # before it exists
+        ledger.record("container", run_id, label=f"{LABEL}={run_id}", veths=host_ends)  # before it exists
         args.append(f"vec{k}:transport=raw,ifname={host_end}")
         info[c]["vec"][peer] = f"vec{k}"
     if batch:

@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 
 from wearlab.model import quantities
 from wearlab.model.choices import RadioState
-from wearlab.report.livedoc import LiveDoc, live_runs, read_record
+from wearlab.report.live_record import LiveDoc, live_runs, read_record
 
 BIT_RATE = quantities.UNITS["bit/s"]
 RUN_PREFIX = "wearlab_run_"

@@ -13,9 +13,9 @@ from rich.live import Live
 from rich.table import Table
 
 from wearlab.errors import EnvironmentProblem, InputError, Problem
-from wearlab.model.catalog import Catalog
+from wearlab.model.declarations import Catalog
 from wearlab.model.profiles import PROFILES
-from wearlab.model.units import format_duration, format_rate
+from wearlab.model.unit_input import format_duration, format_rate
 
 WHERE = "<command line>"
 
@@ -49,7 +49,7 @@ def kinds(catalog: Catalog, console: Console) -> int:
         w.add_column(col)
     for k in catalog.workloads.values():
         fields = ", ".join(f for f in k.Fields.model_fields if f != "kind")
-        w.add_row(k.kind, fields, "\n".join(f"{p.name}: {p.doc}" for p in k.params), k.doc)
+        w.add_row(k.name, fields, "\n".join(f"{p.name}: {p.doc}" for p in k.params), k.doc)
     console.print(w)
     return 0
 
@@ -68,8 +68,8 @@ def plot(dirs: list[Path], console: Console) -> int:
 
 
 def top(results: Path, once: bool, console: Console) -> int:
-    from wearlab.report.live import render
-    from wearlab.report.livedoc import read_live
+    from wearlab.report.top_view import render
+    from wearlab.report.live_record import read_live
 
     doc = read_live(results)
     if doc is None:

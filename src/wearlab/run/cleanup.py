@@ -29,8 +29,8 @@ from pathlib import Path
 
 import psutil
 
-from wearlab.realize.network import kill_marked, namespace_pids
-from wearlab.runtime import cgroup, hostcpu, probe, registry
+from wearlab.realize.netns import kill_marked, namespace_pids
+from wearlab.runtime import cgroup, hostcpu, ledger, probe
 from wearlab.runtime.uml import JOBS
 
 _JOB_OWNER = re.compile(r"^wearlab-(\d+)-")
@@ -95,8 +95,8 @@ def _job_owner_alive(job: Path) -> bool:
 def heal() -> list[str]:
     """Remove the state of wearlab processes that died (module doc). Returns what it removed."""
     removed: list[str] = []
-    for entry in registry.entries():
-        if entry.get("kind") == hostcpu.KIND or registry.owner_alive(entry):
+    for entry in ledger.entries():
+        if entry.get("kind") == hostcpu.KIND or ledger.owner_alive(entry):
             continue
         removed += _remove_entry(entry)
     removed += hostcpu.clean()
@@ -120,7 +120,7 @@ def clean() -> list[str]:
     for d in cgroup.stale():
         n = cgroup.kill(d)
         removed.append(f"cgroup {d.name} ({n} processes)")
-    for entry in registry.entries():
+    for entry in ledger.entries():
         if entry.get("kind") == "uml" and entry.get("watchdog_pid"):
             try:  # the watchdog kills its guest's process group on SIGTERM
                 os.kill(int(entry["watchdog_pid"]), signal.SIGTERM)
@@ -145,7 +145,7 @@ def clean() -> list[str]:
         removed.append(f"{len(victims)} processes in wearlab namespaces (pids {', '.join(map(str, victims[:10]))}"
                        f"{', ...' if len(victims) > 10 else ''})")
     removed += hostcpu.clean()
-    for entry in registry.entries():
+    for entry in ledger.entries():
         if entry.get("kind") == hostcpu.KIND:
             continue  # live holders' entries stay (their runs restore the setting)
         for p in entry.get("paths", []):

@@ -25,7 +25,7 @@ from wearlab.errors import EnvironmentProblem, InputError, Problem
 from wearlab.model.choices import LinkAction, NodeAction, values
 from wearlab.model.shape import ShapeSpec
 from wearlab.model.timeline import LinkChange, resolve_link
-from wearlab.report.livedoc import (
+from wearlab.report.live_record import (
     HEARTBEAT_FILE,
     LIVE_FILE,
     LinkChanges,

@@ -23,12 +23,12 @@ from rich.console import Console
 from rich.table import Table
 
 from wearlab.errors import EnvironmentProblem, InputError, Problem
-from wearlab.model.catalog import Catalog
+from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime
 from wearlab.model.devices import Device, builtin_devices
 from wearlab.nodes.devicecpu import PAD_ENV, PADS, DeviceProcess
-from wearlab.report.devices import known_devices
-from wearlab.runtime import launch, probe, signals, uml
+from wearlab.report.device_table import known_devices
+from wearlab.runtime import placement, probe, signals, uml
 
 
 @dataclass(frozen=True)
@@ -156,14 +156,14 @@ def crypto_bench(device_name: str, source: Path | None, only: list[str], seconds
         problems.append(Problem("<command line>", None, "--seconds", "must be at least 1"))
     if problems:
         raise InputError(problems)
-    where, reason = launch.choose(runtime)
+    where, reason = placement.choose(runtime)
     if where == Runtime.UML and not probe.in_uml_guest():
         console.print(f"runtime: uml ({reason}): running where experiments compute")
         argv = [sys.executable, "-m", "wearlab", "crypto-bench", "--device", device_name, "--seconds", str(seconds),
                 "--pad", pad, *(["--in", str(source.resolve())] if source else []),
                 *(["--only", ",".join(only)] if only else [])]
         with signals.interruptible():
-            return uml.run_in_guest(argv, mounts=launch.project_paths(), cwd=Path.cwd(),
+            return uml.run_in_guest(argv, mounts=placement.project_paths(), cwd=Path.cwd(),
                                     env={"WEARLAB_ARGV": os.environ.get("WEARLAB_ARGV", "")})
     groups = [g for g in GROUPS if not only or g.name in only]
     with tempfile.TemporaryDirectory(prefix="wearlab-crypto-bench-") as d:

@@ -21,20 +21,20 @@ from typing import Any
 
 from rich.console import Console
 
-from wearlab.nodes.kinds import NodeContext, NodeKind
+from wearlab.nodes.node_kind import NodeContext, NodeKind
 from wearlab.plan.plan import CellPlan, NodeSetting, RunPlan
-from wearlab.realize import changelog, network
+from wearlab.realize import changelog, netns
 from wearlab.realize.linkctl import LinkControl
 from wearlab.report import results
 from wearlab.report.metadata import RunRecord
 from wearlab.report.summary import ratios, summarize, to_document
 from wearlab.report.table import print_reference, print_summary
-from wearlab.run import timeline
-from wearlab.run.context import RunState, SeriesFiles
+from wearlab.run import timeline_player
+from wearlab.run.state import RunState, SeriesFiles
 from wearlab.run.control import ControlServer
 from wearlab.run.progress import Progress
 from wearlab.runtime import probe
-from wearlab.workloads.base import Outcome
+from wearlab.workloads.workload import Outcome
 from wearlab.workloads.context import WorkloadContext
 
 
@@ -110,7 +110,7 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, runtime_label: str, console:
         if not seeded.works:
             record.note(f"netem on this kernel cannot be seeded ({seeded.detail}): its loss and jitter draws "
                         "differ run to run; wearlab's own randomness (file contents) uses `seed`.")
-        net = network.build(plan.network, run_id=run_id, seed=exp.seed if seeded.works else None)
+        net = netns.build(plan.network, run_id=run_id, seed=exp.seed if seeded.works else None)
         setup: dict[str, Any] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
         record.set(netem_seeds=net.netem_seeds, setup=setup)
         wctx = WorkloadContext(plan=plan, net=net, out_dir=out_dir)
@@ -119,7 +119,7 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, runtime_label: str, console:
                                                          "timeline": changelog.COLUMNS}, param_cols)
         state.links = LinkControl(net)
         state.changes = changelog.ChangeLog()
-        player = timeline.TimelinePlayer(state.links, state.changes)
+        player = timeline_player.TimelinePlayer(state.links, state.changes)
         live = ControlServer(out_dir / "control", state)
         live.start()
         state.progress = {"total": len(plan.cells) * exp.repetitions, "done": 0, "failed": 0}
@@ -223,7 +223,7 @@ class _Pending:
         self.row, self.finish = row, finish
 
 
-def _one_run(state: RunState, player: timeline.TimelinePlayer, cell: CellPlan, rep: int, n: int) -> _Pending:
+def _one_run(state: RunState, player: timeline_player.TimelinePlayer, cell: CellPlan, rep: int, n: int) -> _Pending:
     plan, workload, wctx = state.plan, state.workload, state.wctx
     values = dict(cell.values)
     row: dict[str, Any] = {"run": n, "repetition": rep, **{p: values.get(p, "") for p in plan.columns.params},

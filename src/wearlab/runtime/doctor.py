@@ -16,7 +16,7 @@ from rich.table import Table
 from wearlab.errors import EnvironmentProblem
 from wearlab.model.choices import Runtime
 from wearlab.model.features import KernelFeature
-from wearlab.runtime import launch, probe, uml
+from wearlab.runtime import placement, probe, uml
 
 
 def guest_report(cached: bool = True) -> dict | None:
@@ -32,8 +32,8 @@ def guest_report(cached: bool = True) -> dict | None:
         except ValueError:
             pass
     buf = io.BytesIO()
-    rc = uml.run_in_guest([sys.executable, "-m", "wearlab.runtime.probe"], mounts=launch.project_paths(),
-                          cwd=launch.project_paths()[0], out=buf)
+    rc = uml.run_in_guest([sys.executable, "-m", "wearlab.runtime.probe"], mounts=placement.project_paths(),
+                          cwd=placement.project_paths()[0], out=buf)
     lines = [l for l in buf.getvalue().decode(errors="replace").splitlines() if l.startswith("{")]
     if rc != 0 or not lines:
         return None
@@ -92,7 +92,7 @@ def doctor(console: Console) -> int:
         t.add_row("guest kernel", f"{guest['kernel']} (booted to probe), {guest['tc']}", "")
         _feature_rows(t, guest["features"], "guest ")
     try:
-        rt, why = launch.choose(Runtime.AUTO)
+        rt, why = placement.choose(Runtime.AUTO)
         t.add_row("auto picks", f"[bold]{rt.value}[/bold]: {why}", "")
     except EnvironmentProblem as e:
         t.add_row("auto picks", f"[red]nothing[/red]: {e}", "")

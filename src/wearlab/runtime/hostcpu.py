@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from wearlab.runtime import registry
+from wearlab.runtime import ledger
 
 KIND = "pmqos"
 _holder_ids = itertools.count()
@@ -49,14 +49,14 @@ def _qos_file(cpu: int) -> Path:
 
 
 def _holders(cpu: int) -> list[dict]:
-    return [e for e in registry.entries() if e.get("kind") == KIND and e.get("cpu") == cpu]
+    return [e for e in ledger.entries() if e.get("kind") == KIND and e.get("cpu") == cpu]
 
 
 def _release(cpu: int, previous: str | None = None) -> str | None:
     """Drop dead holders' entries; if nobody holds the CPU any more, put back its setting from
     before wearlab (recorded by the first holder, else `previous`). Returns the value restored."""
     holders = _holders(cpu)
-    live = [e for e in holders if registry.owner_alive(e)]
+    live = [e for e in holders if ledger.owner_alive(e)]
     if holders:
         previous = holders[0]["previous"]
     for e in holders:
@@ -88,23 +88,23 @@ def low_latency_idle(cpu: int | None) -> Iterator[str]:
     try:
         earlier = _holders(cpu)
         previous = earlier[0]["previous"] if earlier else f.read_text().strip()
-        registry.record(KIND, ident, cpu=cpu, previous=previous)
+        ledger.record(KIND, ident, cpu=cpu, previous=previous)
         f.write_text(POLL)
     except OSError as e:
-        registry.forget(KIND, ident)
+        ledger.forget(KIND, ident)
         yield f"unchanged ({e.strerror or e})"
         return
     try:
         yield f"cpu{cpu} polls when idle (pm_qos_resume_latency_us {previous} -> {POLL})"
     finally:
-        registry.forget(KIND, ident)
+        ledger.forget(KIND, ident)
         _release(cpu, previous)
 
 
 def clean() -> list[str]:
     """For `wearlab clean`: restore every CPU whose holders are all gone."""
     done = []
-    for cpu in sorted({e["cpu"] for e in registry.entries() if e.get("kind") == KIND}):
+    for cpu in sorted({e["cpu"] for e in ledger.entries() if e.get("kind") == KIND}):
         previous = _release(cpu)
         if previous is not None:
             done.append(f"cpu{cpu} idle setting restored ({previous})")

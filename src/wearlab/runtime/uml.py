@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from wearlab.errors import EnvironmentProblem
-from wearlab.runtime import hostcpu, registry, signals
+from wearlab.runtime import hostcpu, ledger, signals
 
 DEFAULT_ROOTFS = Path("/var/cache/wearlab/uml-rootfs")
 DEFAULT_KERNEL = Path("/var/cache/wearlab/kernel/linux.uml")  # a link to the newest build
@@ -146,7 +146,7 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
         proc = subprocess.Popen([sys.executable, "-m", "wearlab.runtime.watchdog", *cmd], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=_start_watchdog(cpu), cwd="/")
-        registry.record("uml", umid, watchdog_pid=proc.pid, paths=[str(job)])
+        ledger.record("uml", umid, watchdog_pid=proc.pid, paths=[str(job)])
         try:
             _relay_console(proc, out)
             proc.wait()
@@ -162,7 +162,7 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
             raise
         finally:
             _stop(proc)
-            registry.forget("uml", umid)
+            ledger.forget("uml", umid)
         rc_file = job / "rc"
         if not rc_file.exists():
             raise EnvironmentProblem("the UML guest stopped without reporting an exit status "

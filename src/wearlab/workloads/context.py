@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from wearlab.measure.capture import ClientCapture
 
 if TYPE_CHECKING:
-    from wearlab.nodes.kinds import NodeKind
+    from wearlab.nodes.node_kind import NodeKind
     from wearlab.plan.plan import RunPlan
-    from wearlab.realize.network import Network
+    from wearlab.realize.netns import Network
 
 
 @dataclass

@@ -10,28 +10,28 @@ the app's view, which adds the client's CPU time); bytes per phase from the capt
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from wearlab.errors import Problem
 from wearlab.measure.agents import FetchAgent
 from wearlab.measure.curl import CURL_TIMES, curl_argv, tls_options
 from wearlab.measure.phases import PHASES
-from wearlab.measure.tls import TCPCRYPT
+from wearlab.measure.tls_records import TCPCRYPT
 from wearlab.model import params as P
 from wearlab.model.columns import Metric, Ratio, Series
 from wearlab.model.features import KernelFeature
-from wearlab.model.kinds import PlanView, WorkloadFields
+from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.tls import TLS13_SUITES, TLS_VERSIONS
-from wearlab.model.units import format_size
+from wearlab.model.unit_input import format_size
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.certs import CERT_KINDS
 from wearlab.nodes.devicecpu import DeviceProcess, RunCounters
 from wearlab.nodes.nginx import content_path
 from wearlab.nodes.tcpcrypt import RunAccount
-from wearlab.workloads.base import Outcome, Workload
-from wearlab.workloads.energy import ENERGY_SERIES, RunEnergy, energy_metrics
+from wearlab.workloads.workload import Outcome, Workload
+from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
 from wearlab.workloads.paths import PATH, check_nodes
 
 
@@ -68,13 +68,12 @@ def _https(cell: dict[str, Any]) -> bool:
 
 
 class HttpGetFields(WorkloadFields):
-    kind: Literal["http-get"]
     client: str
     server: str
 
 
 class HttpGet(Workload):
-    kind = "http-get"
+    name = "http-get"
     doc = "one GET of a generated file per run, timed by phase (TCP, TLS, transfer, close)"
     Fields = HttpGetFields
     params = ParamSet((

@@ -27,7 +27,7 @@ import statistics
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from wearlab.errors import Problem
 from wearlab.measure.agents import StreamAgent
@@ -47,13 +47,13 @@ from wearlab.model import params as P
 from wearlab.model import ports
 from wearlab.model.columns import Metric, Series
 from wearlab.model.features import KernelFeature
-from wearlab.model.kinds import PlanView, WorkloadFields
+from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
-from wearlab.model.units import format_duration, format_rate, format_size
+from wearlab.model.unit_input import format_duration, format_rate, format_size
 from wearlab.nodes.tcpcrypt import RunAccount
-from wearlab.workloads.base import Outcome, Workload
-from wearlab.workloads.energy import ENERGY_SERIES, RunEnergy, energy_metrics
+from wearlab.workloads.workload import Outcome, Workload
+from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
 from wearlab.workloads.paths import PATH, check_nodes
 
 STREAM_PORT = ports.STREAM
@@ -63,13 +63,11 @@ TCPCRYPT_PORT = ports.STREAM_TCPCRYPT
 
 
 class StreamFields(WorkloadFields):
-    kind: Literal["stream"]
     client: str
     server: str
 
 
 class MessagesFields(WorkloadFields):
-    kind: Literal["messages"]
     client: str
     server: str
 
@@ -352,7 +350,7 @@ def _is_bulk(cell: dict[str, Any]) -> bool:
 
 
 class Stream(_Streams):
-    kind = "stream"
+    name = "stream"
     Fields = StreamFields
     doc = ("a timestamped stream: cbr (messages at a rate) or bulk (back to back, for a duration or a "
            "number of bytes); one-way delay per message, goodput per 200 ms")
@@ -401,7 +399,7 @@ def _messages_metrics() -> tuple[Metric, ...]:
 
 
 class Messages(_Streams):
-    kind = "messages"
+    name = "messages"
     Fields = MessagesFields
     doc = "small messages at an interval beside a bulk or CBR stream (seed 003's Telegram case)"
     metrics = _messages_metrics()

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from wearlab.model.experiment import Experiment
-from wearlab.nodes.kinds import NodeKind
+from wearlab.nodes.node_kind import NodeKind
 from wearlab.plan.plan import RunPlan
 from wearlab.realize.changelog import ChangeLog
 from wearlab.realize.linkctl import LinkControl
-from wearlab.workloads.base import Workload
+from wearlab.workloads.workload import Workload
 from wearlab.workloads.context import WorkloadContext
 
 

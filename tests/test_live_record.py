@@ -17,9 +17,9 @@ from wearlab.model.shape import Loss, Shape
 from wearlab.model.topology import Link
 from wearlab.nodes.wearable import Wearable
 from wearlab.realize.linkctl import LinkControl
-from wearlab.report.livedoc import LiveDoc, read_live, read_record
+from wearlab.report.live_record import LiveDoc, read_live, read_record
 from wearlab.realize.changelog import ChangeLog
-from wearlab.run.context import RunState
+from wearlab.run.state import RunState
 from wearlab.run.control import ControlServer
 from wearlab.measure.stream_records import LiveTail
 

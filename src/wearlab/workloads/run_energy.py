@@ -1,7 +1,7 @@
 """Energy columns for the workloads that have a client and a path (http-get, the stream kinds):
 which of the run's nodes name a device - the client, and the path's first hop when it is not the
 server (a phone relaying) - their power for the media they use, and each run's energy from its
-phase times (wearlab.measure.energy holds the model).
+phase times (wearlab.measure.energy_model holds the model).
 
 Columns: energy_j (the client's device), energy_handshake_j (http-get: the client's handshake
 part), energy_relay_j (the first hop's device); series/energy.csv has each node's states with
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wearlab.measure import energy as model
+from wearlab.measure import energy_model as model
 from wearlab.model.choices import PowerState
 from wearlab.model.columns import Metric, Series
 from wearlab.plan.plan import RunPlan

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from wearlab.errors import InputError, Problem
-from wearlab.model.catalog import Catalog
+from wearlab.model.declarations import Catalog
 from wearlab.model.devices import Cost, Device, builtin_devices, load_device_file
 from wearlab.model.yamlsrc import did_you_mean, load_yaml
 

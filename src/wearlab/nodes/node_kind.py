@@ -3,7 +3,7 @@
 `role` (wearable, phone, ap, router, server) decides addressing and routing; `kind` decides the
 software: `nginx` on a server, a proxy (`relay`, `haproxy`, `command`) on a phone, `host` (nothing
 of its own) elsewhere. What a kind declares - roles, options, services, the needs it accepts, its
-plan-time checks - is `wearlab.model.kinds.NodeKindDecl`; this class adds the lifecycle:
+plan-time checks - is `wearlab.model.declarations.NodeKindDecl`; this class adds the lifecycle:
 
   prepare() (sysctls, qdiscs: before any traffic) -> start() -> ready() ... stop()
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wearlab.model.kinds import NodeKindDecl
+from wearlab.model.declarations import NodeKindDecl
 from wearlab.model.needs import Need, Tcpcrypt
 from wearlab.nodes.software import KindError
 from wearlab.nodes.tcpcrypt import TcpcryptDaemon
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from wearlab.plan.plan import RunPlan
     from wearlab.realize.changelog import ChangeLog
     from wearlab.realize.linkctl import LinkControl
-    from wearlab.realize.network import Network
+    from wearlab.realize.netns import Network
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wearlab.model.choices import RadioState
-from wearlab.report.livedoc import LiveDoc, NodeState
+from wearlab.report.live_record import LiveDoc, NodeState
 
 BARS = "▁▂▃▄▅▆▇█"
 

@@ -2,7 +2,7 @@
 Flent's runners).
 
 Its declaration - `Fields`, `params`, `metrics`, `series`, `ratios`, load-time `check`, and the
-plan's questions (`needs`, `features`, `ports`) - is `wearlab.model.kinds.WorkloadDecl`; this
+plan's questions (`needs`, `features`, `ports`) - is `wearlab.model.declarations.WorkloadDecl`; this
 class adds the run: `start` (agents), `warm_up`, `run` (one run -> one row, optionally finished
 later), `stop`, and `live` (its state for a live view). `wearlab.catalog` lists every workload
 kind once. The runner, the CSV columns, progress lines, the summary and `wearlab compare` read
@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from wearlab.model.kinds import WorkloadDecl
+from wearlab.model.declarations import WorkloadDecl
 from wearlab.workloads.context import WorkloadContext
 
 

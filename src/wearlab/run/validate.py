@@ -15,14 +15,14 @@ from rich.console import Console
 from rich.table import Table
 
 from wearlab.errors import EnvironmentProblem, InputError, Problem
-from wearlab.model.catalog import Catalog
+from wearlab.model.declarations import Catalog
 from wearlab.model.experiment_file import load_experiment
 from wearlab.model.features import OPTIONAL
 from wearlab.model.topology import load_topology
 from wearlab.model.yamlsrc import load_yaml
 from wearlab.plan.plan import RunPlan, plan
-from wearlab.run.launch import overrides_of
-from wearlab.runtime import doctor, launch
+from wearlab.run.start import overrides_of
+from wearlab.runtime import doctor, placement
 
 
 def validate(files: list[Path], catalog: Catalog, console: Console, *, kernel: bool = True) -> int:
@@ -53,7 +53,7 @@ def _kernel_check(p: RunPlan, file: Path) -> str | Problem:
     if os.geteuid() != 0:
         return "kernel features not checked: that needs root"
     try:
-        runtime, _ = launch.choose(p.experiment.runtime)
+        runtime, _ = placement.choose(p.experiment.runtime)
         missing = doctor.missing_features(needed, runtime)
     except EnvironmentProblem as e:
         return Problem(str(file), None, "runtime", str(e))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from wearlab.model.units import (
+from wearlab.model.unit_input import (
     format_duration,
     format_percent,
     format_rate,

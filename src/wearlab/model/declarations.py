@@ -2,9 +2,10 @@
 
 These are the declarations the loaders and the plan read - options and parameters, metrics,
 series, services, which needs a kind accepts, plan-time checks, the kernel features and ports
-it uses - with nothing that runs. The running side subclasses them (`wearlab.nodes.kinds.NodeKind`,
-`wearlab.workloads.base.Workload`), and `wearlab.catalog` lists every kind once. Model code gets
-kinds from a `Catalog` handed to it, never by importing them.
+it uses - with nothing that runs. The running side subclasses them (`wearlab.nodes.node_kind.NodeKind`,
+`wearlab.workloads.workload.Workload`), and `wearlab.catalog` lists every kind once. Model code gets
+kinds from a `Catalog` handed to it, never by importing them. `Catalog` (at the end) is the type of
+that one list: every node kind and workload kind, and each role's default kind.
 """
 
 from __future__ import annotations
@@ -115,9 +116,12 @@ class NodeKindDecl:
 
 
 class WorkloadFields(BaseModel):
-    """Base for a workload's fixed fields: unknown keys are errors."""
+    """Base for a workload's fixed fields: unknown keys are errors. `kind` is the YAML key that
+    chose the workload; the loader dispatches on it to the class whose `name` it is, so a workload
+    writes its name once (`WorkloadDecl.name`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: str
 
 
 class PlanView:
@@ -139,7 +143,7 @@ class WorkloadDecl:
     - checks at load time (`check`) and the plan's questions (`needs`, `features`, `ports`).
     """
 
-    kind: ClassVar[str]
+    name: ClassVar[str]       # what `workload: {kind: ...}` names, written once
     doc: ClassVar[str] = ""
     Fields: ClassVar[type[BaseModel]]
     params: ClassVar[ParamSet] = ParamSet()
@@ -186,3 +190,21 @@ class WorkloadDecl:
         return " ".join(p.shown(cell[p.name]) for p in cls.params
                         if cell.get(p.name) not in (None, "", "default"))
 
+
+@dataclass(frozen=True)
+class Catalog:
+    node_kinds: Mapping[str, type[NodeKindDecl]]
+    workloads: Mapping[str, type[WorkloadDecl]]
+    default_kinds: Mapping[Role, str]
+
+    @classmethod
+    def of(cls, node_kinds: list[type[NodeKindDecl]], workloads: list[type[WorkloadDecl]],
+           default_kinds: Mapping[Role, str]) -> Catalog:
+        kinds = {k.name: k for k in node_kinds}
+        loads = {w.name: w for w in workloads}
+        if len(kinds) != len(node_kinds) or len(loads) != len(workloads):
+            raise ValueError("two kinds share a name")
+        missing = set(Role) - set(default_kinds)
+        if missing or not set(default_kinds.values()) <= set(kinds):
+            raise ValueError(f"every role needs a default kind from the catalog (missing: {missing})")
+        return cls(kinds, loads, dict(default_kinds))

@@ -29,7 +29,7 @@ from wearlab.realize import containers
 from wearlab.realize.containers import BridgeClient, ContainerNode
 from wearlab.realize import tcjson
 from wearlab.realize.shaping import netem_seed, qdisc_plan
-from wearlab.runtime import registry
+from wearlab.runtime import ledger
 
 # Every node gets these: reproducible TCP (no metrics carried between runs), no reverse-path
 # filtering (multi-homed wearables receive replies on the interface the path chose), and no IPv6:
@@ -211,7 +211,7 @@ class Network:
                 pass
         _wait_gone(pids, 10)
         shutil.rmtree(self.workdir, ignore_errors=True)
-        registry.forget("net", self.run_id)
+        ledger.forget("net", self.run_id)
 
 
 def patch_devices(link_index: int) -> tuple[str, str]:
@@ -228,7 +228,7 @@ def marked_pids(run_id: str | None = None) -> list[int]:
         if proc.pid == me:
             continue
         try:
-            mark = proc.environ().get(registry.MARK_ENV)
+            mark = proc.environ().get(ledger.MARK_ENV)
         except (psutil.Error, OSError):
             continue
         if mark is not None and (run_id is None or mark == run_id):
@@ -308,13 +308,13 @@ def build(plan: NetworkPlan, *, run_id: str, seed: int | None = None) -> Network
 
     if os.geteuid() != 0:
         raise EnvironmentProblem("building a network needs root (network namespaces, tc)")
-    os.environ[registry.MARK_ENV] = run_id  # inherited by every node shell and what it starts
+    os.environ[ledger.MARK_ENV] = run_id  # inherited by every node shell and what it starts
     # Container nodes see the work directory at the same path (a bind mount); in a UML guest it
     # lives in the job directory the host shares, so the host's containers can mount it too.
     shared = os.environ.get(containers.SHARED_ENV)
     workdir = Path(tempfile.mkdtemp(prefix=f"wearlab-{run_id}-", dir=shared or "/tmp"))
     workdir.chmod(0o755)  # servers' unprivileged workers read their content from here
-    registry.record("net", run_id, paths=[str(workdir)])
+    ledger.record("net", run_id, paths=[str(workdir)])
     images = {n: node.image for n, node in topo.nodes.items() if node.image}
     remote = json.loads(os.environ.get(containers.ENV, "{}"))
     net = Network(plan=plan, run_id=run_id, workdir=workdir, seed=seed,

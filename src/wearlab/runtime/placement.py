@@ -1,6 +1,6 @@
 """Where a command runs: the runtime choice (`auto` = host when netem works there, else uml) and
 running a command again inside a UML guest - a `wearlab run` re-executed there with the same
-arguments, or `wearlab exec`'s command. The CLI only parses; this decides and launches."""
+arguments, or `wearlab runtime-exec`'s command. The CLI only parses; this decides and launches."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def rerun_in_guest(wearlab_args: list[str], *, mounts: list[Path], attach: Calla
 
 
 def exec_where_network_lives(argv: list[str], requested: Runtime | str, say: Callable[[str], None]) -> int:
-    """`wearlab exec`: run argv where the emulated network would live."""
+    """`wearlab runtime-exec`: run argv where the emulated network would live."""
     runtime, reason = choose(requested)
     if runtime == Runtime.UML:
         say(f"runtime: uml ({reason})")

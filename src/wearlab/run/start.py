@@ -12,14 +12,14 @@ from pathlib import Path
 from rich.console import Console
 
 from wearlab.errors import EnvironmentProblem
-from wearlab.model.catalog import Catalog
+from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime, Shaper
 from wearlab.model.experiment_file import load_experiment
 from wearlab.model.features import OPTIONAL
 from wearlab.plan.plan import RunPlan, plan
 from wearlab.report import results
 from wearlab.run.cleanup import heal
-from wearlab.runtime import cgroup, doctor, launch, probe, signals
+from wearlab.runtime import cgroup, doctor, placement, probe, signals
 
 
 @dataclass
@@ -62,7 +62,7 @@ def run_command(opts: RunOptions, catalog: Catalog, console: Console, err_consol
     exp = load_experiment(opts.experiment, catalog, repetitions=opts.repetitions, runtime=opts.runtime,
                           overrides=overrides_of(opts.overrides))
     p = plan(exp, opts.shaper)
-    runtime, reason = launch.choose(exp.runtime)
+    runtime, reason = placement.choose(exp.runtime)
     if runtime == Runtime.HOST and os.geteuid() != 0:
         raise EnvironmentProblem("wearlab run needs root (network namespaces, tc)")
     if opts.into is None:   # a run re-executed in the guest was checked by the host that started it
@@ -109,7 +109,7 @@ def _run_in(opts: RunOptions, p: RunPlan, runtime: Runtime, reason: str, console
 
             from wearlab.realize.containers import for_guest
             attach = partial(for_guest, exp.topology)
-        rc = launch.rerun_in_guest(inner, mounts=mounts, attach=attach)
+        rc = placement.rerun_in_guest(inner, mounts=mounts, attach=attach)
     else:
         from wearlab.run.runner import run_experiment
 
