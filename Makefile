@@ -123,7 +123,11 @@ test: setup tcpcrypt
 	cd tcpcrypt && $(CARGO) test --locked -q
 
 # --- The Compose stack (docker-compose.yml; issue 8) -----------------------------------------
-# Images are built here, from Debian (images/*: debootstrap + docker import, then apt): no registry.
+# Images are built here, from Debian (images/*: debootstrap + docker import, then apt): no registry;
+# each is named wearlab/* (never an official image's name). Every target that needs Docker installs
+# it first (the apt-docker stamp: Debian's docker.io and docker-compose), as `make experiment`
+# installs Mininet; tests/test_make_compose_deps.py checks it. Nothing is pulled unless asked:
+# `make up PULL=1` pulls the official Prometheus and Grafana images and runs them.
 # `images/stack.py` (a developer script: Make's helper for the stack, not part of wearlab) does the checks (Docker installed and running - it starts dockerd when
 # need be -, images present, ports free) and exits 2 naming what to do. Only the standard library:
 # it runs with Debian's python3 before any venv exists.
@@ -132,15 +136,16 @@ $(STAMPS)/apt-docker: Makefile $(PACKAGE_LIST)
 	$(call apt_install,$(call packages,docker))
 
 # Idempotent: the base image is skipped when its label matches images/base/build.sh, the others
-# come from Docker's build cache (a few seconds when nothing changed). Does not install Docker
-# (exits 2 saying how); test-compose does.
-images:
+# come from Docker's build cache (a few seconds when nothing changed).
+images: $(STAMPS)/apt-docker
 	@$(STACK) images
 
 # testbed + prometheus (+ grafana when its image is on this machine), then waits for Prometheus's
-# first successful scrape of the testbed's exporter and prints the URLs.
-up: setup images
-	@$(STACK) up
+# first successful scrape of the testbed's exporter and prints the URLs. PULL=1: `docker pull` the
+# official prom/prometheus and grafana/grafana-oss images first, and run them.
+PULL ?=
+up: $(STAMPS)/apt-docker setup images
+	@$(STACK) up $(if $(filter 1,$(PULL)),--pull)
 
 down:
 	@$(STACK) down

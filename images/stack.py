@@ -3,15 +3,23 @@
     python3 images/stack.py check            # Docker, docker-compose, images, ports: what is missing
     python3 images/stack.py images           # build the local images (base, testbed, prometheus, servers)
     python3 images/stack.py up               # start testbed + prometheus (+ grafana when its image is here)
+    python3 images/stack.py up --pull        # pull the official Prometheus and Grafana images, use them
     python3 images/stack.py down             # stop and remove everything of the stack
     python3 images/stack.py exec -- CMD ...  # run CMD in the testbed (docker-compose exec -T)
     python3 images/stack.py status           # what of the stack runs
 
-The Makefile's `images`, `up`, `down`, `experiment-compose` and `test-compose` targets call this.
-Exit status 2, with a message naming what to do, when the machine cannot run the stack: no Docker
-(or no docker-compose), a daemon that does not come up, a port already taken by something else, a
-missing image or venv. When Docker is installed but its daemon is not running, this starts it
-(`dockerd`, log in /var/log/wearlab-dockerd.log): CI machines have no running daemon.
+The Makefile's `images`, `up`, `down`, `experiment-compose` and `test-compose` targets call this
+(`make up PULL=1` is `up --pull`); those that need Docker install it first (Debian's docker.io and
+docker-compose, the `docker` tag of images/packages.txt). Exit status 2, with a message naming what
+to do, when the machine cannot run the stack: no Docker (or no docker-compose), a daemon that does
+not come up, a port already taken by something else, a missing image or venv, a pull that fails.
+When Docker is installed but its daemon is not running, this starts it (`dockerd`, log in
+/var/log/wearlab-dockerd.log): CI machines have no running daemon.
+
+Images: every image built here is named wearlab/* (a local build never takes an official image's
+name). Nothing is pulled unless asked: `up --pull` pulls OFFICIAL_PROMETHEUS (used in place of
+wearlab/prometheus) and Grafana's image; without it Grafana starts only when its image is already
+on this machine.
 
 Only the standard library: it runs before the venv exists, with /usr/bin/python3.
 """
@@ -39,8 +47,16 @@ LABEL = "wearlab.stack=1"
 BASE_IMAGE = "wearlab/base:bookworm"
 # The services `up` starts; the build-only ones (profile `images`) are only built.
 RUNNING = ("testbed", "prometheus")
-BUILT = ("testbed", "prometheus", "server-nginx", "server-haproxy")
+BUILT = ("testbed", "prometheus-local", "server-nginx", "server-haproxy")
 GRAFANA = "grafana"
+# `up --pull` (make up PULL=1): the official Prometheus image, the version Debian's prometheus
+# package (images/prometheus, wearlab/prometheus) has, so flags and layout are the same. It reaches
+# docker-compose.yml through this variable; Grafana's image is the compose file's.
+PROMETHEUS_IMAGE_VAR = "WEARLAB_PROMETHEUS_IMAGE"
+OFFICIAL_PROMETHEUS = "prom/prometheus:v2.42.0"
+# Official names that an older `make images` gave its local stand-in: removed by `images` when the
+# image there is ours (labelled wearlab.image), so the official one is not shadowed.
+FORMER_STAND_INS = ("prom/prometheus:v2.42.0",)
 # Published ports (all on 127.0.0.1): the environment variable that moves each, and its default.
 PORTS = {"testbed": ("WEARLAB_EXPORTER_PORT", 9469), "prometheus": ("PROMETHEUS_PORT", 9090),
          "grafana": ("GRAFANA_PORT", 3000)}
@@ -74,7 +90,7 @@ def ensure_docker(start: bool = True) -> str:
     missing = [t for t in ("docker", "docker-compose") if shutil.which(t) is None]
     if missing:
         raise StackProblem(f"{' and '.join(missing)} not found: install Debian's packages "
-                           "(`apt-get install docker.io docker-compose`; `make test-compose` does it)")
+                           "(`apt-get install docker.io docker-compose`; `make images` and `make up` do it)")
     ok, info = _docker_ok()
     if ok:
         return info
@@ -107,10 +123,14 @@ def image_exists(name: str) -> bool:
                           stderr=subprocess.DEVNULL, check=False).returncode == 0
 
 
-def compose_env(grafana: bool = False) -> dict[str, str]:
+def compose_env(grafana: bool = False, pull: bool = False) -> dict[str, str]:
     env = {**os.environ, "PWD": str(ROOT)}   # the repository is mounted at ${PWD}
     # docker-compose's own (docker-py) builder: the same whichever docker CLI is on the PATH.
     env.setdefault("COMPOSE_DOCKER_CLI_BUILD", "0")
+    # wearlab/prometheus unless `up --pull` (a variable left in the environment is not obeyed).
+    env.pop(PROMETHEUS_IMAGE_VAR, None)
+    if pull:
+        env[PROMETHEUS_IMAGE_VAR] = OFFICIAL_PROMETHEUS
     if not env.get("GRAFANA_ADMIN_PASSWORD"):
         if grafana:
             raise StackProblem("Grafana's image is here, so it starts: set GRAFANA_ADMIN_PASSWORD "
@@ -120,10 +140,10 @@ def compose_env(grafana: bool = False) -> dict[str, str]:
     return env
 
 
-def compose(*args: str, grafana: bool = False, check: bool = True, capture: bool = False,
+def compose(*args: str, grafana: bool = False, pull: bool = False, check: bool = True, capture: bool = False,
             timeout: float | None = None) -> subprocess.CompletedProcess:
     cmd = ["docker-compose", "-p", PROJECT, "-f", str(COMPOSE_FILE), *args]
-    r = subprocess.run(cmd, cwd=ROOT, env=compose_env(grafana), text=True, check=False, timeout=timeout,
+    r = subprocess.run(cmd, cwd=ROOT, env=compose_env(grafana, pull), text=True, check=False, timeout=timeout,
                        capture_output=capture)
     if check and r.returncode != 0:
         detail = (r.stderr or "").strip()[-2000:] if capture else ""
@@ -131,9 +151,9 @@ def compose(*args: str, grafana: bool = False, check: bool = True, capture: bool
     return r
 
 
-def compose_images() -> dict[str, str]:
+def compose_images(pull: bool = False) -> dict[str, str]:
     """service -> image name, as docker-compose.yml says (so the names live in one place)."""
-    r = compose("config", capture=True)
+    r = compose("config", pull=pull, capture=True)
     images, service = {}, None
     for line in r.stdout.splitlines():
         m = re.match(r"^  ([a-z0-9-]+):$", line)
@@ -187,12 +207,49 @@ def check_ports(services: list[str]) -> None:
                                    f"{s} with {var}=PORT (e.g. `{var}={p + 1} make up`)") from None
 
 
-def check_images(images: dict[str, str], services=BUILT) -> None:
-    missing = [f"{images[s]} ({s})" for s in services if not image_exists(images[s])]
+def check_images(images: dict[str, str], services=(*BUILT, *RUNNING)) -> None:
+    missing = [f"{images[s]} ({s})" for s in dict.fromkeys(services) if not image_exists(images[s])]
     if not image_exists(BASE_IMAGE):
         missing.insert(0, BASE_IMAGE)
     if missing:
         raise StackProblem("image(s) missing: " + ", ".join(missing) + ": build them with `make images`")
+
+
+def grafana_skipped(image: str) -> str:
+    """What `up` says when Grafana's image is not on this machine: how to get it, registry or not."""
+    return (f"Grafana skipped: its image {image} is not on this machine (wearlab pulls nothing unless asked).\n"
+            f"  with registry access:  docker pull {image}\n"
+            "                         GRAFANA_ADMIN_PASSWORD=<password> make up\n"
+            "    or both at once:     GRAFANA_ADMIN_PASSWORD=<password> make up PULL=1\n"
+            f"                         (PULL=1 also runs the official {OFFICIAL_PROMETHEUS} in place of "
+            "wearlab/prometheus)\n"
+            f"  without:               docker save {image} -o grafana.tar  on a machine that has it,\n"
+            "                         docker load -i grafana.tar  here, then make up as above\n"
+            "  GRAFANA_ADMIN_PASSWORD is Grafana's admin password (no default; anonymous visitors may view).")
+
+
+def pull(images: list[str]) -> None:
+    """`docker pull` each image (only `up --pull` calls this: tests never pull)."""
+    for image in images:
+        t0 = time.monotonic()
+        log(f"pulling {image} ...")
+        r = subprocess.run(["docker", "pull", "-q", image], capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            detail = (r.stderr or r.stdout).strip().splitlines()
+            raise StackProblem(f"`docker pull {image}` failed ({detail[-1] if detail else f'exit {r.returncode}'}); "
+                               "without a registry, `make up` (no PULL=1) runs wearlab's own Prometheus and "
+                               "skips Grafana")
+        log(f"pulled {image} in {time.monotonic() - t0:.1f} s")
+
+
+def untag_former_stand_ins() -> None:
+    """Remove an official name an older `make images` gave one of our builds (its label says so)."""
+    for name in FORMER_STAND_INS:
+        r = subprocess.run(["docker", "image", "inspect", "-f", '{{index .Config.Labels "wearlab.image"}}', name],
+                           capture_output=True, text=True, check=False)
+        if r.returncode == 0 and r.stdout.strip() not in ("", "<no value>"):
+            log(f"{name} here is wearlab's former local build, not the official image: removing that name")
+            subprocess.run(["docker", "image", "rm", name], stdout=subprocess.DEVNULL, check=False)
 
 
 def check_venv() -> None:
@@ -212,6 +269,7 @@ def cmd_images() -> None:
         raise StackProblem("images/base/build.sh failed (see above; debootstrap needs the Debian mirror)")
     # docker's build cache makes this a few seconds when nothing changed.
     compose("--profile", "images", "build", "-q", *BUILT)
+    untag_former_stand_ins()
     # The images these replaced (untagged now), and only ours.
     for label in ("wearlab.image", "wearlab.base.hash"):
         subprocess.run(["docker", "image", "prune", "-f", "--filter", f"label={label}"], stdout=subprocess.DEVNULL,
@@ -245,11 +303,14 @@ def wait_first_scrape(timeout: float = 120, since: float | None = None) -> float
         time.sleep(0.25)
 
 
-def cmd_up() -> None:
+def cmd_up(pull_images: bool = False) -> None:
     t0 = time.monotonic()
     ensure_docker()
     check_venv()
-    images = compose_images()
+    images = compose_images(pull_images)
+    if pull_images:
+        compose_env(grafana=True)   # the password check, before anything is pulled
+        pull([images["prometheus"], images[GRAFANA]])
     check_images(images)
     grafana = image_exists(images[GRAFANA])
     services = [*RUNNING, *([GRAFANA] if grafana else [])]
@@ -258,13 +319,13 @@ def cmd_up() -> None:
     (Path("/run/wearlab")).mkdir(parents=True, exist_ok=True)
     (ROOT / "results").mkdir(exist_ok=True)
     started = time.time()
-    compose("up", "-d", "--no-build", "--remove-orphans", *services, grafana=grafana)
+    compose("up", "-d", "--no-build", "--remove-orphans", *services, grafana=grafana, pull=pull_images)
     waited = wait_first_scrape(since=started)
     total = time.monotonic() - t0
-    log(f"Prometheus scraped the testbed: {total:.1f} s after `up` began ({waited:.1f} s of waiting)")
+    log(f"Prometheus ({images['prometheus']}) scraped the testbed: {total:.1f} s after `up` began "
+        f"({waited:.1f} s of waiting)")
     if not grafana:
-        log(f"Grafana skipped: its image {images[GRAFANA]} is not on this machine and no registry is "
-            f"reachable; `docker pull {images[GRAFANA]}` (or `docker load`) and run `make up` again")
+        log(grafana_skipped(images[GRAFANA]))
     print(f"  exporter    http://127.0.0.1:{port('testbed')}/metrics")
     print(f"  Prometheus  http://127.0.0.1:{port('prometheus')}/")
     if grafana:
@@ -367,7 +428,8 @@ def cmd_check() -> None:
     grafana = image_exists(images[GRAFANA])
     check_ports([*RUNNING, *([GRAFANA] if grafana else [])])
     log("images present; ports free (or ours); " + ("Grafana's image is here" if grafana else
-                                                    f"Grafana would be skipped (no {images[GRAFANA]})"))
+                                                    f"Grafana would be skipped (no {images[GRAFANA]}): "
+                                                    f"`docker pull {images[GRAFANA]}` or `make up PULL=1`"))
 
 
 def cmd_status() -> None:
@@ -392,6 +454,12 @@ def main(argv: list[str] | None = None) -> int:
                    "ensure-docker": lambda: log(f"Docker {ensure_docker()} is running")}
         if cmd not in actions:
             print(f"unknown command {cmd!r}; one of: {', '.join(actions)}, exec", file=sys.stderr)
+            return 2
+        if cmd == "up" and rest in ([], ["--pull"]):
+            cmd_up(pull_images=bool(rest))
+            return 0
+        if rest:
+            print(f"{cmd}: unexpected arguments {rest} (only `up --pull` takes one)", file=sys.stderr)
             return 2
         actions[cmd]()
         return 0

@@ -1,9 +1,12 @@
 """The Compose stack (docker-compose.yml, images/, dashboards/provisioning, images/stack.py).
 
 Without Docker (part of `make test`): the compose file publishes only on 127.0.0.1, labels
-everything, asks for Grafana's password without a default; the testbed image holds the Makefile's
-packages; the Prometheus stand-in carries Debian's version; Prometheus scrapes the testbed every
-second; Grafana's provisioning points at dashboards/ and the data source uid the dashboards use.
+everything, asks for Grafana's password without a default; every image built here is named
+wearlab/* (never an official name) and nothing is pulled unless asked (`up --pull`, which pulls the
+official Prometheus of Debian's version and Grafana); `up` starts Grafana when its image is here and
+otherwise says how to get it; the testbed image holds the Makefile's packages; Prometheus scrapes
+the testbed every second; Grafana's provisioning points at dashboards/ and the data source uid the
+dashboards use. (tests/test_make_compose_deps.py: the Makefile's Compose targets install Docker.)
 
 Marked `compose` (`make test-compose`: needs Docker, builds the local images): the real stack comes
 up, Prometheus scrapes the testbed, live experiments run in the testbed (UML guest inside the
@@ -59,7 +62,7 @@ def test_compose_file_binds_loopback_and_labels_everything():
     assert doc["networks"]["default"]["labels"]["wearlab.stack"] == "1"
     for name, vol in doc["volumes"].items():
         assert vol["labels"]["wearlab.stack"] == "1", name
-    for name in ("server-nginx", "server-haproxy"):
+    for name in ("prometheus-local", "server-nginx", "server-haproxy"):
         assert doc["services"][name]["profiles"] == ["images"] and doc["services"][name]["build"]
     assert set(stack.BUILT) | {stack.GRAFANA} <= set(doc["services"])
 
@@ -93,13 +96,127 @@ def test_testbed_image_holds_what_the_host_installs():
     assert {"docker.io", "tini", "make", "git"} <= have
 
 
-def test_prometheus_stand_in_is_debians_version():
-    image = services()["prometheus"]["image"]
-    assert image.startswith("prom/prometheus:v")
+def test_local_builds_never_take_an_official_name():
+    """Every image built here is wearlab/*, written out (no variable can rename a build); the
+    services that run an image not built here (Prometheus under PULL=1, Grafana) say never pull
+    (Compose v2; docker-compose 1.29 ignores it: `up` checks the images, see the next tests)."""
+    svcs = services()
+    for name, svc in svcs.items():
+        if "build" in svc:
+            assert re.fullmatch(r"wearlab/[a-z0-9-]+:[a-z0-9.-]+", svc["image"]), (name, svc["image"])
+        else:
+            assert svc.get("pull_policy") == "never", f"{name}: `up` must not pull (pull_policy: never)"
+    built = {svc["image"] for svc in svcs.values() if "build" in svc}
+    assert set(BUILT_IMAGES) <= {stack.BASE_IMAGE, *built}
+    # Prometheus runs wearlab's build unless `up --pull` names the official image.
+    m = re.fullmatch(r"\$\{(\w+):-([^}]+)\}", svcs["prometheus"]["image"])
+    assert m and m.group(1) == stack.PROMETHEUS_IMAGE_VAR and m.group(2) == svcs["prometheus-local"]["image"]
+    assert stack.OFFICIAL_PROMETHEUS.startswith("prom/prometheus:") and stack.OFFICIAL_PROMETHEUS not in built
+    assert svcs["grafana"]["image"].split("/")[0] == "grafana" and "build" not in svcs["grafana"]
+    for dockerfile in (ROOT / "images").glob("*/Dockerfile"):
+        froms = re.findall(r"^FROM\s+(\S+)", dockerfile.read_text(), re.M)
+        assert froms == [stack.BASE_IMAGE], f"{dockerfile}: FROM {froms} (only wearlab's base: no registry)"
+
+
+# Every image `make images` leaves, as the code and docs name them.
+BUILT_IMAGES = ("wearlab/base:bookworm", "wearlab/testbed:bookworm", "wearlab/prometheus:bookworm",
+                "wearlab/server-nginx:bookworm", "wearlab/server-haproxy:bookworm")
+
+
+def test_pulled_prometheus_is_debians_version():
+    """`make up PULL=1` runs the official image of the version images/prometheus builds from Debian."""
     r = subprocess.run([need_tool("dpkg-query"), "-W", "-f=${Version}", "prometheus"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout, "Debian's prometheus is not installed: `make setup` installs it"
     upstream = r.stdout.split(":")[-1].split("+")[0].split("-")[0]
-    assert image == f"prom/prometheus:v{upstream}", "images/prometheus builds Debian's version: retag the compose file"
+    assert stack.OFFICIAL_PROMETHEUS == f"prom/prometheus:v{upstream}", \
+        "images/prometheus builds Debian's version: update OFFICIAL_PROMETHEUS in images/stack.py"
+    assert stack.FORMER_STAND_INS == (stack.OFFICIAL_PROMETHEUS,)
+
+
+def test_prometheus_image_variable_is_obeyed_only_under_pull(monkeypatch):
+    monkeypatch.setenv(stack.PROMETHEUS_IMAGE_VAR, "someone/else:1")
+    assert stack.PROMETHEUS_IMAGE_VAR not in stack.compose_env()
+    assert stack.compose_env(pull=True)[stack.PROMETHEUS_IMAGE_VAR] == stack.OFFICIAL_PROMETHEUS
+
+
+class FakeDocker:
+    """images/stack.py's `up` without Docker: which images are here, what was pulled and started."""
+
+    def __init__(self, monkeypatch, here: set[str]):
+        self.here, self.pulled, self.started = set(here), [], None
+        monkeypatch.setattr(stack, "ensure_docker", lambda start=True: "fake")
+        monkeypatch.setattr(stack, "check_venv", lambda: None)
+        monkeypatch.setattr(stack, "check_ports", lambda services: None)
+        monkeypatch.setattr(stack, "wait_first_scrape", lambda since=None: 0.0)
+        monkeypatch.setattr(stack, "image_exists", lambda name: name in self.here)
+        monkeypatch.setattr(stack, "compose_images", self.compose_images)
+        monkeypatch.setattr(stack, "compose", self.compose)
+        monkeypatch.setattr(stack.subprocess, "run", self.run)
+        monkeypatch.setattr(stack.Path, "mkdir", lambda *a, **k: None)
+
+    def compose_images(self, pull=False):
+        svcs = services()
+        out = {n: s["image"] for n, s in svcs.items() if "$" not in s["image"]}
+        out["prometheus"] = stack.OFFICIAL_PROMETHEUS if pull else svcs["prometheus-local"]["image"]
+        return out
+
+    def compose(self, *args, grafana=False, pull=False, **kw):
+        assert args[0] == "up", args
+        stack.compose_env(grafana, pull)
+        self.started = ([a for a in args if not a.startswith("-")][1:], pull)
+
+    def run(self, cmd, *a, **kw):
+        assert cmd[:2] == ["docker", "pull"], f"unexpected command {cmd}"
+        self.pulled.append(cmd[-1])
+        self.here.add(cmd[-1])
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+
+def test_up_without_grafana_says_how_to_get_it(monkeypatch, capsys):
+    fake = FakeDocker(monkeypatch, here=set(BUILT_IMAGES))
+    monkeypatch.delenv("GRAFANA_ADMIN_PASSWORD", raising=False)
+    assert stack.main(["up"]) == 0
+    assert fake.pulled == [] and fake.started == (["testbed", "prometheus"], False)
+    out = capsys.readouterr().out
+    grafana = services()["grafana"]["image"]
+    assert "Grafana skipped" in out        # bench/bench_compose.py reads this
+    assert "no registry is reachable" not in out
+    for what in (f"docker pull {grafana}", "make up PULL=1", "GRAFANA_ADMIN_PASSWORD=<password> make up",
+                 f"docker save {grafana}", "docker load"):
+        assert what in out, what
+
+
+def test_up_starts_grafana_when_its_image_is_here(monkeypatch, capsys):
+    grafana = services()["grafana"]["image"]
+    fake = FakeDocker(monkeypatch, here={*BUILT_IMAGES, grafana})
+    monkeypatch.delenv("GRAFANA_ADMIN_PASSWORD", raising=False)
+    assert stack.main(["up"]) == 2                                 # a password first, nothing started
+    assert "GRAFANA_ADMIN_PASSWORD" in capsys.readouterr().err and fake.started is None
+    monkeypatch.setenv("GRAFANA_ADMIN_PASSWORD", "test")
+    assert stack.main(["up"]) == 0
+    assert fake.pulled == [] and fake.started == (["testbed", "prometheus", "grafana"], False)
+    out = capsys.readouterr().out
+    assert "Grafana skipped" not in out and f"127.0.0.1:{stack.port('grafana')}" in out
+
+
+def test_up_with_an_image_missing_starts_and_pulls_nothing(monkeypatch, capsys):
+    """docker-compose 1.29 would pull a missing image at `up`: stack.py stops first, naming `make images`."""
+    fake = FakeDocker(monkeypatch, here=set(BUILT_IMAGES) - {"wearlab/prometheus:bookworm"})
+    assert stack.main(["up"]) == 2
+    assert fake.pulled == [] and fake.started is None
+    err = capsys.readouterr().err
+    assert "wearlab/prometheus:bookworm" in err and "make images" in err
+
+
+def test_up_pull_pulls_the_official_images_and_runs_them(monkeypatch, capsys):
+    fake = FakeDocker(monkeypatch, here=set(BUILT_IMAGES))
+    monkeypatch.delenv("GRAFANA_ADMIN_PASSWORD", raising=False)
+    assert stack.main(["up", "--pull"]) == 2 and fake.pulled == []  # the password before any pull
+    monkeypatch.setenv("GRAFANA_ADMIN_PASSWORD", "test")
+    assert stack.main(["up", "--pull"]) == 0
+    assert fake.pulled == [stack.OFFICIAL_PROMETHEUS, services()["grafana"]["image"]]
+    assert fake.started == (["testbed", "prometheus", "grafana"], True)
+    assert f"Prometheus ({stack.OFFICIAL_PROMETHEUS})" in capsys.readouterr().out
 
 
 def test_prometheus_scrapes_the_testbed_every_second():
@@ -282,8 +399,9 @@ def grafana(path: str, auth: bool = False, data: dict | None = None) -> tuple[in
 def test_grafana_serves_the_provisioned_dashboards(live_stack):
     image = stack.compose_images()[stack.GRAFANA]
     if not stack.image_exists(image):
-        pytest.skip(f"Grafana container skipped: no {image} image can be pulled here (no registry); its "
-                    "provisioning files and every dashboard query were checked without it")
+        pytest.skip(f"Grafana container skipped: its image {image} is not on this machine and tests never pull "
+                    f"(`docker pull {image}` or `make up PULL=1` gets it); its provisioning files and every "
+                    "dashboard query were checked without it")
     deadline = time.monotonic() + 90
     while True:
         try:
