@@ -9,7 +9,7 @@ Topology (written to a temporary YAML file): every wearable wN has a bt-classic 
 every phone has a wifi-5g-good link to the AP; the AP has a 1 Gbit/s, 1 ms backbone link to the
 router; the router has a `wan` link to every server. netns.build(...) brings it up,
 net.teardown() takes it down, both timed. The build is instrumented without changing it: Mininet's
-Host (and Link, if still used) constructors, Node.cmd, and network's plan / _create_links /
+Host (and Link, if still used) constructors, Node.cmd, and netns's plan / _create_links /
 shape_commands / _configure_node are wrapped with timers, so the report says where the time goes.
 
 Checks: pings from a few wearables to every server (RTT ~ 2 x (5 + 1 + 10) ms through the AP);
@@ -117,14 +117,14 @@ def instrument(t: Timers) -> None:
     t.wrap(mininet.link.Intf, "setMAC", "  of which Intf.setMAC (3 x ifconfig: down, hw ether, up)")
     t.wrap(mininet.link.Intf, "isUp", "  of which Intf.isUp (ifconfig up)")
     t.wrap(mininet.node.Node, "cmd", "Node.cmd (one bash round trip each)")
-    if hasattr(network, "_create_links"):
-        t.wrap(network, "_create_links", "_create_links (one ip -batch of all veths)")
-    t.wrap(network, "plan", "addressing plan")
-    t.wrap(netns.Network, "shape_commands", "tc plan (shape_commands)")
-    t.wrap(network, "_configure_node", "_configure_node (per-node setup script)")
+    if hasattr(netns, "_create_links"):
+        t.wrap(netns, "_create_links", "_create_links (one ip -batch of all veths)")
+    t.wrap(netns, "plan", "addressing plan")
+    t.wrap(netns, "node_setups", "set-up plan (plan.commands.node_setups: sysctls, ip, tc lines)")
+    t.wrap(netns, "_configure_node", "_configure_node (per-node setup script)")
     # teardown
-    t.wrap(network, "kill_marked", "teardown: kill_marked (scan /proc, SIGKILL, wait)")
-    t.wrap(network, "_wait_gone", "teardown: _wait_gone (all calls)")
+    t.wrap(netns, "kill_marked", "teardown: kill_marked (scan /proc, SIGKILL, wait)")
+    t.wrap(netns, "_wait_gone", "teardown: _wait_gone (all calls)")
     t.wrap(netns.shutil, "rmtree", "teardown: rmtree workdir")
 
 
@@ -183,12 +183,12 @@ def one_round(topo, timers: Timers, check_wearables: list[str], servers: list[st
             net.teardown()
         down_profile = timers.snapshot()
     time.sleep(0.2)
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.strip()
+    named_netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.strip()
     leaks = {
         "marked_pids": netns.marked_pids(run_id),
         "marked_pids_any_run": netns.marked_pids(None),
         "root_veths": root_veths(),
-        "ip_netns_list": netns.splitlines() if netns else [],
+        "ip_netns_list": named_netns.splitlines() if named_netns else [],
         "pids_in_other_netns": foreign_netns_pids(),
         "workdir_exists": workdir.exists(),
         "ledger_entry_exists": (ledger.LEDGER / f"net-{run_id}.json").exists(),

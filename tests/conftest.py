@@ -1,5 +1,6 @@
 """Shared fixtures. Tests marked `netem` need a kernel with sch_netem: `make test` runs them
-inside the runtime that has it (`wearlab runtime-exec`, a UML guest on kernels without netem)."""
+inside the runtime that has it (`wearlab runtime-exec`, a UML guest on kernels without netem).
+Which tests skip where, and the skips CI refuses (CI=true), are tests/skip_policy.py's."""
 
 from __future__ import annotations
 
@@ -11,24 +12,18 @@ from pathlib import Path
 
 import pytest
 
+# The skip policy's hooks (a plugin module, so tests/test_skip_policy.py can load it on its own).
+from skip_policy import (  # noqa: F401
+    pytest_collection_modifyitems,
+    pytest_deselected,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_sessionstart,
+    pytest_terminal_summary,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 WEARLAB = [sys.executable, "-m", "wearlab"]
-
-
-def pytest_collection_modifyitems(config, items):
-    from wearlab.runtime import probe
-
-    if os.geteuid() != 0:
-        skip = pytest.mark.skip(reason="needs root")
-        for item in items:
-            if "netem" in item.keywords or "root" in item.keywords:
-                item.add_marker(skip)
-        return
-    if any("netem" in i.keywords for i in items) and not probe.netem_works():
-        skip = pytest.mark.skip(reason="this kernel lacks sch_netem: run via `wearlab runtime-exec -- pytest -m netem`")
-        for item in items:
-            if "netem" in item.keywords:
-                item.add_marker(skip)
 
 
 def wearlab(*args: str, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
@@ -59,15 +54,31 @@ def need_tool(name: str) -> str:
     return path
 
 
-def packages(where: str) -> set[str]:
-    """The Debian packages images/packages.txt (the one list) installs in `where`: host, guest,
-    testbed, kernel, rust or docker."""
-    out = set()
+def package_list() -> list[tuple[str, set[str], list[str]]]:
+    """images/packages.txt, the one list: (package, where it goes, the programs it provides) per
+    line. A line is `package place... [programs=a,b]`; the installers (the Makefile, build-rootfs.sh,
+    the testbed's Dockerfile) read only the places."""
+    out = []
     for line in (ROOT / "images" / "packages.txt").read_text().splitlines():
         fields = line.split()
-        if fields and not fields[0].startswith("#") and where in fields[1:]:
-            out.add(fields[0])
+        if not fields or fields[0].startswith("#"):
+            continue
+        places = {f for f in fields[1:] if "=" not in f}
+        programs = [p for f in fields[1:] if f.startswith("programs=") for p in f.split("=", 1)[1].split(",") if p]
+        out.append((fields[0], places, programs))
     return out
+
+
+def packages(where: str) -> set[str]:
+    """The Debian packages images/packages.txt (the one list) installs in `where`: host, guest,
+    testbed, kernel, rust or docker (or `required`: Debian's required set, installed by nobody)."""
+    return {name for name, places, _ in package_list() if where in places}
+
+
+def programs() -> dict[str, tuple[str, set[str]]]:
+    """program -> (its Debian package, where that package goes), from images/packages.txt's
+    `programs=` fields."""
+    return {prog: (name, places) for name, places, progs in package_list() for prog in progs}
 
 
 # wearlab's accuracy goal for every timing it reports, max(0.3 ms, 2 %), is a quiet machine's:

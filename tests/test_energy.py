@@ -1,4 +1,4 @@
-"""The energy model (measure.energy, README: Energy): power per state from the device's levels
+"""The energy model (measure.energy_model, docs/devices.md): power per state from the device's levels
 and radios by the link's medium, energy = the model applied to a run's phase times exactly, and a
 real run's columns and series are that model on its own measured phases."""
 

@@ -80,9 +80,9 @@ def test_the_run_in_progress_is_an_info_gauge_of_one_beside_its_number(tmp_path)
 
 
 # One metric of each unit, as a workload declares them (names as in http-get and stream).
-PER_RUN = (Metric("wire_connect_s", "s"), Metric("bytes_up_total", "B"), Metric("down_goodput_bps", "bit/s", better="higher"),
-           Metric("down_stall_share", "ratio"), Metric("http_code", "count", better="none"),
-           Metric("packets_up_total", "packets"))
+PER_RUN = (Metric("wire_connect_s", "s", doc="d"), Metric("bytes_up_total", "B", doc="d"),
+           Metric("down_goodput_bps", "bit/s", better="higher", doc="d"), Metric("down_stall_share", "ratio", doc="d"),
+           Metric("http_code", "count", better="none", doc="d"), Metric("packets_up_total", "packets", doc="d"))
 
 
 def with_runs(results, metrics, rows: list[dict]):

@@ -21,7 +21,7 @@ BUSY = 0.3                     # s: a busy machine's lateness of the policy thre
 
 
 def within(measured: float, timer: float) -> bool:
-    """A phase is its timer, give or take 10 % and two monitor polls (quiet: README's +-40 ms),
+    """A phase is its timer, give or take 10 % and two monitor polls (quiet: docs/fidelity.md's +-40 ms),
     and what a busy machine (make test beside a CPU-bound process) adds."""
     return 0.9 * timer - 2 * POLL - BUSY <= measured <= 1.1 * timer + 2 * POLL + BUSY
 

@@ -62,7 +62,7 @@ def context(tmp_path, workload) -> RunState:
     changes.counts[("watch-phone", "timeline")] = 3
     changes.last_ns["watch-phone"] = 1_700_000_000_000_000_000
     wctx = SimpleNamespace(nodes={"watch": wearable(RadioState.SNIFF)}, run_start_ns=time.time_ns() - 4_000_000_000)
-    return RunState(plan=SimpleNamespace(experiment=SimpleNamespace(name="demo")), wctx=wctx, links=links,
+    return RunState(plan=SimpleNamespace(name="demo"), wctx=wctx, links=links,
                     changes=changes, workload=workload,
                     progress={"total": 6, "done": 2, "failed": 1, "run": 3, "cell": "cbr", "repetition": 1})
 

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import wearlab
 from wearlab.errors import InputError
+from wearlab.model.columns import columns_of
 from wearlab.model.experiment_file import load_experiment
 from wearlab.model.topology import load_topology
 from wearlab.catalog import CATALOG
@@ -83,7 +84,7 @@ def test_node_settings_layer_topology_experiment_and_cell(tmp_path):
     assert kind == "haproxy" and opts["rmem_max"] == 8291456 and "mitigation" not in opts
     kind, opts = e.node_settings("phone", cells[2])
     assert kind == "command" and opts["command"] == "./p {listen} {upstream}"
-    assert "phone.kind" in e.param_columns()
+    assert "phone.kind" in columns_of(e.workload_class, (), e.matrix).params
 
 
 def test_matrix_of_node_options_is_normalised(tmp_path):
@@ -107,7 +108,7 @@ def test_set_overrides_replace_what_the_file_fixes_or_varies(tmp_path):
     assert "duration" not in e.matrix and e.fixed["duration"] == 2.0 and e.fixed["rate"] == 3_000_000
     assert e.node_settings("phone")[0] == "haproxy"
     # A node setting fixed for the whole experiment is not a cell column (compare matches cells).
-    assert "phone.kind" not in e.param_columns()
+    assert "phone.kind" not in columns_of(e.workload_class, (), e.matrix).params
 
 
 @pytest.mark.parametrize("text, field, fragment", [

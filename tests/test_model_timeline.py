@@ -8,6 +8,7 @@ from textwrap import dedent
 import pytest
 
 from wearlab.errors import InputError
+from wearlab.model.columns import columns_of
 from wearlab.model.experiment_file import load_experiment
 from wearlab.model.timeline import MTU_BITS
 from wearlab.catalog import CATALOG
@@ -49,7 +50,7 @@ def test_events_resolve_to_directions_and_keep_their_order(tmp_path):
     assert set(sched[0].directions) == {("watch", "phone"), ("phone", "watch")}
     assert sched[1].directions == (("phone", "watch"),)
     assert sched[0].spec.delay == pytest.approx(0.060) and sched[0].spec.loss.p == pytest.approx(1.0)
-    assert exp.param_columns() == exp.workload_class.params.names()  # one fixed timeline: no column
+    assert list(columns_of(exp.workload_class, (), exp.matrix).params) == exp.workload_class.params.names()  # one fixed timeline: no column
 
 
 def test_named_timelines_are_a_matrix_key(tmp_path):
@@ -59,7 +60,7 @@ def test_named_timelines_are_a_matrix_key(tmp_path):
         matrix: {timeline: [static, walk-away]}
         """)
     assert [c["timeline"] for c in exp.cells()] == ["static", "walk-away"]
-    assert "timeline" in exp.param_columns()
+    assert "timeline" in list(columns_of(exp.workload_class, (), exp.matrix).params)
     assert len(exp.timeline_of(exp.cells()[0])) == 0 and len(exp.timeline_of(exp.cells()[1])) == 1
     narrowed = load(tmp_path, """\
         timelines:

@@ -1,12 +1,9 @@
-"""Unit strings: accepted forms, refused forms with the suggestion the user needs, round trips."""
+"""Unit strings: accepted forms, refused forms with the suggestion the user needs (printing them
+back, and the round trips, are wearlab.model.quantities': tests/test_quantities.py)."""
 
 import pytest
 
 from wearlab.model.unit_input import (
-    format_duration,
-    format_percent,
-    format_rate,
-    format_size,
     parse_duration,
     parse_percent,
     parse_rate,
@@ -129,23 +126,3 @@ def test_percent_fraction_hint():
 def test_percent_impossible(text):
     with pytest.raises(ValueError, match="impossible"):
         parse_percent(text)
-
-
-@pytest.mark.parametrize("bps", [800, 236_700, 1_100_000, 10_000_000, 50_000_000, 1_500_000_000])
-def test_rate_round_trip(bps):
-    assert parse_rate(format_rate(bps)) == bps
-
-
-@pytest.mark.parametrize("seconds", [0.0, 0.00025, 0.002, 0.005, 0.0015, 0.015, 1.0, 120.0])
-def test_duration_round_trip(seconds):
-    assert parse_duration(format_duration(seconds)) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("nbytes", [7, 1000, 1024, 1500, 1_000_000, 1_048_576, 123_456_789])
-def test_size_round_trip(nbytes):
-    assert parse_size(format_size(nbytes)) == nbytes
-
-
-@pytest.mark.parametrize("pct", [0.0, 0.5, 1.0, 25.0, 100.0])
-def test_percent_round_trip(pct):
-    assert parse_percent(format_percent(pct)) == pct

@@ -7,7 +7,7 @@ import ipaddress
 from wearlab.model.shape import Loss, Shape
 from wearlab.model.topology import load_topology
 from wearlab.plan.addressing import plan_addresses
-from wearlab.realize.shaping import MTU_FRAME, qdisc_plan
+from wearlab.plan.shaping import MTU_FRAME, qdisc_plan
 
 from conftest import ROOT
 from wearlab.catalog import CATALOG

@@ -2,7 +2,8 @@
 least three significant digits, never a non-zero value shown as 0), how runs.csv writes it, and
 how Prometheus names it (base units); a metric's unit is checked where it is declared; and a new
 metric with a new unit (energy in J) reaches runs.csv, the summary, `compare` and the exporter by
-being declared once."""
+being declared once; and a value written back as YAML input (the one formatting module's other
+form) parses to the same number."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from rich.console import Console
 
 from wearlab.model import quantities
 from wearlab.model.quantities import UNITS
+from wearlab.model.unit_input import parse_duration, parse_percent, parse_rate, parse_size
 from wearlab.report.exporter import registry
 from wearlab.report.live_record import LiveDoc
 from wearlab.report.results import RunsCsv
@@ -93,6 +95,44 @@ def test_csv_keeps_microseconds_and_never_flattens_a_small_value():
     assert UNITS["count"].csv(7) == "7"
 
 
+# Written back as YAML input (a plan's link shape, a parameter's default): tc's and netem's
+# spelling, exact, and wearlab.model.unit_input reads the same number back. Hand-written pairs.
+@pytest.mark.parametrize("fmt, parse, value, text", [
+    (quantities.format_rate, parse_rate, 800, "800bit"),
+    (quantities.format_rate, parse_rate, 236_700, "236.7kbit"),
+    (quantities.format_rate, parse_rate, 1_100_000, "1.1Mbit"),
+    (quantities.format_rate, parse_rate, 10_000_000, "10Mbit"),
+    (quantities.format_rate, parse_rate, 50_000_000, "50Mbit"),
+    (quantities.format_rate, parse_rate, 1_500_000_000, "1.5Gbit"),
+    (quantities.format_rate, parse_rate, 1_234_567, "1234567bit"),
+    (quantities.format_duration, parse_duration, 0.0, "0ms"),
+    (quantities.format_duration, parse_duration, 0.00025, "250us"),
+    (quantities.format_duration, parse_duration, 0.002, "2ms"),
+    (quantities.format_duration, parse_duration, 0.0015, "1.5ms"),
+    (quantities.format_duration, parse_duration, 0.015, "15ms"),
+    (quantities.format_duration, parse_duration, 0.1 + 0.2, "300ms"),     # float noise dropped
+    (quantities.format_duration, parse_duration, 1.0, "1s"),
+    (quantities.format_duration, parse_duration, 120.0, "120s"),
+    (quantities.format_duration, parse_duration, 5e-7, "0.5us"),
+    (quantities.format_size, parse_size, 7, "7B"),
+    (quantities.format_size, parse_size, 1000, "1KB"),
+    (quantities.format_size, parse_size, 1024, "1KiB"),
+    (quantities.format_size, parse_size, 1500, "1.5KB"),
+    (quantities.format_size, parse_size, 1_000_000, "1MB"),
+    (quantities.format_size, parse_size, 1_048_576, "1MiB"),
+    (quantities.format_size, parse_size, 8_291_456, "8291456B"),
+    (quantities.format_size, parse_size, 123_456_789, "123456789B"),
+    (quantities.format_percent, parse_percent, 0.0, "0%"),
+    (quantities.format_percent, parse_percent, 0.5, "0.5%"),
+    (quantities.format_percent, parse_percent, 1.0, "1%"),
+    (quantities.format_percent, parse_percent, 25.0, "25%"),
+    (quantities.format_percent, parse_percent, 100.0, "100%"),
+])
+def test_yaml_forms_print_exactly_and_parse_back_to_the_same_number(fmt, parse, value, text):
+    assert fmt(value) == text
+    assert parse(text) == pytest.approx(value, rel=1e-12, abs=0)
+
+
 @pytest.mark.parametrize("symbol, base, factor", [
     ("s", "seconds", 1), ("B", "bytes", 1), ("bit/s", "bytes_per_second", 1 / 8), ("J", "joules", 1),
     ("W", "watts", 1), ("ratio", "ratio", 1), ("count", "", 1), ("packets", "packets", 1)])
@@ -126,12 +166,14 @@ def test_names_in_base_units(name, symbol, exported):
 
 def test_a_metric_is_declared_with_a_known_unit_and_an_exportable_name():
     with pytest.raises(ValueError, match="unknown unit 'furlong'"):
-        Metric("distance_walked", "furlong")
+        Metric("distance_walked", "furlong", doc="d")
     with pytest.raises(ValueError, match="_total"):
-        Metric("retries_total", "count")
+        Metric("retries_total", "count", doc="d")
     with pytest.raises(ValueError, match="spell its unit out"):
-        Metric("delay_ms", "count")
-    assert Metric("radio_energy_j", "J").quantity.base == "joules"
+        Metric("delay_ms", "count", doc="d")
+    with pytest.raises(ValueError, match="no doc"):
+        Metric("radio_energy_j", "J")
+    assert Metric("radio_energy_j", "J", doc="d").quantity.base == "joules"
 
 
 def test_every_declared_metric_has_its_own_exported_name():
@@ -147,7 +189,7 @@ def test_every_declared_metric_has_its_own_exported_name():
 
 ENERGY = Metric("radio_energy_j", "J", better="lower", label="radio energy", summarised=True,
                 doc="energy the watch's radio spent in the run")
-DECLARED = (Metric("wire_connect_s", "s", label="connect", summarised=True), ENERGY)
+DECLARED = (Metric("wire_connect_s", "s", label="connect", summarised=True, doc="SYN -> SYN-ACK"), ENERGY)
 
 
 def energy_results(tmp_path, name: str, joules: list[float], experiment: str = "energy"):

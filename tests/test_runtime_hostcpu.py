@@ -16,7 +16,7 @@ def fake_cpu(tmp_path, monkeypatch):
     qos = tmp_path / "pm_qos_resume_latency_us"
     qos.write_text("0")
     monkeypatch.setattr(hostcpu, "_qos_file", lambda cpu: qos)
-    monkeypatch.setattr(registry, "LEDGER", tmp_path / "ledger")
+    monkeypatch.setattr(ledger, "LEDGER", tmp_path / "ledger")
     monkeypatch.setenv("WEARLAB_HOST_IDLE", "poll")
     if os.geteuid() != 0:
         pytest.skip("needs root")

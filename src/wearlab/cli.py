@@ -38,7 +38,6 @@ def _parser() -> argparse.ArgumentParser:
     _experiment_options(r)
     r.add_argument("--runtime", choices=values(Runtime), help="where the network lives (default: the experiment's)")
     r.add_argument("--out", type=Path, default=Path("results"), help="results base directory (default: results)")
-    r.add_argument("--into", type=Path, help=argparse.SUPPRESS)  # exact results dir (host -> guest)
 
     pl = sub.add_parser("plan", help="what a run of an experiment would be: cells, node settings, links, needs, "
                                      "kernel features, columns (checks it whole, like validate)")
@@ -47,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true", help="the plan as JSON (what results/.../plan.json holds)")
     pl.add_argument("--builds", action="store_true", help="only what `make` must build for it, one per line "
                                                           "(make experiment asks: tcpcrypt)")
-    pl.add_argument("--runtime", choices=values(Runtime), help="as `run` takes it")
+    pl.add_argument("--commands", action="store_true", help="per node, the sysctl, ip, ethtool, tc and iptables "
+                                                            "lines a run issues (where a link's delay goes)")
+    pl.add_argument("--runtime", choices=values(Runtime), help="as `run` takes it; the plan says the runtime chosen")
     pl.add_argument("--out", type=Path, help="as `run` takes it (ignored)")
 
     v = sub.add_parser("validate", help="check topology and experiment files: everything a run would check "
@@ -121,6 +122,12 @@ def _parser() -> argparse.ArgumentParser:
                                             "(a fresh UML guest where the host lacks netem), outside every node")
     e.add_argument("--runtime", choices=values(Runtime), default=Runtime.AUTO.value)
     e.add_argument("argv", nargs=argparse.REMAINDER)
+
+    # Internal: a `wearlab run`'s job inside the UML guest its host booted (run.start). Left out
+    # of the help: nobody types it.
+    g = sub.add_parser("guest-run")
+    g.add_argument("job", type=Path)
+    sub.metavar = "{" + ",".join(c for c in sub.choices if c != "guest-run") + "}"
     return p
 
 
@@ -182,14 +189,20 @@ def dispatch(args: argparse.Namespace) -> int:
     if cmd == "run":
         from wearlab.run.start import RunOptions, run_command
 
-        opts = RunOptions(experiment=args.experiment, runtime=args.runtime, repetitions=args.repetitions,
-                          out=args.out, shaper=args.shaper, overrides=args.overrides, into=args.into)
+        # Every flag of `run` is a field of RunOptions (it refuses any other): what reaches the UML
+        # guest is that object whole, so a flag added here and there reaches it too.
+        opts = RunOptions(**{k: v for k, v in vars(args).items() if k != "command"})
         return run_command(opts, CATALOG, console, err_console)
+    if cmd == "guest-run":
+        from wearlab.run.start import run_guest_job
+
+        return run_guest_job(args.job, CATALOG, console, err_console)
     if cmd == "plan":
         from wearlab.run.validate import show_plan
 
         return show_plan(args.experiment, CATALOG, console, as_json=args.json, builds=args.builds,
-                         overrides=args.overrides, repetitions=args.repetitions, shaper=args.shaper)
+                         commands=args.commands, overrides=args.overrides, repetitions=args.repetitions,
+                         runtime=args.runtime, shaper=args.shaper)
     if cmd == "validate":
         from wearlab.run.validate import validate
 

@@ -114,6 +114,12 @@ class NodeKindDecl:
         """TCP ports it listens on in its node, and what for."""
         return {s.port: f"{cls.name} {s.protocol}" for s in cls.SERVICES}
 
+    @classmethod
+    def commands(cls, settings: Mapping[str, Any], needs: list[Need]) -> list[str]:
+        """Shell lines it runs in its node before any traffic (sysctls, iptables), planned from its
+        settings and needs: what it runs and what `wearlab plan --commands` shows."""
+        return []
+
 
 class WorkloadFields(BaseModel):
     """Base for a workload's fixed fields: unknown keys are errors. `kind` is the YAML key that
@@ -208,3 +214,12 @@ class Catalog:
         if missing or not set(default_kinds.values()) <= set(kinds):
             raise ValueError(f"every role needs a default kind from the catalog (missing: {missing})")
         return cls(kinds, loads, dict(default_kinds))
+
+    def extended(self, node_kinds: list[type[NodeKindDecl]] = (), workloads: list[type[WorkloadDecl]] = (),
+                 default_kinds: Mapping[Role, str] | None = None) -> Catalog:
+        """This catalog plus more kinds: how kinds written outside `wearlab.catalog` (a test's
+        toy kinds, an extension of one's own) are registered. Hand the result to
+        `load_experiment(path, catalog)` as the CLI hands `CATALOG`. A name already in the catalog
+        is an error (ValueError), as in `Catalog.of`; `default_kinds` replaces roles' defaults."""
+        return Catalog.of([*self.node_kinds.values(), *node_kinds], [*self.workloads.values(), *workloads],
+                          {**self.default_kinds, **(default_kinds or {})})

@@ -32,7 +32,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from wearlab.errors import InputError, Problem
 from wearlab.model.choices import PowerState, values
 from wearlab.model.media import MEDIA, Medium
-from wearlab.model.unit_input import format_duration, parse_duration
+from wearlab.model.quantities import format_duration
+from wearlab.model.unit_input import parse_duration
 from wearlab.model.yamlsrc import (
     LineMap,
     YamlPath,

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from wearlab.model import unit_input
+from wearlab.model import quantities, unit_input
 from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime, values
 from wearlab.model.timeline import STATIC
@@ -126,12 +126,6 @@ class Experiment(BaseModel):
     def workload_class(self):
         return self.catalog.workloads[self.workload.kind]
 
-    def metrics(self) -> tuple:
-        """What a run's row reports: the workload's metrics, then those of the node kinds the
-        cells run (e.g. the wearable kind's handover phases)."""
-        used = {self.node_settings(n, c)[0] for n in self.topology.nodes for c in self.cells()}
-        return (*self.workload_class.metrics, *[m for k in sorted(used) for m in self.catalog.node_kinds[k].metrics])
-
     def cells(self) -> list[dict[str, Any]]:
         """Every combination to run: matrix keys first (first key varies slowest), then the fixed
         workload parameters. A parameter that does not apply in a cell (TLS settings of plain
@@ -151,14 +145,6 @@ class Experiment(BaseModel):
                 seen.add(key)
                 out.append(cell)
         return out
-
-    def param_columns(self) -> list[str]:
-        """Columns of runs.csv that identify a cell: the workload's parameters, then the node
-        settings the matrix varies. Node settings fixed for the whole experiment are in
-        experiment.yaml, not in every row (so two experiments that differ only in the proxy under
-        test have the same cells: `wearlab compare`)."""
-        return [*self.workload_class.params.names(), *([TIMELINE_KEY] if TIMELINE_KEY in self.matrix else []),
-                *[k for k in self.matrix if "." in k]]
 
     def node_settings(self, node: str, cell: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """(kind, options) of `node` in `cell`: the topology's, overridden by the experiment's
@@ -201,7 +187,7 @@ class Experiment(BaseModel):
             "runtime": self.runtime.value,
             "repetitions": self.repetitions,
             "seed": self.seed,
-            "timeout": unit_input.format_duration(self.timeout_s),
+            "timeout": quantities.format_duration(self.timeout_s),
             "workload": {**self.workload.model_dump(), **{k: doc(k, v) for k, v in self.fixed.items()}},
             "nodes": {n: {k: v if k == "kind" else doc(f"{n}.{k}", v) for k, v in s.items()}
                       for n, s in self.nodes.items()},

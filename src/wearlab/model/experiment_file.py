@@ -21,7 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ValidationError, create_model
 from wearlab.errors import InputError, Problem
 from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime
-from wearlab.model.columns import Ratio
+from wearlab.model.columns import Ratio, columns_of
 from wearlab.model.experiment import (
     COMMAND_LINE,
     RUNTIMES,
@@ -177,7 +177,8 @@ def _resolve_ratios(src: YamlSource, spec: ExperimentSpec, wclass, matrix: dict[
     key a `--set` fixed no longer varies: its ratio is left out, not an error (the user narrowed
     the experiment on purpose)."""
     problems: list[Problem] = []
-    metrics = [m.name for m in wclass.metrics] + [m.name for k in catalog.node_kinds.values() for m in k.metrics]
+    # Any kind's metric may be named: which kinds the cells run is the plan's to resolve.
+    metrics = [m.name for m in columns_of(wclass, catalog.node_kinds.values(), matrix).metrics]
     out = []
 
     def problem(path: YamlPath, message: str) -> None:

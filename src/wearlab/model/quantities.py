@@ -1,7 +1,7 @@
 """The units of measured values: one table that runs.csv, the end-of-run summary table,
 `wearlab compare` and the Prometheus exporter all read.
 
-A metric declares its unit by symbol (`Metric("wire_connect_s", "s")`, workloads.base); the
+A metric declares its unit by symbol (`Metric("wire_connect_s", "s", doc=...)`, workloads.workload); the
 symbol must be one of UNITS. Each unit says, once:
 - how a value prints for a person (`format`): scaled to a readable prefix (µs/ms below 1 s,
   kB/MB, kbit/s/Mbit/s, mJ/J, % for a ratio) with significant digits, so a small value is never
@@ -15,6 +15,12 @@ symbol must be one of UNITS. Each unit says, once:
 
 Adding a unit here is what makes a new kind of metric (energy in J, power in W) appear in the
 CSV, the summary, `compare` and the exporter.
+
+This is also the one module that formats values: besides the table's forms above, a value
+written back as wearlab YAML input (`format_rate`, `format_duration`, `format_size`,
+`format_percent`: tc's and netem's spelling, exact, so wearlab.model.unit_input - which only
+parses - reads the same number back; e.g. a resolved plan's link shape, or a parameter's default
+in `wearlab kinds`).
 """
 
 from __future__ import annotations
@@ -170,3 +176,59 @@ def unit(symbol: str) -> Unit:
         return UNITS[symbol]
     except KeyError:
         raise ValueError(f"unknown unit {symbol!r}; units: {', '.join(UNITS)} (wearlab.model.quantities)") from None
+
+
+# -- as YAML input: the syntax wearlab.model.unit_input parses ---------------------------------
+# Exact (not three digits, as for people): a formatted value parses back to the same number.
+
+def plain_number(value: float | str) -> str:
+    """A number without a pointless '.0' or float noise: 10.0 -> '10', 0.1 + 0.2 -> '0.3'."""
+    value = float(value) if isinstance(value, str) else value
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.12g}"
+
+
+def _exact(x: float) -> bool:
+    """True when x prints in at most 6 significant digits, so the unit choice stays readable."""
+    return float(f"{x:.6g}") == x
+
+
+def _round(x: float) -> float:
+    """Drop float noise (0.1+0.2 style) so formatted values stay short and parse back equal."""
+    return float(f"{x:.12g}")
+
+
+def format_rate(bps: int | float) -> str:
+    """10_000_000 -> '10Mbit'; 1_100_000 -> '1.1Mbit'; 236_700 -> '236.7kbit' (tc's spelling)."""
+    for factor, shown in ((10**9, "Gbit"), (10**6, "Mbit"), (10**3, "kbit")):
+        if bps >= factor and _exact(bps / factor):
+            return f"{plain_number(bps / factor)}{shown}"
+    return f"{plain_number(bps)}bit"
+
+
+def format_duration(seconds: float) -> str:
+    """0.005 -> '5ms'; 0.00025 -> '250us'; 120 -> '120s'; 0 -> '0ms' (netem's spelling)."""
+    if seconds == 0:
+        return "0ms"
+    for factor, shown in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if seconds >= factor:
+            return f"{plain_number(_round(seconds / factor))}{shown}"
+    return f"{plain_number(_round(seconds / 1e-6))}us"
+
+
+def format_size(nbytes: int) -> str:
+    """1000 -> '1KB'; 1024 -> '1KiB'; 1500 -> '1.5KB'; 7 -> '7B'."""
+    for factor, shown in ((10**9, "GB"), (2**30, "GiB"), (10**6, "MB"), (2**20, "MiB"),
+                          (10**3, "KB"), (2**10, "KiB")):
+        if nbytes >= factor and _exact(nbytes / factor) and nbytes % factor == 0:
+            return f"{plain_number(nbytes / factor)}{shown}"
+    for factor, shown in ((10**6, "MB"), (10**3, "KB")):
+        if nbytes >= factor and _exact(nbytes / factor):
+            return f"{plain_number(nbytes / factor)}{shown}"
+    return f"{nbytes}B"
+
+
+def format_percent(pct: float) -> str:
+    """1.0 -> '1%'; 0.5 -> '0.5%' (a percent, 0..100)."""
+    return f"{plain_number(_round(pct))}%"

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from wearlab.model import unit_input
+from wearlab.model import quantities, unit_input
 
 
 def _unit(parser):
@@ -61,21 +61,21 @@ class Shape(BaseModel):
         """Human-readable form, using the YAML keys so it can be fed back in as `forward:`."""
         doc: dict[str, Any] = {}
         if self.rate_bps is not None:
-            doc["rate"] = unit_input.format_rate(self.rate_bps)
-        doc["delay"] = unit_input.format_duration(self.delay_s)
-        doc["jitter"] = unit_input.format_duration(self.jitter_s)
+            doc["rate"] = quantities.format_rate(self.rate_bps)
+        doc["delay"] = quantities.format_duration(self.delay_s)
+        doc["jitter"] = quantities.format_duration(self.jitter_s)
         doc["reorder"] = self.reorder
         if self.loss is not None:
             if self.loss.model == "random":
-                doc["loss"] = unit_input.format_percent(self.loss.p)
+                doc["loss"] = quantities.format_percent(self.loss.p)
             else:
                 doc["loss"] = {"model": self.loss.model,
-                               **{k: unit_input.format_percent(v) for k, v in self.loss.model_dump().items()
+                               **{k: quantities.format_percent(v) for k, v in self.loss.model_dump().items()
                                   if k != "model" and v is not None}}
         if self.queue_packets is not None:
             doc["queue_packets"] = self.queue_packets
         if self.queue_bytes is not None:
-            doc["queue_bytes"] = unit_input.format_size(self.queue_bytes)
+            doc["queue_bytes"] = quantities.format_size(self.queue_bytes)
         return doc
 
 

@@ -41,7 +41,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from wearlab.errors import Problem
-from wearlab.model import unit_input
+from wearlab.model import quantities, unit_input
 from wearlab.model.shape import ShapeSpec
 from wearlab.model.topology import Topology
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted, problems_from_validation
@@ -187,8 +187,8 @@ def load_timeline(src: YamlSource, at: YamlPath, name: str, raw: Any, topo: Topo
                 continue
             directions = ((parts[0].strip(), parts[1].strip()),)
         if horizon_s is not None and ev.at >= horizon_s:
-            problem((i, "at"), f"{unit_input.format_duration(ev.at)} is after the end of the run "
-                               f"({unit_input.format_duration(horizon_s)}): it would never happen")
+            problem((i, "at"), f"{quantities.format_duration(ev.at)} is after the end of the run "
+                               f"({quantities.format_duration(horizon_s)}): it would never happen")
             continue
         origin = f"{src.file}:{src.line(at + (i,))}"
         if ev.set is not None:
@@ -329,7 +329,7 @@ def _mahimahi(path: Path, bin_s: float, loop: bool) -> tuple[Trace, list[Problem
         if rate != prev_rate:
             changes.append((i * bin_s, ShapeSpec.model_validate({"rate": f"{rate}bit"}), f"{file}:bin {i}"))
             prev_rate = rate
-    notes = [f"{len(stamps)} opportunities in {n_bins} bins of {unit_input.format_duration(bin_s)} -> {len(changes)} rate changes"]
+    notes = [f"{len(stamps)} opportunities in {n_bins} bins of {quantities.format_duration(bin_s)} -> {len(changes)} rate changes"]
     if empty:
         notes.append(f"{empty} bins without opportunities run at one packet per bin (netem cannot shape at 0 bit/s)")
     return Trace(changes, length_s, loop, notes), []

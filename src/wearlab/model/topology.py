@@ -22,7 +22,7 @@ from wearlab.model.media import MEDIA, Medium
 from wearlab.model.profiles import PROFILES
 from wearlab.model.roles import ROLES, Role
 from wearlab.model.shape import Shape, ShapeSpec
-from wearlab.model.unit_input import format_duration
+from wearlab.model.quantities import format_duration
 from wearlab.model.yamlsrc import (
     LineMap,
     Where,

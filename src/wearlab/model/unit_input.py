@@ -1,15 +1,18 @@
-"""Parse and format the unit-bearing strings of wearlab YAML: rates, durations, sizes, percents.
+"""Parse the unit-bearing strings of wearlab YAML: rates, durations, sizes, percents.
 
 Every parser takes the raw YAML value (text, or a number when the user forgot the unit), returns a
 plain SI number, and raises ValueError whose message says what to write instead. Units are required
-on purpose: a bare `10` under `delay:` or `rate:` is a guess we refuse to make. The `format_*`
-helpers print numbers back in the same syntax, so a formatted value parses to the same number.
+on purpose: a bare `10` under `delay:` or `rate:` is a guess we refuse to make. This module only
+parses: printing a number back in the same syntax (`format_rate`, `format_duration`, ...) is
+wearlab.model.quantities', the one formatting module, and a formatted value parses to the same number.
 """
 
 from __future__ import annotations
 
 import math
 import re
+
+from wearlab.model.quantities import plain_number
 
 _NUMBER = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 
@@ -36,14 +39,6 @@ def _as_text(value: object, example: str) -> str | float:
     return text
 
 
-def _num(text: str) -> str:
-    """Print a number without a pointless '.0' (10.0 -> '10')."""
-    value = float(text) if isinstance(text, str) else text
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return f"{value:.12g}"
-
-
 def _finite_nonnegative(value: float, original: str, what: str) -> None:
     if math.isnan(value) or math.isinf(value):
         raise ValueError(f"'{original}' is not a usable {what}")
@@ -62,7 +57,7 @@ def parse_rate(value: object) -> int:
     """'10Mbit', '1.5Mbit/s', '500kbit', '1Gbit', '800bit' -> bits per second (int, > 0)."""
     text = _as_text(value, "10Mbit")
     if isinstance(text, float):
-        raise ValueError(f"'{_num(text)}' has no unit; write '{_num(text)}Mbit' (units: bit, kbit, Mbit, Gbit)")
+        raise ValueError(f"'{plain_number(text)}' has no unit; write '{plain_number(text)}Mbit' (units: bit, kbit, Mbit, Gbit)")
     parts = _split(text)
     if parts is None:
         raise ValueError(f"'{text}' is not a rate; write something like '10Mbit'")
@@ -79,7 +74,7 @@ def parse_rate(value: object) -> int:
         # Explicitly bytes per second: offer the converted value, and the likely typo.
         raise ValueError(
             f"'{text}' is {_BYTE_WORD[prefix.lower()]} per second but wearlab rates are in bits; "
-            f"write '{_num(float(num) * 8)}{canon}bit' (or '{num}{canon}bit' if you meant bits)")
+            f"write '{plain_number(float(num) * 8)}{canon}bit' (or '{num}{canon}bit' if you meant bits)")
     if rest == "b/s":
         raise ValueError(f"'{text}': write '{num}{canon}bit' (wearlab uses tc's spelling)")
     if rest.lower() in ("bps", "b/s"):
@@ -96,19 +91,6 @@ _BYTE_WORD = {"": "BYTES", "k": "kiloBYTES", "m": "megaBYTES", "g": "gigaBYTES"}
 
 def _canon_prefix(prefix: str) -> str:
     return {"": "", "k": "k", "m": "M", "g": "G"}[prefix.lower()]
-
-
-def format_rate(bps: int | float) -> str:
-    """10_000_000 -> '10Mbit'; 1_100_000 -> '1.1Mbit'; 236_700 -> '236.7kbit'."""
-    for factor, unit in ((10**9, "Gbit"), (10**6, "Mbit"), (10**3, "kbit")):
-        if bps >= factor and _exact(bps / factor):
-            return f"{_num(bps / factor)}{unit}"
-    return f"{_num(bps)}bit"
-
-
-def _exact(x: float) -> bool:
-    """True when x prints in at most 6 significant digits, so the unit choice stays readable."""
-    return float(f"{x:.6g}") == x
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +110,7 @@ def parse_duration(value: object, *, bare_unit: str = "ms") -> float:
     suggested for a bare number (a link delay is likely ms, a timeout s)."""
     text = _as_text(value, "10ms")
     if isinstance(text, float):
-        raise ValueError(f"'{_num(text)}' has no unit; write '{_num(text)}{bare_unit}' (units: s, ms, us)")
+        raise ValueError(f"'{plain_number(text)}' has no unit; write '{plain_number(text)}{bare_unit}' (units: s, ms, us)")
     parts = _split(text)
     if parts is None:
         raise ValueError(f"'{text}' is not a duration; write something like '10ms'")
@@ -141,27 +123,12 @@ def parse_duration(value: object, *, bare_unit: str = "ms") -> float:
     if key in _DURATION_ALIASES:
         raise ValueError(f"'{text}': write '{num}{_DURATION_ALIASES[key]}'")
     if key in ("m", "min", "mins", "minute", "minutes"):
-        raise ValueError(f"'{text}': minutes are not a unit here; write '{_num(float(num) * 60)}s'")
+        raise ValueError(f"'{text}': minutes are not a unit here; write '{plain_number(float(num) * 60)}s'")
     if key in ("ns", "nsec"):
-        raise ValueError(f"'{text}': nanoseconds are below netem's resolution; write '{_num(float(num) / 1000)}us'")
+        raise ValueError(f"'{text}': nanoseconds are below netem's resolution; write '{plain_number(float(num) / 1000)}us'")
     if not key:
         raise ValueError(f"'{text}' has no unit; write '{num}{bare_unit}' (units: s, ms, us)")
     raise ValueError(f"'{text}' has an unknown time unit '{unit}'; use s, ms or us (e.g. '10ms')")
-
-
-def format_duration(seconds: float) -> str:
-    """0.005 -> '5ms'; 0.00025 -> '250us'; 120 -> '120s'; 0 -> '0ms'."""
-    if seconds == 0:
-        return "0ms"
-    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if seconds >= factor:
-            return f"{_num(_round(seconds / factor))}{unit}"
-    return f"{_num(_round(seconds / 1e-6))}us"
-
-
-def _round(x: float) -> float:
-    """Drop float noise (0.1+0.2 style) so formatted values stay short and parse back equal."""
-    return float(f"{x:.12g}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +149,7 @@ def parse_size(value: object) -> int:
         return value
     text = _as_text(value, "100KB")
     if isinstance(text, float):
-        raise ValueError(f"'{_num(text)}' is not a whole number of bytes; write e.g. '{_num(text)}KB'")
+        raise ValueError(f"'{plain_number(text)}' is not a whole number of bytes; write e.g. '{plain_number(text)}KB'")
     parts = _split(text)
     if parts is None:
         raise ValueError(f"'{text}' is not a size; write something like '100KB'")
@@ -214,18 +181,6 @@ def parse_size(value: object) -> int:
 _BIT_WORD = {"": "bits", "k": "kilobits", "m": "megabits", "g": "gigabits"}
 
 
-def format_size(nbytes: int) -> str:
-    """1000 -> '1KB'; 1024 -> '1KiB'; 1500 -> '1.5KB'; 7 -> '7B'."""
-    for factor, unit in ((10**9, "GB"), (2**30, "GiB"), (10**6, "MB"), (2**20, "MiB"),
-                         (10**3, "KB"), (2**10, "KiB")):
-        if nbytes >= factor and _exact(nbytes / factor) and nbytes % factor == 0:
-            return f"{_num(nbytes / factor)}{unit}"
-    for factor, unit in ((10**6, "MB"), (10**3, "KB")):
-        if nbytes >= factor and _exact(nbytes / factor):
-            return f"{_num(nbytes / factor)}{unit}"
-    return f"{nbytes}B"
-
-
 # ---------------------------------------------------------------------------------------------
 # Percents: the '%' is required so that 0.01 (a fraction) and 0.01% are never confused.
 
@@ -234,10 +189,10 @@ def parse_percent(value: object) -> float:
     """'1%', '0.5%' -> percent as a float in [0, 100]."""
     text = _as_text(value, "1%")
     if isinstance(text, float):
-        hint = f"write '{_num(text)}%'"
+        hint = f"write '{plain_number(text)}%'"
         if 0 < text < 1:
-            hint += f" (or '{_num(_round(text * 100))}%' if {_num(text)} was a fraction)"
-        raise ValueError(f"'{_num(text)}' has no unit; {hint}")
+            hint += f" (or '{plain_number(text * 100)}%' if {plain_number(text)} was a fraction)"
+        raise ValueError(f"'{plain_number(text)}' has no unit; {hint}")
     parts = _split(text)
     if parts is None:
         raise ValueError(f"'{text}' is not a percent; write something like '1%'")
@@ -251,8 +206,3 @@ def parse_percent(value: object) -> float:
     if pct > 100:
         raise ValueError(f"'{text}' is impossible: a probability cannot exceed 100%")
     return pct
-
-
-def format_percent(pct: float) -> str:
-    """1.0 -> '1%'; 0.5 -> '0.5%'."""
-    return f"{_num(_round(pct))}%"

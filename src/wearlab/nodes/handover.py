@@ -193,7 +193,7 @@ class HandoverController:
             s["walk_start"] = self.walk_at
         trace = rssi_trace(walk_start=s["walk_start"], speed=s["walk_speed"], rssi_1m=s["rssi_1m"],
                            exponent=s["path_loss_exponent"], shadowing_db=s["shadowing_db"], rng=self.rng,
-                           until=self.kind.ctx.plan.experiment.timeout_s + 600)
+                           until=self.kind.ctx.plan.timeout_s + 600)
         crossing = next((t for t, r in trace if r < s["bt_unusable"] and t >= s["walk_start"]), None)
         self._log("walk", f"from {s['walk_start']:g} s at {s['walk_speed']:g} m/s; BT below "
                           f"{s['bt_unusable']:g} dBm at {crossing if crossing is None else round(crossing, 1)} s")

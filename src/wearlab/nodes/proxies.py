@@ -36,8 +36,8 @@ from wearlab.model.needs import Need, Relay
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.ports import PROXY_LISTEN_BASE
 from wearlab.model.roles import Role
-from wearlab.model.unit_input import format_size
-from wearlab.nodes.devicecpu import DeviceProcess, RunCounters
+from wearlab.model.quantities import format_size
+from wearlab.nodes.devicecpu import DeviceProcess, RunCounters, node_cpu
 from wearlab.nodes.node_kind import NodeKind
 from wearlab.nodes.software import KindError, wait_listening
 
@@ -98,22 +98,26 @@ class ProxyKind(NodeKind):
     def listen_port(self, i: int) -> int:
         return LISTEN_BASE + i
 
-    def prepare(self) -> None:
+    @classmethod
+    def commands(cls, settings: Mapping[str, Any], needs: list[Need]) -> list[str]:
         lines = []
         for key, sysctl in (("rmem_max", "tcp_rmem"), ("wmem_max", "tcp_wmem")):
-            if self.settings.get(key):
+            if settings.get(key):
                 lo, default = TCP_MEM_DEFAULTS[key]
-                top = int(self.settings[key])
-                if key == "rmem_max" and self.settings.get("rmem_default"):
-                    d = self.settings["rmem_default"]
+                top = int(settings[key])
+                if key == "rmem_max" and settings.get("rmem_default"):
+                    d = settings["rmem_default"]
                     default = top if d == "max" else int(d)
                 lines.append(f"echo '{min(lo, top)} {min(default, top)} {top}' > /proc/sys/net/ipv4/{sysctl}")
         # Transparent interception: (server address, port) -> the proxy's port for that upstream.
         lines.append("iptables -t nat -F PREROUTING")
-        for i, up in enumerate(self.upstreams):
+        for i, up in enumerate(n for n in needs if isinstance(n, Relay)):
             lines.append(f"iptables -t nat -A PREROUTING -p tcp -d {up.address} --dport {up.port} "
-                         f"-j REDIRECT --to-ports {self.listen_port(i)}")
-        self.net.sh(self.node, " && ".join(lines))
+                         f"-j REDIRECT --to-ports {LISTEN_BASE + i}")
+        return lines
+
+    def prepare(self) -> None:
+        self.net.sh(self.node, " && ".join(self.commands(self.settings, self.needs)))
 
     def processes(self) -> list[list[str]]:
         raise NotImplementedError
@@ -126,7 +130,8 @@ class ProxyKind(NodeKind):
         device = self.ctx.plan.device_of(self.node) if self.ctx.plan is not None else None
         # A phone with a device: the proxy's own computation slows by the device's CPU factor.
         argvs = self.processes()
-        self.device = [DeviceProcess(device, self.workdir, f"{self.process_name}-{i}", cpu_factor=True)
+        self.device = [DeviceProcess(device, self.workdir, f"{self.process_name}-{i}", cpu_factor=True,
+                                     node=node_cpu(self.net.workdir, self.node, device))
                        for i in range(len(argvs))] if device else []
         self.procs = [self.net.popen(self.node, argv, stdout=subprocess.DEVNULL,
                                      stderr=open(self.workdir / f"{self.process_name}-{i}.err", "w"),

@@ -25,6 +25,7 @@ from wearlab.errors import EnvironmentProblem
 from wearlab.model.devices import Device
 from wearlab.model.needs import Tcpcrypt
 from wearlab.model.ports import TCPCRYPTD_IN, TCPCRYPTD_OUT
+from wearlab.nodes.devicecpu import node_cpu
 from wearlab.nodes.software import KindError, wait_listening
 from wearlab.runtime import cgroup
 
@@ -53,12 +54,15 @@ class TcpcryptDaemon:
     def __init__(self, net, node: str, workdir: Path, needs: list[Tcpcrypt], device: Device | None = None):
         self.net, self.node, self.dir = net, node, workdir
         # On a node with a device the daemon pads its own cryptography to the device's times
-        # (tcpcryptd --device-profile; tcpcrypt/tcpcryptd/src/device.rs).
+        # (tcpcryptd --device-profile; tcpcrypt/tcpcryptd/src/device.rs), on the node's cores with
+        # the node's other processes (--device-cores: nodes.devicecpu.node_cpu).
         self.device_profile: Path | None = None
+        self.device_cores: Path | None = None
         if device is not None:
             workdir.mkdir(parents=True, exist_ok=True)
             self.device_profile = workdir / "tcpcryptd.device-profile"
             self.device_profile.write_text(device.profile_text())
+            self.device_cores = node_cpu(net.workdir, node, device).path
         self.ports = {"outbound": sorted({n.port for n in needs if n.side == "outbound"}),
                       "inbound": sorted({n.port for n in needs if n.side == "inbound"})}
         self.stats = workdir / "tcpcrypt-stats.jsonl"
@@ -85,7 +89,7 @@ class TcpcryptDaemon:
         if inb:
             argv += ["--service-port", ",".join(map(str, inb))]
         if self.device_profile is not None:
-            argv += ["--device-profile", str(self.device_profile)]
+            argv += ["--device-profile", str(self.device_profile), "--device-cores", str(self.device_cores)]
         return argv
 
     def start(self, timeout: float = 15) -> None:

@@ -27,7 +27,7 @@ from wearlab.model.declarations import NodeView
 from wearlab.model.media import Medium
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.roles import Role
-from wearlab.model.unit_input import format_duration
+from wearlab.model.quantities import format_duration
 from wearlab.nodes.node_kind import NodeKind
 
 HANDOVER_SERIES = Series("handover", ("t_s", "t_ns", "event", "detail"),

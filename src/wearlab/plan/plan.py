@@ -8,25 +8,37 @@ Phases:
    daemons), checked against the kinds (a server kind without the service a cell asks for);
 3. checks: each node kind's own checks per cell (a wearable's radio needs one BT link to a phone,
    a handover a BT and a WiFi path, recovery_min <= recovery_max, proactive needs MPTCP, ...), and
-   TCP ports that collide on a node;
+   TCP ports that collide on a node - within each group of cells, the cells whose nodes run
+   together (cells run one after another, and nodes restart between groups: `phone.kind: [relay,
+   haproxy]` is two groups, each proxy alone on its port), beside the workload's own agents (they
+   run for the whole experiment);
 4. what the run needs of the kernel (features) and what its results hold (columns);
 5. devices: each node's `device:` resolved (built-in or the topology's `devices:`).
-Every problem is an InputError naming file, line and field. `realize`, `run`, `measure` and
-`report` read the plan and nothing else; it is written into the results (plan.json) and shown by
-`wearlab plan EXP`.
+Every problem is an InputError naming file, line and field.
+
+The RunPlan holds every resolved value a run reads - the workload's fields, each cell's values and
+node settings, repetitions, seed, timeout, ratios, reference, the runtime - and not the
+experiment it came from: `realize`, `run`, `measure` and `report` read the plan and nothing else.
+It is written into the results (plan.json), shown by `wearlab plan EXP`, and its `digest()` is
+what a UML guest compares with the host's before it runs (run.start).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from wearlab.errors import InputError, Problem
-from wearlab.model.choices import Shaper
-from wearlab.model.columns import Metric, Series
+from wearlab.model.choices import Runtime, Shaper
+from wearlab.model.columns import Columns, Ratio, columns_of
 from wearlab.model.devices import Device, builtin_devices
-from wearlab.model.experiment import COMMAND_LINE, Experiment
+from wearlab.model.experiment import COMMAND_LINE, Experiment, ReferenceSpec
 from wearlab.model.features import KernelFeature
 from wearlab.model.declarations import LinkEnd, NodeKindDecl, NodeView, PlanView, ServiceMissing, WorkloadDecl
 from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
@@ -64,27 +76,24 @@ class CellPlan:
 
 
 @dataclass(frozen=True)
-class Columns:
-    """What a run's results hold: runs.csv's columns and the series files."""
-
-    params: tuple[str, ...]
-    metrics: tuple[Metric, ...]
-    series: tuple[Series, ...]
-
-    def runs_csv(self) -> list[str]:
-        return ["run", "repetition", *self.params, "status", "error", *[m.name for m in self.metrics],
-                "link_changes", "started_utc", "wall_s"]
-
-
-@dataclass(frozen=True)
 class RunPlan(PlanView):
-    experiment: Experiment
+    name: str
+    file: str | None                 # the experiment file it was planned from (None: built in code)
+    description: str
+    runtime: Runtime                 # where the network lives: as chosen (runtime.placement), else as asked
+    repetitions: int
+    seed: int
+    timeout_s: float                 # a run's limit
     workload: type[WorkloadDecl]
+    fields: BaseModel                # the workload's fixed fields (client, server, ...)
+    fixed: Mapping[str, Any]         # values every cell shares: workload parameters, `nodes:` as node.option
+    ratios: tuple[Ratio, ...]        # the workload's own, then the experiment's `ratios:`
+    reference: ReferenceSpec | None  # published figures to print beside ours
     network: NetworkPlan
     cells: tuple[CellPlan, ...]
     needs: tuple[Need, ...]
     features: frozenset[KernelFeature]
-    ports: Mapping[str, Mapping[int, str]]
+    ports: tuple[Mapping[str, Mapping[int, str]], ...]   # per group: node -> port -> what listens there
     columns: Columns
     notes: tuple[str, ...] = field(default=())
     devices: Mapping[str, Device] = field(default_factory=dict)   # node -> its device (nodes that name one)
@@ -100,7 +109,11 @@ class RunPlan(PlanView):
 
     @property
     def endpoints(self) -> dict[str, str]:
-        return self.workload.endpoints(self.experiment.workload)
+        return self.workload.endpoints(self.fields)
+
+    def placed(self, runtime: Runtime | str) -> RunPlan:
+        """This plan with the runtime runtime.placement chose for it."""
+        return dataclasses.replace(self, runtime=Runtime(runtime))
 
     def groups(self) -> list[list[CellPlan]]:
         out: dict[int, list[CellPlan]] = {}
@@ -112,7 +125,7 @@ class RunPlan(PlanView):
         return self.addresses.address_of(node)
 
     def kind_of(self, node: str, cell: Mapping[str, Any]) -> type[NodeKindDecl]:
-        return self.experiment.catalog.node_kinds[self.experiment.node_settings(node, dict(cell))[0]]
+        return _cell_of(self.cells, cell).nodes[node].kind
 
     def needs_of(self, node: str, setting: NodeSetting) -> list[Need]:
         """The needs `node` serves with `setting`: what its kind accepts, and tcpcryptd (any kind
@@ -143,11 +156,16 @@ class RunPlan(PlanView):
 
     # -- the plan as data ----------------------------------------------------------------------
     def to_document(self) -> dict[str, Any]:
-        exp = self.experiment
         return {
-            "experiment": exp.name, "file": exp.file, "workload": self.workload.name,
-            "endpoints": self.endpoints, "runtime": exp.runtime.value, "shaper": self.network.shaper.value,
-            "repetitions": exp.repetitions, "seed": exp.seed, "runs": len(self.cells) * exp.repetitions,
+            "experiment": self.name, "file": self.file, "description": self.description,
+            "workload": self.workload.name, "endpoints": self.endpoints,
+            "fields": {k: _plain(v) for k, v in self.fields.model_dump().items()},
+            "runtime": self.runtime.value, "shaper": self.network.shaper.value,
+            "repetitions": self.repetitions, "seed": self.seed, "timeout_s": self.timeout_s,
+            "runs": len(self.cells) * self.repetitions,
+            "fixed": {k: _plain(v) for k, v in self.fixed.items()},
+            "ratios": [{k: _plain(v) for k, v in dataclasses.asdict(r).items()} for r in self.ratios],
+            "reference": self.reference.model_dump(mode="json") if self.reference else None,
             "features": sorted(f.value for f in self.features),
             "cells": [{"cell": c.index, "group": c.group, "label": c.label,
                        "values": {k: _plain(v) for k, v in c.values.items()},
@@ -160,12 +178,32 @@ class RunPlan(PlanView):
             "routes": self.addresses.routes,
             "needs": [{"node": n.node, "need": type(n).__name__.lower(),
                        **{k: _plain(v) for k, v in vars(n).items() if k != "node"}} for n in self.needs],
-            "ports": {n: {str(p): what for p, what in sorted(ps.items())} for n, ps in self.ports.items()},
+            "ports": [{n: {str(p): what for p, what in sorted(ps.items())} for n, ps in group.items()}
+                      for group in self.ports],
             "columns": {"params": list(self.columns.params), "metrics": [m.name for m in self.columns.metrics],
                         "series": [s.name for s in self.columns.series]},
             "devices": {n: d.summary() for n, d in sorted(self.devices.items())},
             "notes": list(self.notes),
         }
+
+    def digest(self) -> str:
+        """sha256 of the plan document as canonical JSON: equal digests, equal runs."""
+        return document_digest(self.to_document())
+
+
+def document_digest(doc: Mapping[str, Any]) -> str:
+    """sha256 of a plan document (RunPlan.to_document, or plan.json as read back) as canonical JSON."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _cell_of(cells: tuple[CellPlan, ...] | list[CellPlan], values: Mapping[str, Any]) -> CellPlan:
+    """The resolved cell whose values are `values`."""
+    wanted = dict(values)
+    for c in cells:
+        if c.values == wanted:
+            return c
+    raise KeyError(f"no cell of the plan has the values {wanted}")
 
 
 def _plain(v: Any) -> Any:
@@ -182,18 +220,19 @@ def _plain(v: Any) -> Any:
 class _Planner(PlanView):
     """The plan being made: what needs() may ask while the plan is incomplete."""
 
-    def __init__(self, exp: Experiment, network: NetworkPlan):
-        self.exp, self.network = exp, network
+    def __init__(self, cells: list[CellPlan], network: NetworkPlan):
+        self.cells, self.network = cells, network
 
     def address_of(self, node: str) -> str:
         return self.network.addresses.address_of(node)
 
     def kind_of(self, node: str, cell: Mapping[str, Any]) -> type[NodeKindDecl]:
-        return self.exp.catalog.node_kinds[self.exp.node_settings(node, dict(cell))[0]]
+        return _cell_of(self.cells, cell).nodes[node].kind
 
 
-def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM) -> RunPlan:
-    """Resolve and check `exp` (module doc). Raises InputError listing every problem found."""
+def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime | str | None = None) -> RunPlan:
+    """Resolve and check `exp` (module doc). `runtime`: as chosen (default: as the experiment
+    asks, `auto` included). Raises InputError listing every problem found."""
     catalog = exp.catalog
     workload = exp.workload_class
     topo = exp.topology
@@ -211,7 +250,7 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM) -> RunPlan:
         cells.append(CellPlan(i, dict(values), nodes, exp.timeline_of(values), group, workload.describe_cell(values)))
     radio = frozenset(n for c in cells for n, s in c.nodes.items() if s.options.get("radio") == "bt")
     network = plan_network(topo, shaper, radio)
-    planner = _Planner(exp, network)
+    planner = _Planner(cells, network)
 
     # 2. needs
     problems: list[Problem] = []
@@ -239,6 +278,7 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM) -> RunPlan:
             for option, message in setting.kind.check(view):
                 problems.append(_at_option(exp, n, option, c.values, message))
     ports = _ports(exp, workload, cells, needs, problems)
+    ratios = (*workload.ratios, *exp.ratios)
     _raise(problems)
 
     # 4. kernel features and result columns
@@ -255,12 +295,14 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM) -> RunPlan:
     devices = _devices(exp, problems)
     _raise(problems)
     used_kinds = sorted({s.kind.name for c in cells for s in c.nodes.values()})
-    kinds = [catalog.node_kinds[k] for k in used_kinds]
-    columns = Columns(params=tuple(exp.param_columns()),
-                      metrics=(*workload.metrics, *[m for k in kinds for m in k.metrics]),
-                      series=(*workload.series, *[s for k in kinds for s in k.series]))
-    return RunPlan(experiment=exp, workload=workload, network=network, cells=tuple(cells), needs=needs,
-                   features=frozenset(features), ports=ports, columns=columns, devices=devices)
+    columns = columns_of(workload, [catalog.node_kinds[k] for k in used_kinds], exp.matrix)
+    fixed = {**exp.fixed, **{f"{n}.{k}": v for n, opts in exp.nodes.items() for k, v in opts.items()}}
+    return RunPlan(name=exp.name, file=exp.file, description=exp.description,
+                   runtime=Runtime(runtime) if runtime is not None else exp.runtime,
+                   repetitions=exp.repetitions, seed=exp.seed, timeout_s=exp.timeout_s, workload=workload,
+                   fields=exp.workload, fixed=fixed, ratios=ratios, reference=exp.reference, network=network,
+                   cells=tuple(cells), needs=needs, features=frozenset(features), ports=ports, columns=columns,
+                   devices=devices)
 
 
 def _devices(exp: Experiment, problems: list[Problem]) -> dict[str, Device]:
@@ -290,12 +332,16 @@ def _raise(problems: list[Problem]) -> None:
 
 
 def _ports(exp: Experiment, workload: type[WorkloadDecl], cells: list[CellPlan], needs: tuple[Need, ...],
-           problems: list[Problem]) -> dict[str, dict[int, str]]:
-    """Every TCP port something of wearlab's listens on, per node; two uses of one port clash."""
-    out: dict[str, dict[int, str]] = {}
+           problems: list[Problem]) -> tuple[dict[str, dict[int, str]], ...]:
+    """Every TCP port something of wearlab's listens on, per group of cells and node: the
+    workload's agents (they run for the whole experiment) and what the group's node kinds run.
+    Two uses of one port clash only where they run at once - within a group; groups run one
+    after another, their nodes restarted between them."""
+    agents: dict[str, dict[int, str]] = {}
+    out: list[dict[str, dict[int, str]]] = []
 
-    def use(node: str, port: int, what: str, cell: CellPlan | None) -> None:
-        mine = out.setdefault(node, {})
+    def use(ports: dict[str, dict[int, str]], node: str, port: int, what: str, cell: CellPlan | None) -> None:
+        mine = ports.setdefault(node, {})
         if port in mine and mine[port] != what:
             message = f"port {port} on {node} is wanted twice: by {mine[port]} and by {what}"
             problems.append(_at_option(exp, node, "kind", cell.values if cell else {}, message))
@@ -303,18 +349,23 @@ def _ports(exp: Experiment, workload: type[WorkloadDecl], cells: list[CellPlan],
 
     for node, ports in workload.ports(exp.workload, [c.values for c in cells]).items():
         for port, what in ports.items():
-            use(node, port, what, None)
+            use(agents, node, port, what, None)
+    groups: dict[int, CellPlan] = {}
     for c in cells:
+        groups.setdefault(c.group, c)   # cells of a group share node settings: its first stands for all
+    for c in groups.values():
+        ports = {n: dict(ps) for n, ps in agents.items()}
         for n, s in c.nodes.items():
             mine = [x for x in needs if x.node == n]
             for port, what in s.kind.ports(s.options, [x for x in mine if s.kind.accepts(x)]).items():
-                use(n, port, what, c)
+                use(ports, n, port, what, c)
             crypt = [x for x in mine if isinstance(x, Tcpcrypt)]
             if any(x.side == "outbound" for x in crypt):
-                use(n, TCPCRYPTD_OUT, "tcpcryptd (outbound)", c)
+                use(ports, n, TCPCRYPTD_OUT, "tcpcryptd (outbound)", c)
             if any(x.side == "inbound" for x in crypt):
-                use(n, TCPCRYPTD_IN, "tcpcryptd (inbound)", c)
-    return out
+                use(ports, n, TCPCRYPTD_IN, "tcpcryptd (inbound)", c)
+        out.append(ports)
+    return tuple(out)
 
 
 # -- where a problem was written ----------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any
 from wearlab.errors import EnvironmentProblem
 from wearlab.model.shape import Loss, Shape, ShapeSpec
 from wearlab.model.timeline import LinkChange
-from wearlab.realize.shaping import netem_seed, qdisc_plan
+from wearlab.plan.shaping import netem_seed, qdisc_plan
 
 DOWN_LOSS = Loss(model="random", p=100.0)
 ANSWER_TIMEOUT_S = 5.0

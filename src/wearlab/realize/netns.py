@@ -1,8 +1,9 @@
 """A live emulated network: one Mininet host (network namespace) per node, one veth pair per link.
 
-Mininet gives us the namespaces and veths; addresses, routes, sysctls and qdiscs are applied here
-as one batch script per node (one process per node instead of dozens), and every tc failure is an
-error: an impairment is never silently dropped.
+Mininet gives us the namespaces and veths; addresses, routes, sysctls and qdiscs - the lines
+plan.commands plans (`wearlab plan EXP --commands` prints them) - are applied here as one batch
+script per node (one process per node instead of dozens), and every tc failure is an error: an
+impairment is never silently dropped.
 """
 
 from __future__ import annotations
@@ -21,27 +22,15 @@ from pathlib import Path
 import psutil
 
 from wearlab.errors import EnvironmentProblem
-from wearlab.model.roles import TRANSIT_ROLES, Role
 from wearlab.model.topology import Topology
 from wearlab.plan.addressing import MAC_PREFIX, AddressPlan
+from wearlab.plan.commands import OFFLOADS_OFF, NodeSetup, egress, node_setups, patch_devices, shaping
 from wearlab.plan.network import NetworkPlan
 from wearlab.realize import containers
 from wearlab.realize.containers import BridgeClient, ContainerNode
 from wearlab.realize import tcjson
-from wearlab.realize.shaping import netem_seed, qdisc_plan
 from wearlab.runtime import ledger
 
-# Every node gets these: reproducible TCP (no metrics carried between runs), no reverse-path
-# filtering (multi-homed wearables receive replies on the interface the path chose), and no IPv6:
-# wearlab's links are IPv4, and IPv6's own chatter (router solicitations, MLD reports) would sit
-# in captures and consume netem's seeded random draws at timing-dependent moments.
-BASE_SYSCTLS = {
-    "net.ipv6.conf.all.disable_ipv6": "1",
-    "net.ipv6.conf.default.disable_ipv6": "1",
-    "net.ipv4.tcp_no_metrics_save": "1",
-    "net.ipv4.conf.all.rp_filter": "0",
-    "net.ipv4.conf.default.rp_filter": "0",
-}
 # What metadata records from every node, whether or not we changed it.
 RECORDED_SYSCTLS = (
     "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control",
@@ -134,27 +123,15 @@ class Network:
         return self.plan.link(link.a, link.b).shaper.value
 
     def egress(self, src: str, dst: str) -> tuple[str, str]:
-        """Where the direction src -> dst is shaped: (node, device). Each end shapes its own
-        egress, except a container on the host beside a UML guest: what it sends is shaped in
-        the peer's namespace, on the patch veth that hands it to the peer's interface."""
-        if src in self.remote:
-            return dst, patch_devices(self.topo.link_between(src, dst).index)[1]
-        return src, self.addresses.interface_to(src, dst).name
+        """Where the direction src -> dst is shaped: (node, device) (plan.commands.egress)."""
+        return egress(self.plan, src, dst, self.remote)
 
     def shape_commands(self, verb: str = "add") -> dict[str, list[str]]:
-        """node -> tc batch lines for all its interfaces (each end shapes its own egress)."""
-        out: dict[str, list[str]] = {n: [] for n in self.topo.nodes}
-        for link in self.topo.links:
-            for node, shape in ((link.a, link.forward), (link.b, link.reverse)):
-                peer = link.b if node == link.a else link.a
-                where, dev = self.egress(node, peer)
-                seed = None
-                if self.seed is not None and verb == "add":
-                    seed = self.netem_seeds[f"{node}->{peer}"] = netem_seed(self.seed, node, peer)
-                qp = qdisc_plan(dev, shape, shaper=self.link_shaper(link), verb=verb, seed=seed)
-                out[where] += qp.lines
-                self.notes += [f"{where}:{dev} (link {link.a}-{link.b}): {n}" for n in qp.notes]
-        return out
+        """node -> tc batch lines for all its interfaces (plan.commands.shaping)."""
+        shaped = shaping(self.plan, seed=self.seed, verb=verb, remote=self.remote)
+        self.netem_seeds.update(shaped.netem_seeds)
+        self.notes += shaped.notes
+        return shaped.lines
 
     def qdisc_dump(self) -> dict[str, list]:
         """Per node: `tc -s -j qdisc show` (qdiscs with handles, options and counters)."""
@@ -212,12 +189,6 @@ class Network:
         _wait_gone(pids, 10)
         shutil.rmtree(self.workdir, ignore_errors=True)
         ledger.forget("net", self.run_id)
-
-
-def patch_devices(link_index: int) -> tuple[str, str]:
-    """The devices joining a host container's link to its peer in a UML guest: the guest's vector
-    device (renamed) and the patch veth end facing the peer's interface."""
-    return f"wlvec{link_index}", f"wlpatch{link_index}"
 
 
 def marked_pids(run_id: str | None = None) -> list[int]:
@@ -335,9 +306,11 @@ def build(plan: NetworkPlan, *, run_id: str, seed: int | None = None) -> Network
             if name not in net.hosts:
                 net.hosts[name] = Host(name, inNamespace=True)
         _create_links(net)
-        tc_lines = net.shape_commands("add")
-        for name, node in topo.nodes.items():
-            _configure_node(net, name, node.role, node.sysctls, tc_lines[name])
+        setups, shaped = node_setups(plan, seed=seed, remote=net.remote)
+        net.netem_seeds.update(shaped.netem_seeds)
+        net.notes += shaped.notes
+        for name, setup in setups.items():
+            _configure_node(net, name, setup)
         return net
     except BaseException:
         net.teardown()
@@ -376,45 +349,22 @@ def _create_links(net: Network) -> None:
         raise RealizeError(f"creating the links failed: {res.stderr.strip()}")
 
 
-def _configure_node(net: Network, name: str, role: Role, sysctls: dict[str, str],
-                    tc_lines: list[str]) -> None:
+def _configure_node(net: Network, name: str, setup: NodeSetup) -> None:
     d = net.workdir / name
     d.mkdir(parents=True, exist_ok=True)
-    s = {**BASE_SYSCTLS, "net.ipv4.ip_forward": "1" if role in TRANSIT_ROLES else "0", **sysctls}
-    intfs = net.addresses.interfaces[name]
-    s.update({f"net.ipv4.conf.{i.name}.rp_filter": "0" for i in intfs})
-    ip_lines = ["link set lo up"]
-    for i in intfs:
-        ip_lines += [f"addr add {i.ip}/24 dev {i.name}", f"link set {i.name} up",
-                     # Static neighbours: no ARP exchange inflates a run's first round trip.
-                     f"neigh replace {i.peer_ip} lladdr {i.peer_mac} dev {i.name} nud permanent"]
-    ip_lines += [f"route replace {prefix} via {via}" for prefix, via in net.addresses.routes[name]]
-    patches, patched = [], []  # a host container's link: its vector device <-> the patch veth
-    for c in net.remote:
-        link = net.topo.link_between(name, c)
-        if link is not None:
-            vec, patch = patch_devices(link.index)
-            patched += [vec, patch]
-            ip_lines += [f"link set {vec} up", f"link set {patch} up"]
-            for a, b in ((vec, patch), (patch, vec)):
-                patches += [f"qdisc add dev {a} clsact",
-                            f"filter add dev {a} ingress prio 10 protocol all u32 match u32 0 0 "
-                            f"action mirred egress redirect dev {b}"]
-    tc_lines = patches + tc_lines
-    (d / "ip.batch").write_text("\n".join(ip_lines) + "\n")
+    (d / "ip.batch").write_text("\n".join(setup.ip) + "\n")
     # Sourced by the node's own shell: sysctls are shell builtins writing /proc/sys (no process
     # per setting), so only ip, ethtool and tc are exec'ed — cheap on a host, ~30 ms each in UML.
     # Sysctls first: the interfaces exist but are down, so nothing leaves before IPv6 is off.
     lines = []
-    for k, v in s.items():
+    for k, v in setup.sysctls.items():
         path = "/proc/sys/" + k.replace(".", "/")
         lines.append(f"echo {shlex.quote(v)} > {path} || echo {FAIL} sysctl {k}")
     lines.append(f"ip -batch {d / 'ip.batch'} || echo {FAIL} ip")
-    for dev in [i.name for i in intfs] + patched:
-        # Offloads would hand tc 64 KB super-packets and blur the emulated timing.
-        lines.append(f"ethtool -K {dev} gro off gso off tso off 2>/dev/null")
-    if tc_lines:
-        (d / "tc.batch").write_text("\n".join(tc_lines) + "\n")
+    for dev in setup.offloads:
+        lines.append(f"ethtool -K {dev} {OFFLOADS_OFF} 2>/dev/null")
+    if setup.tc:
+        (d / "tc.batch").write_text("\n".join(setup.tc) + "\n")
         lines.append(f"tc -batch {d / 'tc.batch'} || echo {FAIL} tc")
     (d / "setup.sh").write_text("\n".join(lines) + "\n")
     out = net.hosts[name].cmd(f". {d / 'setup.sh'}")

@@ -59,7 +59,7 @@ DASHBOARDS: list[tuple[str, str, list[tuple[str, str, str, list[tuple[str, str]]
         ("Runs per cell", "timeseries", "none",
          # Every run that succeeded has each duration a cell reports: the most counted one is the runs.
          [(f'max by (cell) ({{__name__=~"wearlab_run_.+_seconds_count", {E}}})', "{{cell}}")]),
-        # Nodes with a device (README: Energy): the client's and the relaying phone's energy per run.
+        # Nodes with a device (docs/devices.md): the client's and the relaying phone's energy per run.
         ("Energy per run (median by cell)", "timeseries", "joule",
          [(per_run(0.5, r"wearlab_run_(energy.*)_joules_bucket"), "{{metric}} {{cell}}")]),
     ]),

@@ -78,7 +78,9 @@ def detail(d: Device) -> Table:
         t.add_row("hardware", "; ".join(x for x in (d.hardware.cpu, d.hardware.memory, d.hardware.os) if x),
                   d.hardware.basis, d.hardware.source)
     t.add_row("TLS handshake (platform)", d.handshake.shown(), d.handshake.basis, d.handshake.source)
+    t.add_row("resumed TLS handshake (platform)", d.resumed.shown(), d.resumed.basis, d.resumed.source)
     t.add_row("CPU factor (other work)", f"{d.cpu_factor.value:.3g}", d.cpu_factor.basis, d.cpu_factor.source)
+    t.add_row("cores", f"{d.cores.value:g}", d.cores.basis, d.cores.source)
     for key in sorted(d.costs):
         c = d.costs[key]
         t.add_row(key, _table(c), c.basis, c.source)

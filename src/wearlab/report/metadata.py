@@ -110,18 +110,19 @@ def machine(runtime: str) -> dict[str, object]:
 class RunRecord:
     """metadata.json of one experiment run."""
 
-    def __init__(self, path: Path, plan, *, run_id: str, runtime_label: str, started: str):
-        """`plan`: the run's wearlab.plan.plan.RunPlan."""
+    def __init__(self, path: Path, plan, *, run_id: str, started: str, host_plan_sha256: str | None = None):
+        """`plan`: the run's wearlab.plan.plan.RunPlan; `host_plan_sha256`: in a UML guest, the
+        digest of the plan the host made (the guest ran only because it equals its own)."""
         self.path = path
-        exp = plan.experiment
         self.doc: dict[str, object] = {
-            "experiment": exp.name, "experiment_file": exp.file, "experiment_sha256": sha256(exp.file),
-            "topology_file": exp.topology.file, "topology_sha256": sha256(exp.topology.file),
-            "workload": exp.workload.kind, "seed": exp.seed, "repetitions": exp.repetitions,
+            "experiment": plan.name, "experiment_file": plan.file, "experiment_sha256": sha256(plan.file),
+            "topology_file": plan.topology.file, "topology_sha256": sha256(plan.topology.file),
+            "workload": plan.workload.name, "seed": plan.seed, "repetitions": plan.repetitions,
+            "plan_sha256": plan.digest(), **({"host_plan_sha256": host_plan_sha256} if host_plan_sha256 else {}),
             "shaper": plan.network.shaper.value, "kernel_features": sorted(f.value for f in plan.features),
             "started_utc": started, "run_id": run_id, "command": os.environ.get("WEARLAB_ARGV"),
             "git_commit": git_commit(Path(__file__).resolve().parent),
-            "machine": machine(runtime_label), "versions": versions(),
+            "machine": machine(plan.runtime.value), "versions": versions(),
             # What compare and plots need to read runs.csv without knowing the workload.
             "columns": {"params": list(plan.columns.params),
                         "metrics": {m.name: m.describe() for m in plan.columns.metrics},

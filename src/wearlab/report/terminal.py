@@ -15,7 +15,8 @@ from rich.table import Table
 from wearlab.errors import EnvironmentProblem, InputError, Problem
 from wearlab.model.declarations import Catalog
 from wearlab.model.profiles import PROFILES
-from wearlab.model.unit_input import format_duration, format_rate
+from wearlab.model.quantities import UNITS
+from wearlab.model.quantities import format_duration, format_rate
 
 WHERE = "<command line>"
 
@@ -51,7 +52,37 @@ def kinds(catalog: Catalog, console: Console) -> int:
         fields = ", ".join(f for f in k.Fields.model_fields if f != "kind")
         w.add_row(k.name, fields, "\n".join(f"{p.name}: {p.doc}" for p in k.params), k.doc)
     console.print(w)
+    console.print(result_columns(catalog))
+    console.print(units_table())
     return 0
+
+
+def result_columns(catalog: Catalog) -> Table:
+    """Every runs.csv column a workload or node kind declares (its `metrics`), with its unit and
+    meaning: a run's row holds its workload's columns and those of the node kinds it runs."""
+    t = Table(title="result columns (runs.csv; a run's row has its workload's and its node kinds' columns)")
+    for col in ("of", "column", "unit", "better", "meaning"):
+        t.add_column(col)
+    owners = [(f"workload {k.name}", k) for k in catalog.workloads.values()] + \
+             [(f"node kind {k.name}", k) for k in catalog.node_kinds.values()]
+    for owner, k in owners:
+        if not k.metrics:
+            continue
+        t.add_section()
+        for i, m in enumerate(k.metrics):
+            t.add_row(owner if i == 0 else "", m.name, m.unit, m.better, m.doc or "–")
+    return t
+
+
+def units_table() -> Table:
+    """The units a result column may declare (wearlab.model.quantities), and how each is shown."""
+    t = Table(title="units (wearlab.model.quantities: runs.csv, summaries, `wearlab compare`, the exporter)")
+    for col in ("unit", "what", "shown as", "exported as"):
+        t.add_column(col)
+    for u in UNITS.values():
+        shown = ", ".join(s for _, s in u.scales if s) or "a plain number"
+        t.add_row(u.symbol, u.doc, shown, f"*_{u.base}" if u.base else "as it is")
+    return t
 
 
 def plot(dirs: list[Path], console: Console) -> int:

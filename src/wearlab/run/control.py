@@ -113,7 +113,7 @@ class ControlServer:
         ctx = self.ctx
         try:
             workload = getattr(ctx, "workload", None)
-            doc = LiveDoc(t_ns=time.time_ns(), experiment=ctx.exp.name,
+            doc = LiveDoc(t_ns=time.time_ns(), experiment=ctx.plan.name,
                           run_s=(time.time_ns() - ctx.run_start_ns) / 1e9 if ctx.run_start_ns else None,
                           progress=RunProgress.model_validate(dict(getattr(ctx, "progress", {}) or {})),
                           workload=WorkloadState.model_validate(workload.live() if workload is not None else {}),
@@ -145,7 +145,7 @@ class ControlServer:
             return {"ok": True, "shapes": links.shapes(), "changed": links.is_changed()}
         if action not in ACTIONS:
             return {"ok": False, "error": f"unknown action {action!r}; one of {', '.join(ACTIONS)}"}
-        topo = self.ctx.exp.topology
+        topo = self.ctx.plan.topology
         if action == "reset" and not req.get("link"):
             applied = links.reset_all(live=True)
             for a in applied:

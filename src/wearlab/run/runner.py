@@ -73,7 +73,7 @@ class Nodes:
         plan, wctx = self.state.plan, self.state.wctx
         workdir = wctx.workdir(f"{node}-{len(self.facts.get(node, []))}")
         ctx = NodeContext(net=wctx.net, node=node, settings=dict(setting.options), workdir=workdir,
-                          seed=plan.experiment.seed, plan=plan, links=self.state.links, changes=self.state.changes)
+                          seed=plan.seed, plan=plan, links=self.state.links, changes=self.state.changes)
         return setting.kind(ctx, plan.needs_of(node, setting))
 
     def stop(self) -> None:
@@ -84,19 +84,21 @@ class Nodes:
                 pass
 
 
-def run_experiment(plan: RunPlan, out_dir: Path, *, runtime_label: str, console: Console | None = None) -> int:
-    """Run all runs into out_dir (already created). Returns the exit status."""
+def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = None,
+                   host_plan_sha256: str | None = None) -> int:
+    """Run all runs of `plan` on this kernel (the plan's runtime: the host's, or the UML guest's we
+    are in) into out_dir (already made, with experiment.yaml and topology.yaml: run.start).
+    `host_plan_sha256`: in a guest, the digest of the host's plan (equal to this plan's; recorded).
+    Returns the exit status."""
     console = console or Console()
     # The timeline player, live control and the radio/handover controllers are threads that must
     # act within a few ms; Python hands the GIL over every 5 ms by default, which is the error
     # they would inherit from any busy thread. 0.5 ms bounds it.
     sys.setswitchinterval(0.0005)
-    exp, W = plan.experiment, plan.workload
+    W = plan.workload
     run_id = f"{os.getpid()}-{secrets.token_hex(3)}"
-    record = RunRecord(out_dir / "metadata.json", plan, run_id=run_id, runtime_label=runtime_label,
-                       started=datetime.now(timezone.utc).isoformat())
-    results.write_yaml(out_dir / "experiment.yaml", exp.to_document())
-    results.write_yaml(out_dir / "topology.yaml", exp.topology.to_document(exp.catalog))
+    record = RunRecord(out_dir / "metadata.json", plan, run_id=run_id, started=datetime.now(timezone.utc).isoformat(),
+                       host_plan_sha256=host_plan_sha256)
     results.write_json(out_dir / "plan.json", plan.to_document())
     param_cols = list(plan.columns.params)
     runs = results.RunsCsv(out_dir / "runs.csv", plan.columns.runs_csv(),
@@ -110,7 +112,7 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, runtime_label: str, console:
         if not seeded.works:
             record.note(f"netem on this kernel cannot be seeded ({seeded.detail}): its loss and jitter draws "
                         "differ run to run; wearlab's own randomness (file contents) uses `seed`.")
-        net = netns.build(plan.network, run_id=run_id, seed=exp.seed if seeded.works else None)
+        net = netns.build(plan.network, run_id=run_id, seed=plan.seed if seeded.works else None)
         setup: dict[str, Any] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
         record.set(netem_seeds=net.netem_seeds, setup=setup)
         wctx = WorkloadContext(plan=plan, net=net, out_dir=out_dir)
@@ -122,8 +124,8 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, runtime_label: str, console:
         player = timeline_player.TimelinePlayer(state.links, state.changes)
         live = ControlServer(out_dir / "control", state)
         live.start()
-        state.progress = {"total": len(plan.cells) * exp.repetitions, "done": 0, "failed": 0}
-        workload = W(exp.workload, wctx)
+        state.progress = {"total": len(plan.cells) * plan.repetitions, "done": 0, "failed": 0}
+        workload = W(plan.fields, wctx)
         state.workload = workload
         t = time.monotonic()
         nodes = Nodes(state, record)
@@ -145,10 +147,10 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, runtime_label: str, console:
         groups = plan.groups()
         warmups = [workload.warm_up([dict(c.values) for c in groups[0]])]
         record.set(setup=setup, warmup=warmups)
-        with Progress(console, len(plan.cells) * exp.repetitions, exp.name, W.describe_cell, W.headline) as progress:
+        with Progress(console, len(plan.cells) * plan.repetitions, plan.name, W.describe_cell, W.headline) as progress:
             n, pending = 0, None
             try:
-                for rep in range(1, exp.repetitions + 1):
+                for rep in range(1, plan.repetitions + 1):
                     for group in groups:
                         if nodes.apply(group[0]):
                             warmups.append(workload.warm_up([dict(c.values) for c in group]))
@@ -234,7 +236,7 @@ def _one_run(state: RunState, player: timeline_player.TimelinePlayer, cell: Cell
     # this run's prefix.
     state.series.append("timeline", row, state.changes.take())
     _node_series(state, row, time.time_ns())
-    horizon = plan.workload.run_length(values) or plan.experiment.timeout_s
+    horizon = plan.workload.run_length(values) or plan.timeout_s
     wctx.run_start_ns = time.time_ns()
     state.progress.update(run=n, cell=cell.label, repetition=rep)
     player.start(cell.timeline, horizon, wctx.run_start_ns)
@@ -289,20 +291,19 @@ def _finish(state: RunState, p: _Pending, runs: results.RunsCsv, progress) -> di
 
 
 def _write_summary(out_dir: Path, plan: RunPlan, rows: list[dict[str, Any]], console: Console) -> None:
-    exp, W = plan.experiment, plan.workload
+    W = plan.workload
     param_cols = list(plan.columns.params)
     varied = [p for p in param_cols if len({str(r.get(p, "")) for r in rows} - {""}) > 1]
-    declared = (*W.ratios, *exp.ratios)
+    declared = plan.ratios
     metrics = plan.columns.metrics
     wanted = {m.name for m in metrics if m.summarised} | {m for r in declared for m in r.metrics}
-    if exp.reference:
-        wanted |= {m for c in exp.reference.cells for m in c.values}
+    if plan.reference:
+        wanted |= {m for c in plan.reference.cells for m in c.values}
     cells = summarize(rows, param_cols, [m.name for m in metrics if m.name in wanted])
     ratio_rows = ratios(cells, declared)
     results.write_json(out_dir / "summary.json", to_document(cells, ratio_rows))
     if rows:
         shown = {p.name: p.shown for p in W.params}
-        print_summary(console, exp.name, cells, ratio_rows, varied or param_cols[:1], metrics, shown, declared)
-        if exp.reference:
-            fixed = {**exp.fixed, **{f"{n}.{k}": v for n, opts in exp.nodes.items() for k, v in opts.items()}}
-            print_reference(console, exp.reference, cells, metrics, shown, fixed)
+        print_summary(console, plan.name, cells, ratio_rows, varied or param_cols[:1], metrics, shown, declared)
+        if plan.reference:
+            print_reference(console, plan.reference, cells, metrics, shown, dict(plan.fixed))

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wearlab.model.experiment import Experiment
 from wearlab.nodes.node_kind import NodeKind
 from wearlab.plan.plan import RunPlan
 from wearlab.realize.changelog import ChangeLog
@@ -28,10 +27,6 @@ class RunState:
     workload: Workload | None = None
     progress: dict[str, Any] = field(default_factory=dict)   # runs done/total/failed, the current cell
     series: SeriesFiles | None = None
-
-    @property
-    def exp(self) -> Experiment:
-        return self.plan.experiment
 
     @property
     def nodes(self) -> dict[str, NodeKind]:

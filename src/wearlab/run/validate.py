@@ -3,7 +3,8 @@
 validate = load + plan (every cross-check, with file:line:field) + the kernel features the plan
 needs, checked on the kernel the network would live on. It never says `ok` for a file whose run
 would fail on its input. `wearlab plan EXP` prints what the run would be (the plan.json that
-every results directory holds)."""
+every results directory holds), with the runtime it would choose; `--commands` the lines it would
+issue in each node (plan.commands, which realize.netns executes)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from rich.console import Console
 from rich.table import Table
 
 from wearlab.errors import EnvironmentProblem, InputError, Problem
+from wearlab.model.choices import Runtime
 from wearlab.model.declarations import Catalog
 from wearlab.model.experiment_file import load_experiment
 from wearlab.model.features import OPTIONAL
 from wearlab.model.topology import load_topology
 from wearlab.model.yamlsrc import load_yaml
+from wearlab.plan.commands import run_commands
 from wearlab.plan.plan import RunPlan, plan
 from wearlab.run.start import overrides_of
 from wearlab.runtime import doctor, placement
@@ -53,7 +56,7 @@ def _kernel_check(p: RunPlan, file: Path) -> str | Problem:
     if os.geteuid() != 0:
         return "kernel features not checked: that needs root"
     try:
-        runtime, _ = placement.choose(p.experiment.runtime)
+        runtime, _ = placement.choose(p.runtime)
         missing = doctor.missing_features(needed, runtime)
     except EnvironmentProblem as e:
         return Problem(str(file), None, "runtime", str(e))
@@ -63,19 +66,25 @@ def _kernel_check(p: RunPlan, file: Path) -> str | Problem:
 
 
 def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool = False, builds: bool = False,
-              overrides: list[str] = (), repetitions: int | None = None, shaper: str = "netem") -> int:
-    p = plan(load_experiment(file, catalog, repetitions=repetitions, overrides=overrides_of(list(overrides))), shaper)
+              commands: bool = False, overrides: list[str] = (), repetitions: int | None = None,
+              runtime: str | None = None, shaper: str = "netem") -> int:
+    p = plan(load_experiment(file, catalog, repetitions=repetitions, runtime=runtime,
+                             overrides=overrides_of(list(overrides))), shaper)
     if builds:
         for b in p.builds():
             print(b)
+        return 0
+    p, undecided = _placed(p)
+    if commands:
+        _print_commands(p, undecided)
         return 0
     doc = p.to_document()
     if as_json:
         console.print_json(json.dumps(doc))
         return 0
     console.print(f"[bold]{doc['experiment']}[/bold]: {doc['workload']} {doc['endpoints']}, {len(doc['cells'])} cells "
-                  f"x {doc['repetitions']} = {doc['runs']} runs, seed {doc['seed']}, runtime {doc['runtime']}, "
-                  f"shaper {doc['shaper']}")
+                  f"x {doc['repetitions']} = {doc['runs']} runs, seed {doc['seed']}, runtime {doc['runtime']}"
+                  f"{f' ({undecided})' if undecided else ''}, shaper {doc['shaper']}")
     console.print(f"kernel features: {', '.join(doc['features']) or 'none'}")
     t = Table(title="cells", title_justify="left")
     for col in ("cell", "group", "values", "timeline", "node settings that vary"):
@@ -97,10 +106,16 @@ def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool =
     nt = Table(title="needs and ports", title_justify="left")
     for col in ("node", "needs", "ports"):
         nt.add_column(col)
+    groups = len(doc["ports"])
     for n in p.topology.nodes:
         needs = [f"{x['need']} " + " ".join(f"{k}={v}" for k, v in x.items() if k not in ("node", "need"))
                  for x in doc["needs"] if x["node"] == n]
-        ports = [f"{port} {what}" for port, what in doc["ports"].get(n, {}).items()]
+        where: dict[str, list[int]] = {}   # "port what" -> the groups of cells it is used in
+        for g, group in enumerate(doc["ports"]):
+            for port, what in group.get(n, {}).items():
+                where.setdefault(f"{port} {what}", []).append(g)
+        ports = [use if len(gs) == groups else f"{use} (group{'s' if len(gs) > 1 else ''} {', '.join(map(str, gs))})"
+                 for use, gs in where.items()]
         nt.add_row(n, "\n".join(needs) or "-", "\n".join(ports) or "-")
     console.print(nt)
     console.print(f"columns: {', '.join(doc['columns']['params'])} | {len(doc['columns']['metrics'])} metrics | "
@@ -110,6 +125,29 @@ def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool =
     none = "none (every node computes at this machine's speed)"
     console.print(f"devices: {devices or none}")
     return 0
+
+
+def _placed(p: RunPlan) -> tuple[RunPlan, str]:
+    """The plan with the runtime a run would choose, and why it is still `auto` when it is."""
+    if p.runtime == Runtime.AUTO and os.geteuid() != 0:
+        return p, "decided when it runs: finding whether netem works here needs root"
+    try:
+        return p.placed(placement.choose(p.runtime)[0]), ""
+    except EnvironmentProblem as e:   # auto, and neither runtime can run it here
+        return p, f"nothing can run it here: {e}"
+
+
+def _print_commands(p: RunPlan, undecided: str) -> None:
+    """Per node, the lines a run issues (plain text: brackets and all, as the shell sees them)."""
+    print(f"# {p.name}: what a run issues in each node, in order (runtime {p.runtime.value}"
+          f"{f': {undecided}' if undecided else ''}). The ip and tc lines go through `ip -batch` and "
+          f"`tc -batch`; netem's `seed` is left out where the kernel's netem takes none.")
+    for node, parts in run_commands(p).items():
+        print(f"\n## {node} ({p.topology.nodes[node].role.value})")
+        for when, lines in parts:
+            print(f"# {when}")
+            for line in lines:
+                print(line)
 
 
 def _shape(d: dict) -> str:

@@ -51,7 +51,7 @@ def missing_features(needed: frozenset[KernelFeature], runtime: Runtime) -> list
     """Features a plan needs that the kernel of `runtime` lacks (each with the probe's words)."""
     if not needed:
         return []
-    if runtime == Runtime.UML and not probe.in_uml_guest():
+    if runtime == Runtime.UML:   # (inside a guest, placement.choose never answers uml)
         report = guest_report()
         if report is None:
             return [f"{f.value}: the guest kernel could not be probed" for f in sorted(needed)]
@@ -65,11 +65,13 @@ def missing_features(needed: frozenset[KernelFeature], runtime: Runtime) -> list
 
 
 def doctor(console: Console) -> int:
+    # "Where am I" is this command's question: on the host it also boots a guest to probe its kernel.
+    in_guest = probe.in_uml_guest()
     t = Table(title="wearlab doctor", show_header=True)
     t.add_column("check")
     t.add_column("result")
     t.add_column("why wearlab needs it")
-    t.add_row("kernel", probe.kernel_release() + (" (UML guest)" if probe.in_uml_guest() else ""), "")
+    t.add_row("kernel", probe.kernel_release() + (" (UML guest)" if in_guest else ""), "")
     t.add_row("root", "yes" if os.geteuid() == 0 else "[red]no: namespaces and tc need root[/red]", "")
     _feature_rows(t, probe.report()["features"], "")
     for tool, path in probe.tool_paths().items():
@@ -85,7 +87,7 @@ def doctor(console: Console) -> int:
         uml.check_ready()
         t.add_row("uml runtime", f"ready: kernel {uml.kernel_version()} ({uml.uml_kernel()}), "
                                  f"root fs {uml.rootfs_path()}", "")
-        guest = guest_report(cached=False) if not probe.in_uml_guest() else None
+        guest = guest_report(cached=False) if not in_guest else None
     except EnvironmentProblem as e:
         t.add_row("uml runtime", f"[red]not ready[/red]: {e}", "")
     if guest is not None:

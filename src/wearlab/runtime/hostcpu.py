@@ -2,7 +2,7 @@
 
 A UML guest is one host process per guest process, traced by the guest kernel's own process:
 every guest system call is a round trip between the two. Measured on a 2-vCPU Firecracker VM
-(README, "How true is the emulation"):
+(docs/fidelity.md):
 
 - Unpinned, the two ends of that round trip sit on different CPUs and every system call costs
   ~100 us (cross-CPU wake-ups); pinned to one CPU it costs ~18 us. The guest kernel is
@@ -20,6 +20,7 @@ only when the last one ends.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import os
 from collections.abc import Iterator
@@ -46,6 +47,17 @@ def guest_cpu() -> int | None:
 
 def _qos_file(cpu: int) -> Path:
     return Path(f"/sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")
+
+
+@contextlib.contextmanager
+def _exclusive() -> Iterator[None]:
+    """One wearlab process at a time reads, records, releases or restores a CPU's setting: else a
+    run starting while another ends could read the ending run's poll setting as the machine's own
+    and put it back for good."""
+    ledger.LEDGER.mkdir(parents=True, exist_ok=True)
+    with open(ledger.LEDGER / f".{KIND}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _holders(cpu: int) -> list[dict]:
@@ -86,10 +98,11 @@ def low_latency_idle(cpu: int | None) -> Iterator[str]:
         return
     ident = f"cpu{cpu}-{os.getpid()}-{next(_holder_ids)}"
     try:
-        earlier = _holders(cpu)
-        previous = earlier[0]["previous"] if earlier else f.read_text().strip()
-        ledger.record(KIND, ident, cpu=cpu, previous=previous)
-        f.write_text(POLL)
+        with _exclusive():
+            earlier = _holders(cpu)
+            previous = earlier[0]["previous"] if earlier else f.read_text().strip()
+            ledger.record(KIND, ident, cpu=cpu, previous=previous)
+            f.write_text(POLL)
     except OSError as e:
         ledger.forget(KIND, ident)
         yield f"unchanged ({e.strerror or e})"
@@ -97,15 +110,17 @@ def low_latency_idle(cpu: int | None) -> Iterator[str]:
     try:
         yield f"cpu{cpu} polls when idle (pm_qos_resume_latency_us {previous} -> {POLL})"
     finally:
-        ledger.forget(KIND, ident)
-        _release(cpu, previous)
+        with _exclusive():
+            ledger.forget(KIND, ident)
+            _release(cpu, previous)
 
 
 def clean() -> list[str]:
     """For `wearlab clean`: restore every CPU whose holders are all gone."""
     done = []
     for cpu in sorted({e["cpu"] for e in ledger.entries() if e.get("kind") == KIND}):
-        previous = _release(cpu)
+        with _exclusive():
+            previous = _release(cpu)
         if previous is not None:
             done.append(f"cpu{cpu} idle setting restored ({previous})")
     return done

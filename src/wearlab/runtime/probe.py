@@ -133,7 +133,9 @@ def kernel_release() -> str:
 
 
 def in_uml_guest() -> bool:
-    """True inside a User-Mode Linux guest (its /proc/cpuinfo says so)."""
+    """True inside a User-Mode Linux guest (its /proc/cpuinfo says so). Only for "where is this
+    process" (placement.choose, doctor, this report, clean-up of the host's guest jobs): a run
+    branches on its plan's runtime, never on this."""
     try:
         return "User Mode Linux" in Path("/proc/cpuinfo").read_text() or \
             os.environ.get("WEARLAB_IN_GUEST") == "1"

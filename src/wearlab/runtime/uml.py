@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from wearlab.errors import EnvironmentProblem
@@ -101,9 +101,11 @@ def _install_init(rootfs: Path) -> None:
         dest.chmod(0o755)
 
 
-def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: int = 2048,
-                 env: dict[str, str] | None = None, out=None, attach=None) -> int:
-    """Run argv in a fresh guest; stream its console to `out`; return its exit status.
+def run_in_guest(argv: list[str] | Callable[[Path], list[str]], *, mounts: Iterable[Path], cwd: Path,
+                 mem_mb: int = 2048, env: dict[str, str] | None = None, out=None, attach=None) -> int:
+    """Run argv in a fresh guest; stream its console to `out`; return its exit status. `argv` may
+    be a function of the job directory (seen at the same path in the guest) that puts what the
+    command reads there and returns the command.
     `attach(job)`: a context manager entered before the boot and left after the guest stopped,
     giving extra kernel arguments and environment (e.g. realize.containers.for_guest)."""
     check_ready()
@@ -138,6 +140,8 @@ def run_in_guest(argv: list[str], *, mounts: Iterable[Path], cwd: Path, mem_mb: 
         guest_env["WEARLAB_HOST_IDLE"] = idle
         (job / "mounts.txt").write_text("".join(f"{p}\n" for p in _minimal_mounts([*mounts, cwd])))
         (job / "env.sh").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in guest_env.items()))
+        if callable(argv):
+            argv = argv(job)
         (job / "cmd.sh").write_text(f"cd {shlex.quote(str(cwd))} || exit 2\nexec {shlex.join(argv)}\n")
         cmd = [uml_kernel(), f"mem={mem_mb}M", "root=/dev/root", "rootfstype=hostfs",
                f"rootflags={rootfs}", "rw", "init=/sbin/wearlab-init", "con=null", "con0=null,fd:1",

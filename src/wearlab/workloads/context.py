@@ -28,7 +28,7 @@ class WorkloadContext:
 
     @property
     def timeout_s(self) -> float:
-        return self.plan.experiment.timeout_s
+        return self.plan.timeout_s
 
     def address(self, node: str) -> str:
         """The node's address as others reach it (its first interface)."""

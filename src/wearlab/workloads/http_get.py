@@ -24,10 +24,10 @@ from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.tls import TLS13_SUITES, TLS_VERSIONS
-from wearlab.model.unit_input import format_size
+from wearlab.model.quantities import format_size
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.certs import CERT_KINDS
-from wearlab.nodes.devicecpu import DeviceProcess, RunCounters
+from wearlab.nodes.devicecpu import DeviceProcess, RunCounters, node_cpu
 from wearlab.nodes.nginx import content_path
 from wearlab.nodes.tcpcrypt import RunAccount
 from wearlab.workloads.workload import Outcome, Workload
@@ -99,16 +99,18 @@ class HttpGet(Workload):
         Metric("wire_total_s", "s", label="total", summarised=True, doc="SYN departure -> last response byte"),
         *(Metric(t, "s", doc="libcurl's own clock (includes the client's CPU time)") for t in CURL_TIMES),
         Metric("tls_handshake_s", "s", doc="libcurl: appconnect - connect"),
-        Metric("http_code", "count", better="none"),
-        Metric("size_download", "B", better="none"),
-        Metric("speed_download_bps", "bit/s", better="higher"),
+        Metric("http_code", "count", better="none", doc="the response's HTTP status (200 when the fetch worked)"),
+        Metric("size_download", "B", better="none", doc="body bytes libcurl received (the file's size when complete)"),
+        Metric("speed_download_bps", "bit/s", better="higher", doc="libcurl: body bytes / total time, in bit/s"),
         *(Metric(f"bytes_{d}_{p}", "B", doc=f"frame bytes {d} in the {p} phase") for p in PHASES for d in ("up", "down")),
-        Metric("bytes_up_total", "B", label="bytes up", summarised=True),
-        Metric("bytes_down_total", "B", label="bytes down", summarised=True),
-        Metric("bytes_total", "B", label="bytes"),
-        Metric("packets_up_total", "packets"),
-        Metric("packets_down_total", "packets"),
-        Metric("local_port", "count", better="none"),
+        Metric("bytes_up_total", "B", label="bytes up", summarised=True,
+               doc="frame bytes client -> server over the whole connection (capture)"),
+        Metric("bytes_down_total", "B", label="bytes down", summarised=True,
+               doc="frame bytes server -> client over the whole connection (capture)"),
+        Metric("bytes_total", "B", label="bytes", doc="bytes_up_total + bytes_down_total"),
+        Metric("packets_up_total", "packets", doc="frames client -> server over the whole connection (capture)"),
+        Metric("packets_down_total", "packets", doc="frames server -> client over the whole connection (capture)"),
+        Metric("local_port", "count", better="none", doc="the client's TCP source port (finds the run in the capture)"),
         Metric("tcpcrypt_encrypted", "count", better="none",
                doc="tcpcrypt cells: 1 when ENO negotiated tcpcrypt end to end, 0 when it fell back to plain TCP"),
         Metric("tcpcrypt_handshake_s", "s", doc="tcpcrypt cells: the client daemon's connect -> keys ready"),
@@ -121,6 +123,10 @@ class HttpGet(Workload):
         Metric("device_cpu_other_s", "s", label="device CPU other",
                doc="a client with a device: the device's time for the client's cryptography outside the "
                    "handshake (records' ciphers and MACs)"),
+        Metric("device_hs_overflow", "count",
+               doc="a client with a device: TLS handshakes the devicecpu library had no room to track (more "
+                   "than 1024 at once in a process), charged the platform's cost when they completed instead "
+                   "of before the client's second flight; 0 normally"),
         *energy_metrics(handshake=True),
     )
     series = (ENERGY_SERIES, Series("tcpcrypt", ("node", "mode", "tep", "aead", "session_id", "handshake_ms", "plaintext_sent",
@@ -177,7 +183,8 @@ class HttpGet(Workload):
         client = self.fields.client
         device = self.ctx.plan.device_of(client)
         # On a node with a device the agent computes in the device's time (nodes.devicecpu).
-        self.device = DeviceProcess(device, self.ctx.workdir("devicecpu"), f"{client}-fetch-agent") if device else None
+        self.device = DeviceProcess(device, self.ctx.workdir("devicecpu"), f"{client}-fetch-agent",
+                                    node=node_cpu(self.ctx.net.workdir, client, device)) if device else None
         self.agent = FetchAgent(self.ctx.net, client, env=self.device.env() if self.device else None)
         self.capture = self.ctx.capture(client)
         self.energy = RunEnergy(self.ctx.plan, client, self.fields.server)
@@ -262,7 +269,7 @@ class HttpGet(Workload):
                    speed_download_bps=round(m["speed_download"] * 8), local_port=m["local_port"])
         row.update(extra)
         if device:
-            row.update(device.metrics())
+            row.update(device.metrics(), device_hs_overflow=device.overflow())
         intf = next(i.name for i in self.ctx.net.addresses.interfaces[self.fields.client] if i.ip == m["local_ip"])
         client = (m["local_ip"], m["local_port"])
         if crypt:

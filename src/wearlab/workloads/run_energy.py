@@ -20,7 +20,7 @@ from wearlab.plan.plan import RunPlan
 
 ENERGY_SERIES = Series("energy", model.ENERGY_SERIES_COLUMNS,
                        doc="nodes with a device: each state's time, power and energy per run (the energy "
-                           "model, README: Energy)")
+                           "model, docs/devices.md)")
 
 
 def energy_metrics(handshake: bool) -> tuple[Metric, ...]:
@@ -65,7 +65,7 @@ class RunEnergy:
     def facts(self, paths: Sequence[str]) -> dict[str, Any]:
         """For metadata.json: each node's power per state, or why it has no energy."""
         nodes = {p.node: p.describe() for path in paths for p in self.powers(path) if p is not None}
-        return {"model": "E = sum of P(state) x t(state) over the run's phases, plus the tail (README: Energy)",
+        return {"model": "E = sum of P(state) x t(state) over the run's phases, plus the tail (docs/devices.md)",
                 "nodes": nodes, "without_energy": dict(self.problems)}
 
     def transaction(self, path: str, wire: dict[str, Any], encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -50,7 +50,7 @@ from wearlab.model.features import KernelFeature
 from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
-from wearlab.model.unit_input import format_duration, format_rate, format_size
+from wearlab.model.quantities import format_duration, format_rate, format_size
 from wearlab.nodes.tcpcrypt import RunAccount
 from wearlab.workloads.workload import Outcome, Workload
 from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
@@ -92,8 +92,9 @@ def _stream_metrics() -> tuple[Metric, ...]:
     for d in DIRECTIONS:
         out += [Metric(f"{d}_owd_median_s", "s", label=f"{d} OWD", summarised=True,
                        doc=f"median one-way delay of the {d} stream's messages"),
-                Metric(f"{d}_owd_p95_s", "s", label=f"{d} OWD p95", summarised=True),
-                Metric(f"{d}_owd_max_s", "s", label=f"{d} OWD max"),
+                Metric(f"{d}_owd_p95_s", "s", label=f"{d} OWD p95", summarised=True,
+                       doc=f"{d}: 95th percentile of the messages' one-way delays"),
+                Metric(f"{d}_owd_max_s", "s", label=f"{d} OWD max", doc=f"{d}: the largest message one-way delay"),
                 Metric(f"{d}_goodput_bps", "bit/s", better="higher", label=f"{d} goodput", summarised=True,
                        doc="message bytes delivered / (last - first delivery)"),
                 Metric(f"{d}_stall_share", "ratio", label=f"{d} no reception", summarised=True,
@@ -103,8 +104,8 @@ def _stream_metrics() -> tuple[Metric, ...]:
                        doc="longest time between two deliveries (a handover's delay, as the app sees it)"),
                 Metric(f"{d}_transfer_s", "s", label=f"{d} transfer time", summarised=True,
                        doc="first message sent -> last delivered (a download's duration)"),
-                Metric(f"{d}_messages", "count", better="none"),
-                Metric(f"{d}_bytes", "B", better="none")]
+                Metric(f"{d}_messages", "count", better="none", doc=f"{d}: messages delivered in the run"),
+                Metric(f"{d}_bytes", "B", better="none", doc=f"{d}: payload bytes delivered in the run")]
     out += [Metric(f"d{i}_median_s", "s", label=f"d{i}", summarised=i == 2,
                    doc=doc) for i, doc in ((1, "server -> phone kernel"), (2, "phone TCP receive buffer"),
                                            (3, "proxy application buffer"), (4, "phone -> watch app"))]
@@ -393,9 +394,10 @@ def _messages_metrics() -> tuple[Metric, ...]:
     return (*_stream_metrics(),
             Metric("msg_owd_median_s", "s", label="message OWD", summarised=True,
                    doc="median delivery time of the small messages"),
-            Metric("msg_owd_p95_s", "s", label="message OWD p95", summarised=True),
-            Metric("msg_owd_max_s", "s", label="message OWD max"),
-            Metric("msg_messages", "count", better="none"))
+            Metric("msg_owd_p95_s", "s", label="message OWD p95", summarised=True,
+                   doc="95th percentile of the messages' one-way delays (send -> whole message delivered)"),
+            Metric("msg_owd_max_s", "s", label="message OWD max", doc="the largest message one-way delay"),
+            Metric("msg_messages", "count", better="none", doc="messages delivered in the run"))
 
 
 class Messages(_Streams):

@@ -1,4 +1,6 @@
-"""tc commands that give one direction of a link its rate, delay, jitter, loss and queue.
+"""tc commands that give one direction of a link its rate, delay, jitter, loss and queue: planned
+here, from the link's Shape alone; plan.commands gathers them per node, realize.netns issues them
+at build and realize.linkctl on every change.
 
 Two shapers, both applied on the sending end's egress:
 - `netem` (default): one netem qdisc does delay, jitter, loss, rate and the queue limit.
@@ -28,7 +30,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from wearlab.model.topology import Shape
+from wearlab.model.shape import Shape
 
 MTU_FRAME = 1514          # bytes on the wire of a full-size Ethernet frame (MTU 1500)
 DEFAULT_LIMIT = 1000      # netem's own default, used when no queue limit is configured
