@@ -101,6 +101,26 @@ def test_watch_handshake_is_seed_000s_client_share_minus_its_primitives():
     assert builtin_devices()["sony-smartwatch-3"].handshake.seconds() == w.handshake.seconds()
 
 
+def test_cores_and_the_resumed_handshake_say_where_they_come_from():
+    """Each built-in device's cores (seed 000 Table I: the watch quad-core, the glass dual-core)
+    and its platform cost per resumed handshake, each with its basis."""
+    d = builtin_devices()
+    assert {n: x.cores.value for n, x in d.items()} == {
+        "vehicle-embedded-computer": 1, "sony-smartwatch-3": 4, "lg-g-watch-r": 4, "google-glass-explorer": 2,
+        "galaxy-s4": 4, "nexus-4": 4}
+    assert d["lg-g-watch-r"].cores.basis == "measured" and "quad-core" in d["lg-g-watch-r"].cores.source
+    for x in d.values():
+        assert x.cores.basis in BASES and len(x.cores.source) > 20
+        assert x.resumed.basis in BASES and len(x.resumed.source) > 20
+        assert x.resumed.seconds() <= x.handshake.seconds()
+    # The watch's: its platform cost x the share of its client primitives a resumption still does
+    # (keygen + derive p256, 6.83 of 11.83 ms); no seed times one, so it is assumed.
+    w = d["lg-g-watch-r"]
+    assert w.resumed.seconds() == pytest.approx(0.11606 * 6.83 / 11.83, abs=1e-5)
+    assert w.resumed.basis == "assumed"
+    assert f"resumed_handshake_ns {round(w.resumed.seconds() * 1e9)}" in w.profile_text()
+
+
 def test_like_scales_every_operation_and_marks_assumptions():
     watch, glass = builtin_devices()["lg-g-watch-r"], builtin_devices()["google-glass-explorer"]
     for key, c in watch.costs.items():
@@ -300,6 +320,18 @@ def test_devices_file_by_path_relative_to_the_topology(tmp_path):
         handshake: {time: 1ms, assumed: x}
         cpu_factor: {value: 2, assumed: x}
     """, "W1:", "devices.W1", "bad device name"),
+    ("""\
+      w:
+        handshake: {time: 1ms, assumed: x}
+        cpu_factor: {value: 2, assumed: x}
+        cores: {value: 0, assumed: x}
+    """, "cores:", "devices.w.cores.value", "must be at least 1"),
+    ("""\
+      w:
+        handshake: {time: 1ms, assumed: x}
+        resumed_handshake: {time: 1ms}
+        cpu_factor: {value: 2, assumed: x}
+    """, "resumed_handshake:", "devices.w.resumed_handshake", "exactly one of measured"),
 ])
 def test_schema_problems_are_located(tmp_path, device, needle, field, message):
     text = "devices:\n" + indent(dedent(device), "  ") + NODES.replace(", device: DEVICE", "")

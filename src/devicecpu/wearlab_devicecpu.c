@@ -4,9 +4,10 @@
  *
  * It interposes the libcrypto calls a TLS stack makes (EVP_PKEY_sign/verify/derive/keygen,
  * EVP_DigestSign/Verify*, EVP_Digest*, EVP_Cipher*, X509_verify_cert) and, around the TLS
- * handshake, SSL_connect/SSL_do_handshake with BIO_read/BIO_write. Each call is timed on the
- * wall clock (the TSC, calibrated against CLOCK_MONOTONIC: a clock_gettime costs ~20 us in the
- * UML guest, rdtsc 40 ns; CPU time is useless there, it advances in 10 ms ticks) and the
+ * handshake, SSL_connect/SSL_do_handshake/SSL_read/SSL_write with BIO_read/BIO_write. Each call is
+ * timed on the wall clock (the TSC, at the rate wearlab measured once against CLOCK_MONOTONIC: a
+ * clock_gettime costs ~20 us in the UML guest, rdtsc 40 ns; CPU time is useless there, it
+ * advances in 10 ms ticks) and the
  * difference between the device's time for that operation and size (the profile's table) and
  * the time it took here becomes a debt, paid by sleeping (default: other processes of the one
  * guest CPU - a server - keep running, as on separate devices) or spinning
@@ -14,10 +15,19 @@
  * timer's wake-up latency does not accumulate. Debt is always paid before the process sends or
  * reads anything through a BIO, so nothing leaves earlier than it would from the device.
  *
+ * The device's cores: every process of a node (and its tcpcryptd) maps the node's cores file
+ * (WEARLAB_DEVICE_CORES) - per core, until when it is busy - and claims each operation's device
+ * time on a core with a compare-and-swap, from when its thread was ready: the work of concurrent
+ * threads and processes queues onto the device's cores instead of each thread getting its own.
+ *
  * The per-handshake platform cost (a Java TLS stack, a browser, DVFS: what the primitives alone do
- * not explain) is charged once per client handshake, just before the client's second flight
- * leaves: the first BIO write after the server's flight was read, inside SSL_connect or
- * SSL_do_handshake (seed 000 puts ~87 % of the watch's handshake in that client step).
+ * not explain) is charged to the client of a handshake only, once: the full handshake's or, for a
+ * resumed one (SSL_session_reused), the resumed one's. It is owed just before the client's second
+ * flight leaves - the first BIO write of its key exchange, certificate, certificate verify or
+ * Finished (or TLS 1.2's ChangeCipherSpec) after the server's flight was read, where seed 000 puts
+ * ~87 % of the watch's handshake - or, for a handshake that writes no such flight through a BIO (a
+ * QUIC stack's), when it completes. One table per process tracks every client handshake in
+ * progress (1024; one it has no room for is counted and charged at completion).
  *
  * Which libcrypto: a process may hold two (pycurl's wheel bundles its own libssl/libcrypto,
  * loaded RTLD_LOCAL beside the system's). Every call resolves the real function, and the helpers
@@ -36,8 +46,10 @@
  *   WEARLAB_DEVICE_PROFILE  the profile (wearlab.model.devices.profile_text); unset: no effect
  *   WEARLAB_DEVICE_CPU_FACTOR  1: also the general CPU factor on the computation between calls
  *   WEARLAB_DEVICE_PAD      sleep (default) | spin
- *   WEARLAB_DEVICE_STATS    a file the library keeps its counters in (mmap, read by wearlab)
- *   WEARLAB_DEVICE_TSC_HZ   the TSC's rate, to skip the 10 ms calibration at start
+ *   WEARLAB_DEVICE_STATS    a file the library keeps its counters in (mmap, read by wearlab; opened as it
+ *                           is, so an exec'd child adds to its parent's counters)
+ *   WEARLAB_DEVICE_CORES    the node's cores file (mmap, made by wearlab; holds the node's TSC rate)
+ *   WEARLAB_DEVICE_TSC_HZ   the TSC's rate, measured once by wearlab (without either: 10 ms here)
  *
  * No OpenSSL headers: objects are opaque pointers and the few key-type NIDs are OpenSSL's stable
  * ABI constants, so this builds with a bare gcc and serves any OpenSSL 3 it finds in a process.
@@ -53,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -75,6 +88,8 @@ static int64_t mono_ns(void) {
     return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* Nanoseconds on the node's time base: the TSC times 1e9 / the node's TSC rate. Every process of
+ * the node (and tcpcryptd) computes it alike from the same rate, so their core slots compare. */
 static int64_t now_ns(void) {
 #ifdef HAVE_TSC
     if (tsc_ns_per_tick > 0)
@@ -83,23 +98,56 @@ static int64_t now_ns(void) {
     return mono_ns();
 }
 
-static void calibrate_clock(void) {
 #ifdef HAVE_TSC
-    const char *hz = getenv("WEARLAB_DEVICE_TSC_HZ");
-    if (hz && atof(hz) > 1e8) {
-        tsc_ns_per_tick = 1e9 / atof(hz);
-        return;
+/* A (TSC, CLOCK_MONOTONIC) pair: the tightest of five brackets (a clock_gettime is a system call
+ * of ~20 us in the UML guest, and an interrupt may fall inside any one of them). */
+static void tsc_pair(uint64_t *tsc, int64_t *mono) {
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 5; i++) {
+        uint64_t a = __rdtsc();
+        int64_t m = mono_ns();
+        uint64_t b = __rdtsc();
+        if (b - a < best) {
+            best = b - a;
+            *tsc = a + (b - a) / 2;
+            *mono = m;
+        }
     }
-    /* 10 ms against CLOCK_MONOTONIC: each clock_gettime is ~20 us in the UML guest, 0.4 % of the
-     * window at worst (measured: 2.4454 GHz within 0.1 % over 100-500 ms windows). */
-    int64_t m0 = mono_ns();
-    uint64_t c0 = __rdtsc();
-    struct timespec d = {0, 10000000};
+}
+#endif
+
+/* The TSC's rate (ticks per second) against CLOCK_MONOTONIC over `window_ms`; 0 without a TSC.
+ * wearlab measures it once (wearlab.nodes.devicecpu, through ctypes) and hands it to every process
+ * of a node, in the node's cores file and in WEARLAB_DEVICE_TSC_HZ. */
+double wearlab_devicecpu_measure_tsc_hz(int window_ms) {
+#ifdef HAVE_TSC
+    uint64_t c0 = 0, c1 = 0;
+    int64_t m0 = 0, m1 = 0;
+    tsc_pair(&c0, &m0);
+    struct timespec d = {window_ms / 1000, (long)(window_ms % 1000) * 1000000L};
     while (nanosleep(&d, &d) != 0 && errno == EINTR) {}
-    int64_t m1 = mono_ns();
-    uint64_t c1 = __rdtsc();
+    tsc_pair(&c1, &m1);
     if (c1 > c0 && m1 > m0)
-        tsc_ns_per_tick = (double)(m1 - m0) / (double)(c1 - c0);
+        return (double)(c1 - c0) * 1e9 / (double)(m1 - m0);
+#else
+    (void)window_ms;
+#endif
+    return 0;
+}
+
+/* The clock's rate: the node's, measured once by wearlab (its cores file; WEARLAB_DEVICE_TSC_HZ
+ * without one); a process started with neither measures it itself for 10 ms. On a node every
+ * process must use the very same rate - their core slots are compared in its nanoseconds -, so
+ * a cores file without one (no TSC) makes CLOCK_MONOTONIC the clock. */
+static void calibrate_clock(int node, double node_hz) {
+#ifdef HAVE_TSC
+    const char *env = getenv("WEARLAB_DEVICE_TSC_HZ");
+    double hz = node ? node_hz : env && atof(env) > 1e8 ? atof(env) : wearlab_devicecpu_measure_tsc_hz(10);
+    if (hz > 1e8)
+        tsc_ns_per_tick = 1e9 / hz;
+#else
+    (void)node;
+    (void)node_hz;
 #endif
     /* The cheapest of 20 batches: a batch that an interrupt or a preemption hit says nothing. */
     read_cost_ns = INT64_MAX;
@@ -131,7 +179,8 @@ static struct {
     char name[64];
     struct op ops[MAX_OPS];
     int n_ops;
-    double handshake_ns;
+    double handshake_ns;          /* the platform's cost of a client's full TLS handshake */
+    double resumed_ns;            /* ... of a resumed one (-1 until read: then the full one's) */
     double cpu_factor;            /* what an operation missing from the table costs: host time x this */
     int spin;
 } prof;
@@ -144,6 +193,7 @@ static void load_profile(const char *path) {
     }
     char line[1024];
     prof.cpu_factor = 1.0;
+    prof.resumed_ns = -1;
     while (fgets(line, sizeof line, f)) {
         char word[32], key[48];
         if (line[0] == '#' || sscanf(line, "%31s", word) != 1)
@@ -154,6 +204,8 @@ static void load_profile(const char *path) {
             sscanf(line, "%*s %lf", &prof.cpu_factor);
         } else if (!strcmp(word, "handshake_ns")) {
             sscanf(line, "%*s %lf", &prof.handshake_ns);
+        } else if (!strcmp(word, "resumed_handshake_ns")) {
+            sscanf(line, "%*s %lf", &prof.resumed_ns);
         } else if ((!strcmp(word, "op") || !strcmp(word, "bytes")) && prof.n_ops < MAX_OPS) {
             struct op *o = &prof.ops[prof.n_ops];
             int at = 0, used = 0;
@@ -180,6 +232,8 @@ static void load_profile(const char *path) {
         }
     }
     fclose(f);
+    if (prof.resumed_ns < 0)  /* a profile from before the field: a resumption costs a full handshake */
+        prof.resumed_ns = prof.handshake_ns;
     prof.loaded = 1;
 }
 
@@ -215,19 +269,21 @@ static double marginal_ns(const struct op *o, double bytes) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Counters, shared through an mmap'ed file (wearlab.measure.devicecpu reads it): per key, the
- * calls, bytes, time here and time on the device. */
+ * Counters, shared through an mmap'ed file (wearlab.nodes.devicecpu reads it): per key, the
+ * calls, bytes, time here and time on the device. wearlab creates the file (zeroed, with this
+ * layout) before it starts the process; the library opens it as it is, so a child that inherits
+ * WEARLAB_DEVICE_STATS - an exec'd program, a forked worker - adds to its parent's counters. */
 
-#define STATS_MAGIC "WLDCPU1"
+#define STATS_MAGIC "WLDCPU2"
 #define STATS_SLOTS 128
 
 struct stat_slot {
-    char key[48];
+    char key[48];                 /* key[0] is written last: a slot is in use once it is non-zero */
     uint64_t calls, bytes, host_ns, device_ns;
 };
 struct stats_file {
     char magic[8];
-    uint32_t slots_used, pid;
+    uint32_t slots_used, pid;     /* pid: the last process that opened it */
     char device[64];
     struct stat_slot slot[STATS_SLOTS];
 };
@@ -238,37 +294,60 @@ static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void open_stats(const char *path) {
     stats = &stats_private;
-    if (!path || !*path)
-        return;
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || ftruncate(fd, sizeof(struct stats_file)) != 0) {
-        fprintf(stderr, "wearlab-devicecpu: cannot use %s for counters: %s\n", path, strerror(errno));
-        if (fd >= 0)
+    if (path && *path) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            fprintf(stderr, "wearlab-devicecpu: cannot use %s for counters: %s\n", path, strerror(errno));
+            if (fd >= 0)
+                close(fd);
+        } else {
+            /* Another size is not this layout (an empty file, an older library's): start it afresh. */
+            int fresh = st.st_size != (off_t)sizeof(struct stats_file);
+            if (fresh && (ftruncate(fd, 0) != 0 || ftruncate(fd, sizeof(struct stats_file)) != 0)) {
+                fprintf(stderr, "wearlab-devicecpu: cannot size %s: %s\n", path, strerror(errno));
+            } else {
+                void *m = mmap(NULL, sizeof(struct stats_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                if (m != MAP_FAILED) {
+                    stats = m;
+                    if (memcmp(stats->magic, STATS_MAGIC, sizeof STATS_MAGIC) != 0)
+                        memset(stats, 0, sizeof *stats);
+                }
+            }
             close(fd);
-        return;
+        }
     }
-    void *m = mmap(NULL, sizeof(struct stats_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED)
-        return;
-    stats = m;
+    memcpy(stats->magic, STATS_MAGIC, sizeof STATS_MAGIC);
+    stats->pid = (uint32_t)getpid();
 }
 
+static struct stat_slot *find_slot(const char *key, uint32_t n) {
+    for (uint32_t i = 0; i < n && i < STATS_SLOTS; i++) {
+        struct stat_slot *s = &stats->slot[i];
+        if (__atomic_load_n(&s->key[0], __ATOMIC_ACQUIRE) && !strncmp(s->key, key, sizeof s->key))
+            return s;
+    }
+    return NULL;
+}
+
+/* A key's slot, made on first use. Processes sharing the file claim slots with a compare-and-swap
+ * on slots_used; two that add the same key at the same instant may each get a slot for it, which
+ * the reader sums. */
 static struct stat_slot *slot_for(const char *key) {
-    uint32_t n = __atomic_load_n(&stats->slots_used, __ATOMIC_ACQUIRE);
-    for (uint32_t i = 0; i < n; i++)
-        if (!strncmp(stats->slot[i].key, key, sizeof stats->slot[i].key))
-            return &stats->slot[i];
+    struct stat_slot *s = find_slot(key, __atomic_load_n(&stats->slots_used, __ATOMIC_ACQUIRE));
+    if (s)
+        return s;
     pthread_mutex_lock(&stats_lock);
-    n = stats->slots_used;
-    struct stat_slot *s = NULL;
-    for (uint32_t i = 0; i < n && !s; i++)
-        if (!strncmp(stats->slot[i].key, key, sizeof stats->slot[i].key))
-            s = &stats->slot[i];
-    if (!s && n < STATS_SLOTS) {
-        s = &stats->slot[n];
-        snprintf(s->key, sizeof s->key, "%s", key);
-        __atomic_store_n(&stats->slots_used, n + 1, __ATOMIC_RELEASE);
+    for (;;) {
+        uint32_t n = __atomic_load_n(&stats->slots_used, __ATOMIC_ACQUIRE);
+        if ((s = find_slot(key, n)) != NULL || n >= STATS_SLOTS)
+            break;
+        if (__atomic_compare_exchange_n(&stats->slots_used, &n, n + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            s = &stats->slot[n];
+            snprintf(s->key + 1, sizeof s->key - 1, "%s", key[0] ? key + 1 : "");
+            __atomic_store_n(&s->key[0], key[0], __ATOMIC_RELEASE);
+            break;
+        }
     }
     pthread_mutex_unlock(&stats_lock);
     return s;
@@ -292,37 +371,146 @@ static void count_op(struct op *o, uint64_t bytes, int64_t host_ns, int64_t devi
     count_in(&stats->slot[o->slot], bytes, host_ns, device_ns);
 }
 
-/* Plain (unlocked) additions: a locked one per counter would cost more than a 16-byte cipher
- * call's device time; two threads counting the same operation at the same instant may lose one
- * count, which is what these counters can afford. */
-static void bump(uint64_t *v, uint64_t by) {
-    __atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + by, __ATOMIC_RELAXED);
-}
-
+/* Atomic additions: the file is shared by the threads of a process and by its children. */
 static void count_in(struct stat_slot *s, uint64_t bytes, int64_t host_ns, int64_t device_ns) {
     if (!s)
         return;
-    bump(&s->calls, 1);
-    bump(&s->bytes, bytes);
-    bump(&s->host_ns, host_ns > 0 ? (uint64_t)host_ns : 0);
-    bump(&s->device_ns, device_ns > 0 ? (uint64_t)device_ns : 0);
+    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELAXED);
+    if (bytes)
+        __atomic_fetch_add(&s->bytes, bytes, __ATOMIC_RELAXED);
+    if (host_ns > 0)
+        __atomic_fetch_add(&s->host_ns, (uint64_t)host_ns, __ATOMIC_RELAXED);
+    if (device_ns > 0)
+        __atomic_fetch_add(&s->device_ns, (uint64_t)device_ns, __ATOMIC_RELAXED);
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The TLS handshake a thread is in (SSL_connect / SSL_do_handshake), per SSL object: whether the
- * server's flight was read and the platform's cost charged. */
+ * The device's cores, shared by every process of a node (WEARLAB_DEVICE_CORES, made by wearlab:
+ * wearlab.nodes.devicecpu.NodeCpu) and by its tcpcryptd (--device-cores): per core, until when it
+ * is busy, in nanoseconds on the node's time base (the TSC at the node's rate, which the file
+ * holds too). Work the device does is claimed on a core with a compare-and-swap: it starts when
+ * its thread is ready and a core is free, so concurrent threads and processes queue onto the
+ * device's cores instead of each computing on a core of its own. */
+
+#define CORES_MAGIC "WLCORE1"
+#define MAX_CORES 64
+
+struct cores_file {
+    char magic[8];
+    uint32_t cores, reserved;
+    double tsc_hz;                /* the node's TSC rate (0: CLOCK_MONOTONIC is the time base) */
+    int64_t busy_until[MAX_CORES];
+};
+
+static struct cores_file *cores;  /* NULL: no node file, each thread computes on a core of its own */
+
+static void open_cores(const char *path) {
+    if (!path || !*path)
+        return;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "wearlab-devicecpu: cannot open the node's cores %s: %s\n", path, strerror(errno));
+        return;
+    }
+    void *m = mmap(NULL, sizeof(struct cores_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return;
+    struct cores_file *c = m;
+    if (memcmp(c->magic, CORES_MAGIC, sizeof CORES_MAGIC) != 0 || c->cores < 1 || c->cores > MAX_CORES) {
+        fprintf(stderr, "wearlab-devicecpu: %s is not a node's cores file\n", path);
+        munmap(m, sizeof(struct cores_file));
+        return;
+    }
+    cores = c;
+}
+
+/* Work of `device` ns that its thread is ready to start at `ready`: on the core that frees up
+ * best for it - the one that became free last before `ready`, else the one that frees up first.
+ * When it ends (node time). Work is queued in the order it is charged (no backfilling of a core's
+ * idle time before work already queued on it). */
+static int64_t claim_core(int64_t ready, int64_t device, int64_t *queued) {
+    uint32_t n = cores->cores;
+    for (;;) {
+        int fit = -1, first = -1;
+        int64_t fit_b = 0, first_b = INT64_MAX;
+        for (uint32_t i = 0; i < n; i++) {
+            int64_t b = __atomic_load_n(&cores->busy_until[i], __ATOMIC_ACQUIRE);
+            if (b <= ready) {
+                if (fit < 0 || b > fit_b) {
+                    fit = (int)i;
+                    fit_b = b;
+                }
+            } else if (b < first_b) {
+                first = (int)i;
+                first_b = b;
+            }
+        }
+        int i = fit >= 0 ? fit : first;
+        int64_t b = fit >= 0 ? fit_b : first_b;
+        int64_t start = b > ready ? b : ready;
+        if (__atomic_compare_exchange_n(&cores->busy_until[i], &b, start + device, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            *queued = start - ready;
+            return start + device;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The client TLS handshakes in progress in this process (SSL_connect / SSL_do_handshake / a
+ * handshake inside SSL_read or SSL_write), per SSL object: whether the server's flight was read
+ * and the platform's cost charged. One table for the process (a page opens dozens of connections
+ * at once, from any thread); a handshake it has no room for is counted (hs:overflow) and still
+ * charged, when it completes. */
 
 struct hs { const void *ssl; int read, charged; };
-#define HS_SLOTS 16
-static __thread struct hs hs_table[HS_SLOTS];
-static __thread int hs_next;
-static __thread struct hs *hs_now;  /* set while inside SSL_connect / SSL_do_handshake */
+#define HS_SLOTS 1024
+static struct hs hs_table[HS_SLOTS];
+static int hs_used;               /* the table's high-water mark */
+static pthread_mutex_t hs_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread struct hs *hs_now;  /* the handshake this thread is inside, if the table holds it */
+static __thread int in_hs;          /* > 0 inside a client handshake step */
+
+static struct hs *hs_enter(const void *ssl, int fresh) {
+    struct hs *h = NULL, *free_slot = NULL;
+    pthread_mutex_lock(&hs_lock);
+    for (int i = 0; i < hs_used && !h; i++) {
+        if (hs_table[i].ssl == ssl)
+            h = &hs_table[i];
+        else if (!hs_table[i].ssl && !free_slot)
+            free_slot = &hs_table[i];
+    }
+    if (h) {
+        if (fresh)
+            h->read = h->charged = 0;
+    } else {
+        if (!free_slot && hs_used < HS_SLOTS)
+            free_slot = &hs_table[hs_used++];
+        if ((h = free_slot) != NULL) {
+            h->ssl = ssl;
+            h->read = h->charged = 0;
+        }
+    }
+    pthread_mutex_unlock(&hs_lock);
+    if (!h)
+        count("hs:overflow", 0, 0, 0);
+    return h;
+}
+
+static void hs_forget(const void *ssl) {
+    pthread_mutex_lock(&hs_lock);
+    for (int i = 0; i < hs_used; i++)
+        if (hs_table[i].ssl == ssl)
+            hs_table[i].ssl = NULL;
+    pthread_mutex_unlock(&hs_lock);
+}
 
 /* The device's time per phase - inside a TLS handshake or not - for the energy model. */
 static struct stat_slot *phase_slot[2];
 
 static void count_phase(int64_t device_ns) {
-    int i = hs_now ? 0 : 1;
+    int i = in_hs ? 0 : 1;
     if (!phase_slot[i])
         phase_slot[i] = slot_for(i == 0 ? "phase:handshake" : "phase:other");
     if (phase_slot[i])
@@ -367,6 +555,28 @@ static void pay(int force) {
     count(prof.spin ? "pad:spin" : "pad:sleep", 0, t1 - t0, want);
 }
 
+/* Work of `device` ns on the device that began `spent` ns before `now` here: owed by this thread.
+ * Its thread was ready for it at `now - spent + debt` (where the thread's own device time stood);
+ * on a node with a cores file it then waits for a core, and what is owed runs to its end there.
+ * Without one (or with a core to spare) that is the debt plus the device's time minus what was
+ * spent here. */
+static void owe(int64_t now, int64_t spent, int64_t device) {
+    if (cores && device > 0) {
+        static struct stat_slot *queued_slot;
+        int64_t queued = 0;
+        debt_ns = claim_core(now - spent + debt_ns, device, &queued) - now;
+        if (queued > 0) {
+            if (!queued_slot)
+                queued_slot = slot_for("cores:queued");
+            count_in(queued_slot, 0, 0, queued);
+        }
+    } else {
+        debt_ns += device - spent;
+    }
+    if (debt_ns < -CREDIT_MAX_NS)
+        debt_ns = -CREDIT_MAX_NS;
+}
+
 /* An operation done here in `host` ns that takes `device` ns on the device. */
 static void charge(const char *key, struct op *o, uint64_t bytes, int64_t host, double device) {
     if (o)
@@ -374,9 +584,9 @@ static void charge(const char *key, struct op *o, uint64_t bytes, int64_t host, 
     else
         count(key, bytes, host, (int64_t)device);
     count_phase((int64_t)device);
-    int64_t spent = 0;
+    int64_t spent = 0, now = 0;
     if (!wrap_charged) {  /* the clock is read last: all the bookkeeping above is the device's time too */
-        int64_t now = now_ns();
+        now = now_ns();
         spent = now - wrap_t0 + read_cost_ns;
         padded_ns += spent;  /* the device's time replaced it: not computation to scale again */
         wrap_charged = 1;
@@ -389,10 +599,10 @@ static void charge(const char *key, struct op *o, uint64_t bytes, int64_t host, 
         if (debt_ns < 0 && idle >= IDLE_MIN_NS)
             debt_ns = debt_ns + idle > 0 ? 0 : debt_ns + idle;
         idle_from_ns = now;
+    } else if (cores) {
+        now = now_ns();
     }
-    debt_ns += (int64_t)device - spent;
-    if (debt_ns < -CREDIT_MAX_NS)
-        debt_ns = -CREDIT_MAX_NS;
+    owe(now, spent, (int64_t)device);
 }
 
 /* The device's time for operation `key` (bytes: 0 for a public-key operation), or - an operation
@@ -450,6 +660,11 @@ struct lib {
     FN(int, X509_verify_cert, (void *));
     FN(int, SSL_connect, (void *));
     FN(int, SSL_do_handshake, (void *));
+    FN(int, SSL_read, (void *, void *, int));
+    FN(int, SSL_read_ex, (void *, void *, size_t, size_t *));
+    FN(int, SSL_write, (void *, const void *, int));
+    FN(int, SSL_write_ex, (void *, const void *, size_t, size_t *));
+    FN(void, SSL_free, (void *));
     FN(int, BIO_write, (void *, const void *, int));
     FN(int, BIO_write_ex, (void *, const void *, size_t, size_t *));
     FN(int, BIO_read, (void *, void *, int));
@@ -471,6 +686,11 @@ struct lib {
     FN(void *, OPENSSL_sk_value, (const void *, int));
     FN(void *, X509_get0_pubkey, (const void *));
     FN(int, SSL_in_before, (const void *));
+    FN(int, SSL_is_init_finished, (const void *));
+    FN(int, SSL_is_server, (const void *));
+    FN(int, SSL_session_reused, (const void *));
+    FN(int, SSL_get_state, (const void *));
+    FN(int, SSL_version, (const void *));
 };
 
 #define MAX_LIBS 8
@@ -494,11 +714,20 @@ static void fill(struct lib *l, void *h);
 #define SITES 64
 static __thread struct { const void *caller; struct lib *lib; } sites[SITES];
 static __thread unsigned n_sites;
+/* A real function that ends in a tail call to another interposed one (OpenSSL's EVP_CipherUpdate
+ * jumps to EVP_EncryptUpdate) leaves the return address inside this library's own wrapper: that
+ * call comes from the library the wrapper just called into, the last one this thread looked up
+ * (a site of ours is cached as NULL: whichever library it was, it is resolved again each time). */
+static __thread struct lib *last_lib;
+static const void *self_base;
 
 static struct lib *lib_of(const void *caller) {
     for (unsigned i = 0; i < n_sites; i++)
-        if (sites[i].caller == caller)
-            return sites[i].lib;
+        if (sites[i].caller == caller) {
+            if (sites[i].lib)
+                last_lib = sites[i].lib;
+            return last_lib ? last_lib : &libs[0];
+        }
     unsigned h = n_sites < SITES ? n_sites++ : (unsigned)((uintptr_t)caller >> 4) % SITES;
     Dl_info info;
     const void *base = NULL;
@@ -506,6 +735,13 @@ static struct lib *lib_of(const void *caller) {
     if (dladdr(caller, &info) && info.dli_fbase) {
         base = info.dli_fbase;
         file = info.dli_fname;
+    }
+    if (!self_base && dladdr((void *)lib_of, &info))
+        self_base = info.dli_fbase;
+    if (base && base == self_base) {
+        sites[h].caller = caller;
+        sites[h].lib = NULL;
+        return last_lib ? last_lib : &libs[0];
     }
     struct lib *found = NULL;
     pthread_mutex_lock(&libs_lock);
@@ -524,6 +760,7 @@ static struct lib *lib_of(const void *caller) {
         found = &libs[0];
     sites[h].caller = caller;
     sites[h].lib = found;
+    last_lib = found;
     return found;
 }
 
@@ -1038,49 +1275,140 @@ int X509_verify_cert(void *ctx) {
     return r;
 }
 
-/* ---- the handshake's platform cost ---- */
+/* ---- the handshake's platform cost ----
+ *
+ * Charged to the client of a TLS handshake only (SSL_is_server false), once per handshake: the
+ * full handshake's cost, or a resumed one's (SSL_session_reused) - the profile's handshake_ns and
+ * resumed_handshake_ns. Where: before the client's second flight leaves - the first BIO write
+ * after the server's flight was read within the handshake, where seed 000 puts ~87 % of the
+ * watch's handshake - and, for a handshake that writes no such flight through a BIO (a QUIC
+ * stack's, handed over in callbacks) or that the table had no room for, when it completes: the
+ * interposed call that finds it finished after it was not before. */
 
-
-static struct hs *hs_of(const void *ssl, int fresh) {
-    for (int i = 0; i < HS_SLOTS; i++)
-        if (hs_table[i].ssl == ssl) {
-            if (fresh)
-                hs_table[i].read = hs_table[i].charged = 0;
-            return &hs_table[i];
-        }
-    struct hs *h = &hs_table[hs_next++ % HS_SLOTS];
-    h->ssl = ssl;
-    h->read = h->charged = 0;
-    return h;
+static void charge_platform(struct lib *l, void *ssl, struct hs *h) {
+    int resumed = l->SSL_session_reused ? l->SSL_session_reused(ssl) == 1 : 0;
+    int64_t ns = (int64_t)(resumed ? prof.resumed_ns : prof.handshake_ns);
+    if (h)
+        h->charged = 1;
+    owe(now_ns(), 0, ns);
+    count(resumed ? "platform:resumed-handshake" : "platform:handshake", 0, 0, ns);
+    count_phase(ns);
 }
 
-static int handshake(struct lib *l, int (*real)(void *), void *ssl) {
-    if (!prof.loaded || prof.handshake_ns <= 0)
-        return real(ssl);
-    struct hs *saved = hs_now;
-    hs_now = hs_of(ssl, l->SSL_in_before ? l->SSL_in_before(ssl) : 0);
-    int r = real(ssl);
-    hs_now = saved;
-    return r;
+struct hs_step { struct hs *saved; struct lib *saved_lib; void *ssl; struct lib *lib; int tracked; };
+static __thread struct lib *hs_lib;  /* the library of the handshake hs_now is */
+
+/* Entering a call that may drive a client's handshake (`connect`: SSL_connect, which makes it a
+ * client whatever its method said). */
+static struct hs_step hs_begin(struct lib *l, void *ssl, int connect) {
+    struct hs_step st = {hs_now, hs_lib, ssl, l, 0};
+    if (!prof.loaded || depth > 0 || !ssl || !l->SSL_is_init_finished || l->SSL_is_init_finished(ssl))
+        return st;
+    if (!connect && l->SSL_is_server && l->SSL_is_server(ssl))
+        return st;
+    st.tracked = 1;
+    in_hs++;
+    hs_now = hs_enter(ssl, l->SSL_in_before ? l->SSL_in_before(ssl) : 0);
+    hs_lib = l;
+    return st;
+}
+
+static void hs_end(struct hs_step *st) {
+    if (!st->tracked)
+        return;
+    struct hs *h = hs_now;
+    if (st->lib->SSL_is_init_finished(st->ssl)) {
+        if (!h || !h->charged)
+            charge_platform(st->lib, st->ssl, h);
+        if (h)  /* its slot is free again (only this thread touches the entry meanwhile) */
+            __atomic_store_n(&h->ssl, NULL, __ATOMIC_RELEASE);
+        pay(1);
+    }
+    hs_now = st->saved;
+    hs_lib = st->saved_lib;
+    in_hs--;
 }
 
 int SSL_connect(void *ssl) {
     struct lib *l = lib_of(CALLER);
-    return handshake(l, l->SSL_connect, ssl);
+    struct hs_step st = hs_begin(l, ssl, 1);
+    int r = l->SSL_connect(ssl);
+    hs_end(&st);
+    return r;
 }
 
 int SSL_do_handshake(void *ssl) {
     struct lib *l = lib_of(CALLER);
-    return handshake(l, l->SSL_do_handshake, ssl);
+    struct hs_step st = hs_begin(l, ssl, 0);
+    int r = l->SSL_do_handshake(ssl);
+    hs_end(&st);
+    return r;
+}
+
+/* A handshake the program leaves to its first read or write. */
+int SSL_read(void *ssl, void *buf, int num) {
+    struct lib *l = lib_of(CALLER);
+    struct hs_step st = hs_begin(l, ssl, 0);
+    int r = l->SSL_read(ssl, buf, num);
+    hs_end(&st);
+    return r;
+}
+
+int SSL_read_ex(void *ssl, void *buf, size_t num, size_t *readbytes) {
+    struct lib *l = lib_of(CALLER);
+    struct hs_step st = hs_begin(l, ssl, 0);
+    int r = l->SSL_read_ex(ssl, buf, num, readbytes);
+    hs_end(&st);
+    return r;
+}
+
+int SSL_write(void *ssl, const void *buf, int num) {
+    struct lib *l = lib_of(CALLER);
+    struct hs_step st = hs_begin(l, ssl, 0);
+    int r = l->SSL_write(ssl, buf, num);
+    hs_end(&st);
+    return r;
+}
+
+int SSL_write_ex(void *ssl, const void *buf, size_t num, size_t *written) {
+    struct lib *l = lib_of(CALLER);
+    struct hs_step st = hs_begin(l, ssl, 0);
+    int r = l->SSL_write_ex(ssl, buf, num, written);
+    hs_end(&st);
+    return r;
+}
+
+/* A connection freed in the middle of its handshake (an error, a timeout) leaves the table. */
+void SSL_free(void *ssl) {
+    struct lib *l = lib_of(CALLER);
+    if (prof.loaded && ssl)
+        hs_forget(ssl);
+    l->SSL_free(ssl);
+}
+
+/* OpenSSL's OSSL_HANDSHAKE_STATE (ssl.h; an enum that only grows) for what a client writes. */
+#define TLS_ST_CW_CERT 13
+#define TLS_ST_CW_CHANGE 16
+#define TLS_ST_CW_FINISHED 18
+#define TLS1_3_VERSION 0x0304
+
+/* Is what the client writes now its second flight: a certificate, its key exchange, a
+ * certificate verify, Finished - or TLS 1.2's ChangeCipherSpec, which opens an abbreviated
+ * handshake's flight? (TLS 1.3's ChangeCipherSpec is the compatibility mode's dummy, written as
+ * soon as the ServerHello is read, before the rest of the server's flight.) */
+static int second_flight(struct lib *l, const void *ssl) {
+    if (!l->SSL_get_state)
+        return 1;
+    int st = l->SSL_get_state(ssl);
+    if (st == TLS_ST_CW_CHANGE)
+        return l->SSL_version && l->SSL_version(ssl) < TLS1_3_VERSION;
+    return st >= TLS_ST_CW_CERT && st <= TLS_ST_CW_FINISHED;
 }
 
 static void before_write(void) {
-    if (hs_now && hs_now->read && !hs_now->charged) {
-        hs_now->charged = 1;
-        debt_ns += (int64_t)prof.handshake_ns;
-        count("platform:handshake", 0, 0, (int64_t)prof.handshake_ns);
-        count_phase((int64_t)prof.handshake_ns);
-    }
+    struct hs *h = hs_now;
+    if (h && h->read && !h->charged && second_flight(hs_lib, h->ssl))
+        charge_platform(hs_lib, (void *)h->ssl, h);
     pay(1);
 }
 
@@ -1130,11 +1458,14 @@ static void fill(struct lib *l, void *h) {
     R(EVP_EncryptInit_ex2); R(EVP_DecryptInit_ex2); R(EVP_CipherFinal_ex); R(EVP_EncryptFinal_ex);
     R(EVP_DecryptFinal_ex); R(EVP_CIPHER_CTX_ctrl); R(EVP_DigestInit_ex); R(EVP_DigestFinal_ex);
     R(X509_verify_cert); R(SSL_connect); R(SSL_do_handshake);
+    R(SSL_read); R(SSL_read_ex); R(SSL_write); R(SSL_write_ex); R(SSL_free);
     R(BIO_write); R(BIO_write_ex); R(BIO_read); R(BIO_read_ex);
     H(EVP_PKEY_CTX_get0_pkey); H(EVP_PKEY_get_base_id); H(EVP_PKEY_get_bits); H(EVP_PKEY_get_group_name);
     H(EVP_PKEY_get0_type_name); H(EVP_MD_CTX_get_pkey_ctx); H(EVP_MD_CTX_get0_md); H(EVP_MD_get_type);
     H(OBJ_nid2sn); H(EVP_CIPHER_CTX_get0_cipher); H(EVP_CIPHER_get0_name); H(X509_STORE_CTX_get0_chain);
     H(OPENSSL_sk_num); H(OPENSSL_sk_value); H(X509_get0_pubkey); H(SSL_in_before);
+    H(SSL_is_init_finished); H(SSL_is_server); H(SSL_session_reused); H(SSL_get_state);
+    H(SSL_version);
 #undef R
 #undef H
 }
@@ -1159,7 +1490,7 @@ static void before_syscall(void) {
         int64_t burst = now - returned_ns - padded_ns;
         if (burst > 0) {
             int64_t owed = (int64_t)((double)burst * (prof.cpu_factor - 1));
-            debt_ns += owed;
+            owe(now, burst, burst + owed);
             count("cpu:between-syscalls", 0, burst, burst + owed);
             count_phase(burst + owed);
         }
@@ -1219,14 +1550,13 @@ __attribute__((constructor)) static void init(void) {
         return;
     const char *pad = getenv("WEARLAB_DEVICE_PAD");
     prof.spin = pad && !strcmp(pad, "spin");
-    calibrate_clock();
+    open_cores(getenv("WEARLAB_DEVICE_CORES"));
+    calibrate_clock(cores != NULL, cores ? cores->tsc_hz : 0);
     in_syscall = 1;  /* loading the profile reads a file: that is not the program's computation */
     load_profile(path);
     in_syscall = 0;
     const char *cpu = getenv("WEARLAB_DEVICE_CPU_FACTOR");
     cpu_mode = prof.loaded && cpu && !strcmp(cpu, "1") && prof.cpu_factor > 1;
     open_stats(getenv("WEARLAB_DEVICE_STATS"));
-    memcpy(stats->magic, STATS_MAGIC, sizeof STATS_MAGIC);
-    stats->pid = (uint32_t)getpid();
     snprintf(stats->device, sizeof stats->device, "%s", prof.name);
 }

@@ -7,7 +7,9 @@ it. RSA, elliptic curves, hashes and ciphers slow down by very different factors
 PCLMUL and SHA instructions a 2015 watch lacked), so one CPU share cannot emulate a device. And
 the primitives alone do not explain a device: seed 000's watch spent ~128 ms of its 147 ms TLS
 handshake in the client, far more than its primitives' sum; the rest is the platform (a Java TLS
-stack, the browser, frequency scaling), which a device states as its `handshake` cost.
+stack, the browser, frequency scaling), which a device states as its `handshake` cost (and
+`resumed_handshake`, what a resumed one costs the platform). `cores` says how many cores the
+device computes on: a node's processes share them (wearlab.nodes.devicecpu).
 
 Built-in devices are data (`devices/builtin.yaml`, beside this module); a topology's `devices:`
 section (a mapping, or a path to a YAML file with one) adds its own in the same schema. Every
@@ -156,6 +158,12 @@ class Factor(Sourced):
     value: Annotated[float, Field(ge=1)]
 
 
+class Cores(Sourced):
+    """How many cores the device computes on: a node's processes (and its tcpcryptd) share them."""
+
+    value: Annotated[int, Field(ge=1, le=64)]
+
+
 class Hardware(Sourced):
     cpu: str
     memory: str | None = None
@@ -163,8 +171,10 @@ class Hardware(Sourced):
 
 
 class Like(Sourced):
-    """Every operation (and the handshake and CPU factor, unless given) of another device, its
-    times multiplied by `scale`; derived: or assumed: says why that device and that scale."""
+    """Every operation (and the handshakes and CPU factor, unless given) of another device, its
+    times multiplied by `scale`, and its cores (unless given); derived: or assumed: says why that
+    device and that scale. A device that gives its own `handshake` but no `resumed_handshake`
+    pays a full handshake's platform cost for a resumed one too (assumed)."""
 
     device: str
     scale: Annotated[float, Field(gt=0)]
@@ -278,7 +288,9 @@ class DeviceSpec(BaseModel):
     digests: dict[str, Throughput] = Field(default_factory=dict)
     ciphers: dict[str, Throughput] = Field(default_factory=dict)
     handshake: OpTime | None = None
+    resumed_handshake: OpTime | None = None
     cpu_factor: Factor | None = None
+    cores: Cores | None = None
     power: Power | None = None
 
     @field_validator("keys", mode="before")
@@ -367,6 +379,14 @@ class Device:
     power: Power | None = None
     like: str | None = None
     notes: tuple[str, ...] = field(default=())
+    # ... per resumed TLS handshake (key "resumed_handshake"; None: the full one's)
+    resumed_handshake: Cost | None = None
+    cores: Figure = Figure(1, "assumed", "not given: one core")
+
+    @property
+    def resumed(self) -> Cost:
+        """The platform's cost per resumed TLS handshake."""
+        return self.resumed_handshake or self.handshake
 
     def cost(self, key: str) -> Cost | None:
         return self.costs.get(key)
@@ -376,7 +396,8 @@ class Device:
         --device-profile): one line per operation, times in nanoseconds."""
         lines = [f"# wearlab device profile: {self.name} ({self.defined_in}); generated, do not edit",
                  f"device {self.name}", f"cpu_factor {self.cpu_factor.value:.6g}",
-                 f"handshake_ns {round(self.handshake.seconds() * 1e9)}"]
+                 f"handshake_ns {round(self.handshake.seconds() * 1e9)}",
+                 f"resumed_handshake_ns {round(self.resumed.seconds() * 1e9)}"]
         for key in sorted(self.costs):
             c = self.costs[key]
             if c.per_byte:
@@ -388,7 +409,8 @@ class Device:
     def summary(self) -> dict[str, Any]:
         """What results record of the device (metadata.json, plan.json)."""
         return {"device": self.name, "defined_in": self.defined_in, "like": self.like,
-                "handshake_s": self.handshake.seconds(), "cpu_factor": self.cpu_factor.value,
+                "handshake_s": self.handshake.seconds(), "resumed_handshake_s": self.resumed.seconds(),
+                "cpu_factor": self.cpu_factor.value, "cores": self.cores.value,
                 "costs": {k: {"points": [[s, t] for s, t in c.points], "basis": c.basis} for k, c in sorted(self.costs.items())}}
 
 
@@ -469,6 +491,26 @@ def resolve_devices(specs: dict[str, DeviceSpec], known: dict[str, Device], file
             problem((name,), "missing 'handshake:' - the platform's cost per TLS handshake beyond its primitives "
                              "(0ms with assumed: why, if there is none), or like: a device that has one")
             return None
+        if spec.resumed_handshake is not None:
+            r = spec.resumed_handshake
+            resumed = Cost("resumed_handshake", ((0, r.seconds),), r.basis, r.source)
+        elif spec.handshake is None and base is not None:
+            b = "assumed" if "assumed" in (spec.like.basis, base.resumed.basis) else "derived"
+            resumed = base.resumed.scaled(spec.like.scale, b, f"{spec.like.source}: {base.name}'s resumed handshake "
+                                          f"x {spec.like.scale:g} ({base.resumed.basis}: {base.resumed.source})")
+            resumed = Cost("resumed_handshake", resumed.points, resumed.basis, resumed.source)
+        else:  # its own full handshake and no resumed one: a resumption is taken to cost as much
+            resumed = Cost("resumed_handshake", hs.points, "assumed",
+                           "not given: a resumed handshake taken to cost the platform a full one's "
+                           f"({hs.basis}: {hs.source})")
+        if spec.cores is not None:
+            ncores = Figure(spec.cores.value, spec.cores.basis, spec.cores.source)
+        elif base is not None:
+            b = "assumed" if "assumed" in (spec.like.basis, base.cores.basis) else "derived"
+            ncores = Figure(base.cores.value, b, f"{spec.like.source}: {base.name}'s cores "
+                                                 f"({base.cores.basis}: {base.cores.source})")
+        else:
+            ncores = Figure(1, "assumed", "not given: one core, the least parallelism")
         if spec.cpu_factor is not None:
             factor = Figure(spec.cpu_factor.value, spec.cpu_factor.basis, spec.cpu_factor.source)
         elif base is not None:
@@ -482,7 +524,8 @@ def resolve_devices(specs: dict[str, DeviceSpec], known: dict[str, Device], file
             return None
         out[name] = Device(name=name, description=spec.description, defined_in=file, costs=costs, handshake=hs,
                            cpu_factor=factor, hardware=spec.hardware or (base.hardware if base else None),
-                           power=spec.power, like=spec.like.device if spec.like else None)
+                           power=spec.power, like=spec.like.device if spec.like else None,
+                           resumed_handshake=resumed, cores=ncores)
         return out[name]
 
     for name in specs:

@@ -9,10 +9,13 @@
 //!
 //! How, as the library does: each operation is timed on the wall clock, the device's time minus
 //! what it took here is owed, and the debt is paid by sleeping the calling thread before what was
-//! computed leaves (a late wake-up is credited to what follows, at most 50 ms). The pacer is one for the daemon: a device
-//! has one CPU for all its connections, and while it "computes" nothing else of the daemon runs
-//! (the guest gives tokio one worker), as on the device. An operation the profile lacks costs
-//! its time here times the device's CPU factor.
+//! computed leaves (a late wake-up is credited to what follows, at most 50 ms). The pacer is one
+//! for the daemon - one thread of computation for all its connections: while it "computes"
+//! nothing else of the daemon runs (the guest gives tokio one worker). With the node's cores file
+//! (`--device-cores`, wearlab.nodes.devicecpu.NodeCpu; the wearlab-devicecores crate) that
+//! computation also queues onto the device's cores with the node's other processes, as the
+//! library's do: the daemon's work starts when a core is free. An operation the profile lacks
+//! costs its time here times the device's CPU factor.
 
 #![forbid(unsafe_code)]
 
@@ -23,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use tcpcrypt_proto::{Aead, Stats, Tep};
+use wearlab_devicecores::NodeCores;
 
 /// What a key exchange's key schedule hashes, in SHA-256 input bytes: the HKDF-Extract of
 /// RFC 8548 section 3.4 over the transcript and both Init messages (~300 bytes) and about ten
@@ -84,7 +88,7 @@ impl Profile {
                 [c, ..] if c.starts_with('#') => {}
                 ["device", name] => p.name = name.to_string(),
                 ["cpu_factor", v] => p.cpu_factor = v.parse().with_context(|| format!("line {n}: cpu_factor"))?,
-                ["handshake_ns", _] => {} // a TLS stack's platform cost: not tcpcrypt's
+                ["handshake_ns", _] | ["resumed_handshake_ns", _] => {} // a TLS stack's platform costs: not tcpcrypt's
                 ["op", key, ns] => {
                     let ns: f64 = ns.parse().with_context(|| format!("line {n}: {key}"))?;
                     p.costs.insert(key.to_string(), Cost { points: vec![(0.0, ns)] });
@@ -145,13 +149,19 @@ pub struct Totals {
 /// The daemon's one pacer: device time owed, paid by sleeping.
 pub struct Pacer {
     profile: Profile,
+    cores: Option<NodeCores>,
     state: Mutex<(i64, Totals, Option<Instant>)>,
 }
 
 impl Pacer {
-    /// A pacer for `profile`.
+    /// A pacer for `profile`, the daemon computing on a core of its own.
     pub fn new(profile: Profile) -> Pacer {
-        Pacer { profile, state: Mutex::new((0, Totals::default(), None)) }
+        Pacer { profile, cores: None, state: Mutex::new((0, Totals::default(), None)) }
+    }
+
+    /// A pacer for `profile` on the node's cores (the cores file every process of the node shares).
+    pub fn on_cores(profile: Profile, cores: NodeCores) -> Pacer {
+        Pacer { profile, cores: Some(cores), state: Mutex::new((0, Totals::default(), None)) }
     }
 
     /// The profile.
@@ -189,7 +199,21 @@ impl Pacer {
                 st.0 = (st.0 + idle).min(0);
             }
         }
-        st.0 = (st.0 + device as i64 - spent).max(-CREDIT_MAX_NS);
+        match &self.cores {
+            // The daemon was ready for this work `spent` ago plus what it still owed; it runs
+            // when one of the device's cores is free, and what is owed runs to its end there.
+            Some(cores) if device >= 1.0 => {
+                let now = cores.now_ns();
+                let (end, queued) = cores.claim(now - spent + st.0, device as i64);
+                st.0 = (end - now).max(-CREDIT_MAX_NS);
+                if queued > 0 {
+                    let e = st.1.ops.entry("cores:queued".to_string()).or_default();
+                    e.0 += 1;
+                    e.2 += queued as u64;
+                }
+            }
+            _ => st.0 = (st.0 + device as i64 - spent).max(-CREDIT_MAX_NS),
+        }
         // Every charge precedes what the daemon sends or delivers: pay all that is owed.
         if st.0 > 0 {
             let want = st.0;
@@ -266,5 +290,67 @@ mod tests {
         // 10 x 3.86 ms, paid by sleeping; a late wake-up is credited to the next one
         assert!((0.0386..0.0386 * 1.15 + 0.002).contains(&took), "{took}");
         assert_eq!(pacer.totals().ops["derive:x25519"].0, 10);
+    }
+
+    #[test]
+    fn reads_the_resumed_handshake_line() {
+        assert!(Profile::parse("handshake_ns 1000\nresumed_handshake_ns 500\n").is_ok());
+    }
+
+    fn cores_file(name: &str, cores: u32) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("tcpcryptd-device-{}-{name}", std::process::id()));
+        wearlab_devicecores::create(&p, cores, 0.0).unwrap();
+        p
+    }
+
+    /// Two daemons' pacers (two processes of one node, say) on a one-core device: each charging
+    /// 5 x 3.86 ms at once, they take the device's time for all ten, 38.6 ms, not 19.3.
+    #[test]
+    fn one_core_queues_two_pacers() {
+        let p = cores_file("one", 1);
+        let pacers: Vec<_> = (0..2)
+            .map(|_| std::sync::Arc::new(Pacer::on_cores(Profile::parse(PROFILE).unwrap(), NodeCores::open(&p).unwrap())))
+            .collect();
+        let t0 = Instant::now();
+        let threads: Vec<_> = pacers
+            .iter()
+            .cloned()
+            .map(|pacer| {
+                std::thread::spawn(move || {
+                    for _ in 0..5 {
+                        pacer.charge(Instant::now(), &[("derive:x25519".into(), 0, 1)]);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let took = t0.elapsed().as_secs_f64();
+        assert!((0.0386 * 0.9..0.0386 * 1.1 + 0.002).contains(&took), "{took}");
+        let queued: u64 = pacers.iter().map(|p| p.totals().ops.get("cores:queued").map_or(0, |e| e.2)).sum();
+        assert!(queued > 0);
+    }
+
+    /// On four cores the same two take the time of one pacer's work: 19.3 ms.
+    #[test]
+    fn four_cores_run_two_pacers_at_once() {
+        let p = cores_file("four", 4);
+        let t0 = Instant::now();
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let pacer = Pacer::on_cores(Profile::parse(PROFILE).unwrap(), NodeCores::open(&p).unwrap());
+                std::thread::spawn(move || {
+                    for _ in 0..5 {
+                        pacer.charge(Instant::now(), &[("derive:x25519".into(), 0, 1)]);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let took = t0.elapsed().as_secs_f64();
+        assert!((0.0193 * 0.9..0.0193 * 1.1 + 0.002).contains(&took), "{took}");
     }
 }

@@ -44,6 +44,9 @@ RUN OPTIONS:
   --device-profile FILE   compute in a device's time: pad key pairs, key agreement, the key
                           schedule and every frame's seal/open to the profile's times (wearlab
                           writes it from its device, `wearlab devices`)
+  --device-cores FILE     with --device-profile: the node's cores file (wearlab makes one per node),
+                          shared with the node's processes that run wearlab's devicecpu library:
+                          the daemon's computation queues onto the device's cores with theirs
   --forward-to ADDR       outbound destination instead of SO_ORIGINAL_DST
   --service-addr ADDR     inbound service instead of SO_ORIGINAL_DST
 
@@ -232,6 +235,10 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
     let stats_file = o.value("--stats-file")?.map(PathBuf::from);
     let control_path = PathBuf::from(o.value("--control")?.unwrap_or(DEFAULT_CONTROL.into()));
     let device = o.value("--device-profile")?.map(|p| tcpcryptd::device::Profile::load(Path::new(&p))).transpose()?;
+    let device_cores = o
+        .value("--device-cores")?
+        .map(|p| wearlab_devicecores::NodeCores::open(Path::new(&p)).with_context(|| format!("--device-cores {p}")))
+        .transpose()?;
     let forward_to: Option<SocketAddr> = o.value("--forward-to")?.map(|v| v.parse()).transpose()?;
     let service_addr: Option<SocketAddr> = o.value("--service-addr")?.map(|v| v.parse()).transpose()?;
     o.done()?;
@@ -243,7 +250,12 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
         proto: Config { teps: teps.clone(), aeads: aeads.clone(), max_frame_data: frame, rekey_after_bytes: rekey, cache_sessions: !no_resume, ..Config::default() },
         mark,
         resumption: !no_resume,
-        device: device.map(|p| Arc::new(tcpcryptd::device::Pacer::new(p))),
+        device: match (device, device_cores) {
+            (Some(p), Some(c)) => Some(Arc::new(tcpcryptd::device::Pacer::on_cores(p, c))),
+            (Some(p), None) => Some(Arc::new(tcpcryptd::device::Pacer::new(p))),
+            (None, Some(_)) => bail!("--device-cores goes with --device-profile"),
+            (None, None) => None,
+        },
         ..DaemonConfig::default()
     };
     // The ENO source; sockets must be created after joining the cgroup.
