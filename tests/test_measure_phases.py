@@ -399,14 +399,14 @@ def test_capture_starting_mid_stream_with_old_retransmission():
 
 @pytest.mark.parametrize("build,version,expect_ms", [
     # packets are 1 ms apart: SYN at 0, SYN-ACK at 1, request, first and last response bytes
-    (http_conn, None, {"wire_connect_s": 1, "wire_pretransfer_s": 3, "wire_tls_handshake_s": 0,
+    (http_conn, None, {"wire_connect_s": 1, "wire_pretransfer_s": 3, "wire_tls_handshake_s": None,
                        "wire_starttransfer_s": 5, "wire_total_s": 6}),
     (tls12_conn, "1.2", {"wire_connect_s": 1, "wire_pretransfer_s": 9, "wire_tls_handshake_s": 8,
                          "wire_starttransfer_s": 10, "wire_total_s": 11}),
 ])
 def test_wire_times_mark_phase_boundaries_like_curl(build, version, expect_ms):
     times = connection_phases(conn_of(build()), tls_version=version).times
-    assert times == {k: pytest.approx(v / 1000, abs=1e-6) for k, v in expect_ms.items()}
+    assert times == {k: v if v is None else pytest.approx(v / 1000, abs=1e-6) for k, v in expect_ms.items()}
 
 
 def test_wire_times_of_a_connection_without_syn_are_empty():

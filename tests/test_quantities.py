@@ -84,9 +84,10 @@ def test_readable_forms(symbol, value, text):
     assert UNITS[symbol].format(value) == text
 
 
-def test_spread_prints_in_the_medians_scale():
-    assert UNITS["s"].format_spread(0.0301, 0.0012) == "30.1 ms [1.20]"
-    assert UNITS["J"].format_spread(0.4, 0.00002) == "400 mJ [0.0200]"
+def test_spread_prints_with_its_own_unit():
+    assert UNITS["s"].format_spread(0.0301, 0.0012) == "30.1 ms [1.2 ms]"
+    assert UNITS["J"].format_spread(0.4, 0.00002) == "400 mJ [20 µJ]"
+    assert UNITS["s"].format_spread(0.0403, 0.0000329) == "40.3 ms [33 µs]"
 
 
 def test_csv_keeps_microseconds_and_never_flattens_a_small_value():

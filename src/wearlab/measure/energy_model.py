@@ -92,8 +92,10 @@ def transaction_phases(connect_s: float, handshake_s: float | None, total_s: flo
     last response byte), then the tail."""
     hs = handshake_s or 0.0
     data = PowerState.DATA_ENCRYPTED if encrypted else PowerState.DATA
-    return [(PowerState.CONNECT, connect_s), (PowerState.HANDSHAKE, hs),
-            (data, total_s - connect_s - hs), (PowerState.TAIL, tail_s)]
+    # A fetch without a handshake (plain HTTP: None) has no handshake phase, not one of 0 s: its
+    # energy_handshake_j is absent ("–"), never a 0 J that reads like a measurement.
+    handshake = [(PowerState.HANDSHAKE, hs)] if handshake_s is not None else []
+    return [(PowerState.CONNECT, connect_s), *handshake, (data, total_s - connect_s - hs), (PowerState.TAIL, tail_s)]
 
 
 def relay_phases(total_s: float, encrypted: bool, tail_s: float) -> list[tuple[PowerState, float]]:

@@ -268,7 +268,7 @@ class ConnectionPhases(PhaseBytes):
 
     ``wire_connect_s``        SYN-ACK arrival (curl: time_connect)
     ``wire_pretransfer_s``    departure of the first request packet (time_pretransfer)
-    ``wire_tls_handshake_s``  pretransfer - connect for TLS, 0 for plain HTTP
+    ``wire_tls_handshake_s``  pretransfer - connect for TLS; None (no such phase) for plain HTTP
     ``wire_starttransfer_s``  arrival of the first response byte (time_starttransfer)
     ``wire_total_s``          arrival of the last response byte before the teardown (time_total)
 
@@ -297,7 +297,7 @@ def wire_times(packets: Sequence[ConnPacket], phases: Sequence[str], *, tls: boo
     last = [p.ts - t0 for p, ph in zip(packets, phases) if ph == "data" and p.direction == "down" and p.payload_len]
     out["wire_total_s"] = last[-1] if last else None
     if out["wire_connect_s"] is not None and out["wire_pretransfer_s"] is not None:
-        out["wire_tls_handshake_s"] = out["wire_pretransfer_s"] - out["wire_connect_s"] if tls else 0.0
+        out["wire_tls_handshake_s"] = out["wire_pretransfer_s"] - out["wire_connect_s"] if tls else None
     return out
 
 

@@ -29,6 +29,7 @@ import math
 import re
 from dataclasses import dataclass
 
+SPREAD_DIGITS = 2          # an IQR beside a median: its second digit is already noise
 SIGNIFICANT = 3            # digits a table shows: a median [IQR] is rarely known better than that
 # Suffixes a histogram's name may not end with (promtool: they belong to counters, a histogram's
 # own series, or info gauges), and words it may not contain.
@@ -82,10 +83,10 @@ class Unit:
         return _join(_number(value / factor, digits, whole=factor == 1), shown)
 
     def format_spread(self, value: float, spread: float, *, digits: int = SIGNIFICANT) -> str:
-        """A median and its spread (IQR) in the median's scale: '30.1 ms [1.20]'."""
-        factor, shown = self._scale(value)
-        return (f"{_join(_number(value / factor, digits, whole=factor == 1), shown)} "
-                f"[{_number(spread / factor, digits, whole=factor == 1)}]")
+        """A median and its spread (IQR), each with its own unit and scale: '30.1 ms [1.2 ms]',
+        '400 mJ [20 µJ]' - a bare '[0.0329]' made a reader guess the scale. The spread keeps
+        two significant digits: it is an estimate of an estimate."""
+        return f"{self.format(value, digits=digits)} [{self.format(spread, digits=SPREAD_DIGITS)}]"
 
     # -- for runs.csv ------------------------------------------------------------------------
     def csv(self, value: float | int) -> str:

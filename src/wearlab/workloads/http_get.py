@@ -264,7 +264,7 @@ class HttpGet(Workload):
             series["tcpcrypt"] = [_series_row(n, r) for n, r in records.items()]
         https = cell["protocol"] == "https"
         row = {k: m[k] for k in CURL_TIMES}
-        row["tls_handshake_s"] = (m["time_appconnect"] - m["time_connect"]) if https else 0.0
+        row["tls_handshake_s"] = (m["time_appconnect"] - m["time_connect"]) if https else None  # no TLS, no phase
         row.update(http_code=m["http_code"], size_download=m["size_download"],
                    speed_download_bps=round(m["speed_download"] * 8), local_port=m["local_port"])
         row.update(extra)
