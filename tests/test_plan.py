@@ -6,6 +6,7 @@ such a file touches nothing."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,6 @@ from wearlab.model.experiment_file import load_experiment
 from wearlab.model.features import KernelFeature
 from wearlab.model.media import Medium
 from wearlab.plan.plan import plan
-from wearlab.runtime import ledger
 
 HANDOVER_TOPO = """\
 name: ho
@@ -153,11 +153,14 @@ def test_validate_and_run_refuse_before_touching_anything(write_yaml, tmp_path):
                                "nodes:\n  watch: {handover: proactive}\n")
     res = wearlab("validate", "--no-kernel", str(exp))
     assert res.returncode == 2 and f"{exp}:4: nodes.watch.handover:" in res.stderr, res.stderr
-    before = ledger.entries()
-    res = wearlab("run", str(exp), "--out", str(tmp_path / "results"))
+    # Its own ledger (WEARLAB_LEDGER), so other wearlab runs on the machine cannot blur the check:
+    # a refused run records nothing - the ledger's directory is never even made.
+    own = tmp_path / "ledger"
+    res = wearlab("run", str(exp), "--out", str(tmp_path / "results"),
+                  env={**os.environ, "WEARLAB_LEDGER": str(own)})
     assert res.returncode == 2 and f"{exp}:4: nodes.watch.handover:" in res.stderr, res.stderr
     assert not (tmp_path / "results").exists()                 # no results directory
-    assert ledger.entries() == before                        # no guest, no network in the ledger
+    assert not own.exists()                                    # no guest, no network in the ledger
 
 
 def test_plan_command_prints_the_plan():
