@@ -13,11 +13,19 @@
 (B) The candidate the issue measured and rejected, for the record: cgroup v2 cpu.max at 10 % on a
     CPU-bound job of ~8 ms (what a device 10x slower would take 80 ms for), 30 times in the
     guest: wall-time median and range. Reported, no target.
-(C) Seed 000's watch: experiments/device-watch.yaml (LG G Watch R, direct 2.4 GHz WiFi, TLS 1.2
-    ECDHE-RSA-AES128-SHA, 1 KB), 30 HTTPS fetches: the client's handshake = curl's appconnect -
-    connect minus its two round trips on the emulated path. Targets: median within 25 % of seed
-    000's 147 ms and a coefficient of variation <= 10 % (padding by sleeping). Also reported: the
-    same with spinning, and without the device (this machine's speed).
+(C) Seed 000's watch at the paper's set-up: experiments/device-watch.yaml (LG G Watch R, direct
+    2.4 GHz WiFi) with TLS 1.0 ECDHE-RSA-AES128-SHA and the chain the paper's server sent (cert
+    rsa2048/rsa2048/rsa2048/rsa2048), 1 KB, 30 HTTPS fetches. Compared like for like: the whole TLS
+    handshake phase on the wire (wire_tls_handshake_s: TCP connected -> request sent, its round
+    trips and the server included), as the paper's 147 ms is the whole phase of its trace - no
+    round trips subtracted. Targets: median within 25 % of 147 ms, CV <= 10 % (padding by sleeping).
+    The client's computation in it (device_cpu_handshake_s) is seed 000's 87 % of 147 ms by
+    construction (the platform cost is derived from it: a calibration, reported, not a target).
+    Also reported: the same with spinning, and without the device (this machine's speed).
+(D) The per-byte cost: 500 KB over the same WiFi (10 Mbit/s), HTTP and HTTPS, 5 each: the data
+    phase's rate as seed 000 gives it (data_rate_bps: the data phase's frames over the request ->
+    the application's last read). Target: within 10 % of the fitted 2.6 / 2.1 Mbit/s (a calibration
+    of the mechanism: the cost is fitted to those rates).
 Exit status 1 when a target is missed.
 """
 
@@ -44,6 +52,9 @@ from wearlab.plan.plan import plan  # noqa: E402
 WEARLAB = [sys.executable, "-m", "wearlab"]
 EXPERIMENT = ROOT / "experiments" / "device-watch.yaml"
 SEED_000_HANDSHAKE_S = 0.147
+SEED_000_CLIENT_S = 0.87 * 0.147
+SEED_000_RATES = {"http": 2.6e6, "https": 2.1e6}
+PAPER_SET_UP = ("--set", "tls_version=1.0", "--set", "cert=rsa2048/rsa2048/rsa2048/rsa2048")
 FLOOR_S = 2e-6
 TOLERANCE = 0.15
 INSIDE = ROOT / "build" / "bench-device-inside.json"
@@ -153,7 +164,7 @@ def path_rtt(exp_file: Path) -> float:
 
 
 def handshakes(exp_file: Path, reps: int, env_extra: dict[str, str], out: Path) -> dict:
-    argv = [*WEARLAB, "run", str(exp_file), "--set", "protocol=https", "--set", "size=1KB",
+    argv = [*WEARLAB, "run", str(exp_file), "--set", "protocol=https", "--set", "size=1KB", *PAPER_SET_UP,
             "--repetitions", str(reps), "--out", str(out)]
     res = subprocess.run(argv, capture_output=True, text=True, env={**env_with_host_load(), **env_extra},
                          timeout=1800, cwd=ROOT)
@@ -163,14 +174,35 @@ def handshakes(exp_file: Path, reps: int, env_extra: dict[str, str], out: Path) 
     latest = out / name / "latest"
     rows = [r for r in csv.DictReader((latest / "runs.csv").open()) if r["status"] == "ok"]
     rtt = path_rtt(exp_file)
-    hs = [float(r["tls_handshake_s"]) - 2 * rtt for r in rows]
+    # The whole handshake phase on the wire, as seed 000's 147 ms: nothing subtracted.
+    hs = [float(r["wire_tls_handshake_s"]) for r in rows]
     dev = [float(r["device_cpu_handshake_s"]) for r in rows if r.get("device_cpu_handshake_s")]
-    wire = [float(r["wire_tls_handshake_s"]) - 2 * rtt for r in rows]
     return {"runs": len(rows), "path_rtt_s": rtt, "handshake_s": hs, "median_s": median(hs),
             "cv": statistics.stdev(hs) / statistics.mean(hs) if len(hs) > 1 else None,
-            "min_s": min(hs), "max_s": max(hs), "wire_median_s": median(wire),
+            "min_s": min(hs), "max_s": max(hs),
+            "curl_median_s": median(float(r["tls_handshake_s"]) for r in rows),
             "device_cpu_handshake_median_s": median(dev) if dev else None,
             "results": str(latest.resolve())}
+
+
+def rates(exp_file: Path, reps: int, out: Path) -> dict:
+    """(D): 500 KB, HTTP and HTTPS at the paper's set-up: the data phase's rate per protocol."""
+    argv = [*WEARLAB, "run", str(exp_file), "--set", "size=500KB", *PAPER_SET_UP, "--repetitions", str(reps),
+            "--out", str(out)]
+    res = subprocess.run(argv, capture_output=True, text=True, env=env_with_host_load(), timeout=1800, cwd=ROOT)
+    if res.returncode != 0:
+        raise SystemExit(f"`{' '.join(argv)}` failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+    latest = out / load_experiment(exp_file, CATALOG).name / "latest"
+    rows = [r for r in csv.DictReader((latest / "runs.csv").open()) if r["status"] == "ok"]
+    out_doc = {}
+    for proto in ("http", "https"):
+        got = [float(r["data_rate_bps"]) for r in rows if r["protocol"] == proto]
+        out_doc[proto] = {"runs": len(got), "median_bps": median(got), "min_bps": min(got), "max_bps": max(got),
+                          "paper_bps": SEED_000_RATES[proto], "error": median(got) / SEED_000_RATES[proto] - 1,
+                          "wire_total_median_s": median(float(r["wire_total_s"]) for r in rows if r["protocol"] == proto),
+                          "app_total_median_s": median(float(r["time_total"]) for r in rows if r["protocol"] == proto)}
+    out_doc["results"] = str(latest.resolve())
+    return out_doc
 
 
 def without_device(exp_file: Path, into: Path) -> Path:
@@ -236,24 +268,36 @@ def main() -> int:
         sleep = handshakes(EXPERIMENT, reps, {"WEARLAB_DEVICE_PAD": "sleep"}, d / "sleep")
         spin = handshakes(EXPERIMENT, reps, {"WEARLAB_DEVICE_PAD": "spin"}, d / "spin")
         bare = handshakes(without_device(EXPERIMENT, d), reps, {}, d / "none")
+        data = rates(EXPERIMENT, 3 if args.quick else 5, d / "rates")
     hs_rows = [[name, x["runs"], x["median_s"] * 1e3, x["min_s"] * 1e3, x["max_s"] * 1e3, x["cv"],
                 (x["median_s"] / SEED_000_HANDSHAKE_S - 1) if name != "no device" else None,
                 x["device_cpu_handshake_median_s"] * 1e3 if x["device_cpu_handshake_median_s"] else None]
                for name, x in (("lg-g-watch-r, sleep", sleep), ("lg-g-watch-r, spin", spin), ("no device", bare))]
     print()
     print(table(["client", "runs", "median ms", "min", "max", "CV", "vs 147 ms", "device CPU hs ms"], hs_rows,
-                f"(C) TLS 1.2 ECDHE-RSA-AES128-SHA client handshake over WiFi: appconnect - connect - 2 RTT "
-                f"(path RTT {sleep['path_rtt_s'] * 1e3:.1f} ms)"))
+                f"(C) TLS 1.0 ECDHE-RSA-AES128-SHA, leaf + 2 intermediates, over WiFi: the whole handshake phase "
+                f"on the wire (path RTT {sleep['path_rtt_s'] * 1e3:.1f} ms; the client's computation is "
+                f"{SEED_000_CLIENT_S * 1e3:.2f} ms by construction)"))
+    print()
+    print(table(["protocol", "runs", "data rate Mbit/s", "min", "max", "paper", "error", "wire total s", "app total s"],
+                [[p, x["runs"], x["median_bps"] / 1e6, x["min_bps"] / 1e6, x["max_bps"] / 1e6, x["paper_bps"] / 1e6,
+                  x["error"], x["wire_total_median_s"], x["app_total_median_s"]]
+                 for p, x in ((p, data[p]) for p in ("http", "https"))],
+                "(D) 500 KB over 10 Mbit/s WiFi: the watch's per-byte cost (fitted to seed 000's 2.6 / 2.1 Mbit/s)"))
     within = abs(sleep["median_s"] / SEED_000_HANDSHAKE_S - 1) <= 0.25
     steady = sleep["cv"] is not None and sleep["cv"] <= 0.10
+    rated = all(abs(data[p]["error"]) <= 0.10 for p in ("http", "https"))
     doc = {"environment": environment(guest=inside_doc["environment"]), "calibration": cal,
            "cgroup_cpu_max": cg, "handshake": {"sleep": sleep, "spin": spin, "no_device": bare,
-                                               "seed_000_s": SEED_000_HANDSHAKE_S}}
+                                               "seed_000_s": SEED_000_HANDSHAKE_S, "seed_000_client_s": SEED_000_CLIENT_S,
+                                               "compared": "the whole handshake phase on the wire, nothing subtracted"},
+           "per_byte": data}
     path = write_result("device", doc)
     print(f"\nresults: {path}")
     return verdict({"(A) every operation within 15 % of its table (>= 2 us a call; never faster below)": cal_ok,
-                    "(C) watch handshake within 25 % of seed 000's 147 ms": within,
-                    "(C) its CV over the runs <= 10 %": steady})
+                    "(C) watch's whole handshake phase within 25 % of seed 000's 147 ms": within,
+                    "(C) its CV over the runs <= 10 %": steady,
+                    "(D) the watch's data rates within 10 % of the fitted 2.6 / 2.1 Mbit/s": rated})
 
 
 if __name__ == "__main__":

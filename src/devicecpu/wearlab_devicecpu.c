@@ -35,6 +35,13 @@
  * dlsym on that library's own dependency tree), never from whatever comes next in the global
  * scope. Nested calls (libcrypto calling its own interposed functions) are not charged twice.
  *
+ * The platform's cost per byte of data (the profile's `data:plain` and `data:encrypted`, e.g. seed
+ * 000's watch moving HTTP at 2.6 and HTTPS at 2.1 Mbit/s through its own stack) is charged where
+ * the application receives data (WEARLAB_DEVICE_PER_BYTE=1: the fetch agent): `data:encrypted` on
+ * the plaintext SSL_read/SSL_read_ex return, `data:plain` on what recv/recvfrom/recvmsg return
+ * outside any TLS call (not MSG_PEEK). Paid by sleeping like any debt, so the application reads
+ * at the device's rate and TCP's receive window carries that rate back to the sender.
+ *
  * A program that does other work than cryptography on the device - a phone's proxy - can also
  * have its own computation slowed by the device's general CPU factor (WEARLAB_DEVICE_CPU_FACTOR=1):
  * the wall time between two of its system calls (read, write, send, recv, splice, poll, epoll,
@@ -45,6 +52,7 @@
  * Environment:
  *   WEARLAB_DEVICE_PROFILE  the profile (wearlab.model.devices.profile_text); unset: no effect
  *   WEARLAB_DEVICE_CPU_FACTOR  1: also the general CPU factor on the computation between calls
+ *   WEARLAB_DEVICE_PER_BYTE    1: also the platform's cost per byte received (data:plain, data:encrypted)
  *   WEARLAB_DEVICE_PAD      sleep (default) | spin
  *   WEARLAB_DEVICE_STATS    a file the library keeps its counters in (mmap, read by wearlab; opened as it
  *                           is, so an exec'd child adds to its parent's counters)
@@ -471,6 +479,7 @@ static int hs_used;               /* the table's high-water mark */
 static pthread_mutex_t hs_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread struct hs *hs_now;  /* the handshake this thread is inside, if the table holds it */
 static __thread int in_hs;          /* > 0 inside a client handshake step */
+static __thread int in_ssl;         /* > 0 inside any interposed SSL_* call (its socket reads are TLS's) */
 
 static struct hs *hs_enter(const void *ssl, int fresh) {
     struct hs *h = NULL, *free_slot = NULL;
@@ -1275,6 +1284,27 @@ int X509_verify_cert(void *ctx) {
     return r;
 }
 
+/* ---- the platform's cost per byte of data the application receives ----
+ *
+ * `data:plain` / `data:encrypted` from the profile (wearlab.model.devices: Device.per_byte),
+ * charged only in a process that asks (WEARLAB_DEVICE_PER_BYTE=1: the application's data path,
+ * the fetch agent - not a relaying proxy). The device's time for the bytes is owed like any
+ * operation's (on the node's cores) and paid by sleeping: the application takes the device's
+ * time to consume what it received, and TCP's receive window carries that rate to the sender. */
+
+static int per_byte_mode;
+static struct op *data_plain, *data_encrypted;
+
+static void charge_data(struct op *o, uint64_t bytes) {
+    if (!per_byte_mode || !o || bytes == 0 || depth > 0)
+        return;
+    int64_t ns = (int64_t)table_ns(o, (double)bytes);
+    count_op(o, bytes, 0, ns);
+    count_phase(ns);
+    owe(now_ns(), 0, ns);
+    pay(0);
+}
+
 /* ---- the handshake's platform cost ----
  *
  * Charged to the client of a TLS handshake only (SSL_is_server false), once per handshake: the
@@ -1332,7 +1362,9 @@ static void hs_end(struct hs_step *st) {
 int SSL_connect(void *ssl) {
     struct lib *l = lib_of(CALLER);
     struct hs_step st = hs_begin(l, ssl, 1);
+    in_ssl++;
     int r = l->SSL_connect(ssl);
+    in_ssl--;
     hs_end(&st);
     return r;
 }
@@ -1340,7 +1372,9 @@ int SSL_connect(void *ssl) {
 int SSL_do_handshake(void *ssl) {
     struct lib *l = lib_of(CALLER);
     struct hs_step st = hs_begin(l, ssl, 0);
+    in_ssl++;
     int r = l->SSL_do_handshake(ssl);
+    in_ssl--;
     hs_end(&st);
     return r;
 }
@@ -1349,23 +1383,33 @@ int SSL_do_handshake(void *ssl) {
 int SSL_read(void *ssl, void *buf, int num) {
     struct lib *l = lib_of(CALLER);
     struct hs_step st = hs_begin(l, ssl, 0);
+    in_ssl++;
     int r = l->SSL_read(ssl, buf, num);
+    in_ssl--;
     hs_end(&st);
+    if (r > 0)
+        charge_data(data_encrypted, (uint64_t)r);
     return r;
 }
 
 int SSL_read_ex(void *ssl, void *buf, size_t num, size_t *readbytes) {
     struct lib *l = lib_of(CALLER);
     struct hs_step st = hs_begin(l, ssl, 0);
+    in_ssl++;
     int r = l->SSL_read_ex(ssl, buf, num, readbytes);
+    in_ssl--;
     hs_end(&st);
+    if (r == 1 && readbytes && *readbytes > 0)
+        charge_data(data_encrypted, *readbytes);
     return r;
 }
 
 int SSL_write(void *ssl, const void *buf, int num) {
     struct lib *l = lib_of(CALLER);
     struct hs_step st = hs_begin(l, ssl, 0);
+    in_ssl++;
     int r = l->SSL_write(ssl, buf, num);
+    in_ssl--;
     hs_end(&st);
     return r;
 }
@@ -1373,7 +1417,9 @@ int SSL_write(void *ssl, const void *buf, int num) {
 int SSL_write_ex(void *ssl, const void *buf, size_t num, size_t *written) {
     struct lib *l = lib_of(CALLER);
     struct hs_step st = hs_begin(l, ssl, 0);
+    in_ssl++;
     int r = l->SSL_write_ex(ssl, buf, num, written);
+    in_ssl--;
     hs_end(&st);
     return r;
 }
@@ -1525,13 +1571,9 @@ static void after_syscall(void) {
 
 SYSCALL(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))
 SYSCALL(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n))
-SYSCALL(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags))
 SYSCALL(ssize_t, send, (int fd, const void *buf, size_t n, int flags), (fd, buf, n, flags))
-SYSCALL(ssize_t, recvfrom, (int fd, void *buf, size_t n, int flags, struct sockaddr *a, socklen_t *l),
-        (fd, buf, n, flags, a, l))
 SYSCALL(ssize_t, sendto, (int fd, const void *buf, size_t n, int flags, const struct sockaddr *a, socklen_t l),
         (fd, buf, n, flags, a, l))
-SYSCALL(ssize_t, recvmsg, (int fd, struct msghdr *m, int flags), (fd, m, flags))
 SYSCALL(ssize_t, sendmsg, (int fd, const struct msghdr *m, int flags), (fd, m, flags))
 SYSCALL(ssize_t, splice, (int in, loff_t *oin, int out, loff_t *oout, size_t n, unsigned int flags),
         (in, oin, out, oout, n, flags))
@@ -1543,6 +1585,44 @@ SYSCALL(int, select, (int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *t)
 SYSCALL(int, accept, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l))
 SYSCALL(int, accept4, (int fd, struct sockaddr *a, socklen_t *l, int flags), (fd, a, l, flags))
 SYSCALL(int, connect, (int fd, const struct sockaddr *a, socklen_t l), (fd, a, l))
+
+/* Receiving: also where plain data's per-byte cost is charged (not inside a TLS call, whose socket
+ * reads are records: SSL_read charges their plaintext; not a peek, whose bytes are read again). */
+#define RECEIVED(result, flags) \
+    do { if ((result) > 0 && !in_ssl && !((flags) & MSG_PEEK)) charge_data(data_plain, (uint64_t)(result)); } while (0)
+
+ssize_t recv(int fd, void *buf, size_t n, int flags) {
+    static ssize_t (*real)(int, void *, size_t, int);
+    if (!real)
+        real = (ssize_t(*)(int, void *, size_t, int))libc_next("recv");
+    before_syscall();
+    ssize_t r = real(fd, buf, n, flags);
+    after_syscall();
+    RECEIVED(r, flags);
+    return r;
+}
+
+ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a, socklen_t *l) {
+    static ssize_t (*real)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+    if (!real)
+        real = (ssize_t(*)(int, void *, size_t, int, struct sockaddr *, socklen_t *))libc_next("recvfrom");
+    before_syscall();
+    ssize_t r = real(fd, buf, n, flags, a, l);
+    after_syscall();
+    RECEIVED(r, flags);
+    return r;
+}
+
+ssize_t recvmsg(int fd, struct msghdr *m, int flags) {
+    static ssize_t (*real)(int, struct msghdr *, int);
+    if (!real)
+        real = (ssize_t(*)(int, struct msghdr *, int))libc_next("recvmsg");
+    before_syscall();
+    ssize_t r = real(fd, m, flags);
+    after_syscall();
+    RECEIVED(r, flags);
+    return r;
+}
 
 __attribute__((constructor)) static void init(void) {
     const char *path = getenv("WEARLAB_DEVICE_PROFILE");
@@ -1557,6 +1637,12 @@ __attribute__((constructor)) static void init(void) {
     in_syscall = 0;
     const char *cpu = getenv("WEARLAB_DEVICE_CPU_FACTOR");
     cpu_mode = prof.loaded && cpu && !strcmp(cpu, "1") && prof.cpu_factor > 1;
+    const char *per_byte = getenv("WEARLAB_DEVICE_PER_BYTE");
+    if (prof.loaded && per_byte && !strcmp(per_byte, "1")) {
+        data_plain = find_op("data:plain");
+        data_encrypted = find_op("data:encrypted");
+        per_byte_mode = data_plain || data_encrypted;
+    }
     open_stats(getenv("WEARLAB_DEVICE_STATS"));
     snprintf(stats->device, sizeof stats->device, "%s", prof.name);
 }

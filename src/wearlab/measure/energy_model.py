@@ -16,6 +16,12 @@ radio's own active power (power_profile.xml currents). The tail is taken as it w
 whatever the medium (seed 000: independent of the protocol above). Energy is above the idle
 baseline, as seed 000 reports it (background deducted).
 
+Nothing is taken silently: every level a device does not give (connect, data_encrypted) was filled
+in by model.devices as `assumed` with its reason; each state's power here carries its basis and
+every assumption behind it (the level's, the radios' currents and voltages), which metadata.json
+and `wearlab devices` show; a level that moving to another medium would make negative is an input
+error (NegativePower), never clamped to 0.
+
 What it cannot see: a real radio (no RSSI, retransmissions at the PHY, power-save polling, BT
 sniff's own savings), the screen, DVFS beyond what the levels average, a CPU busier than the
 measured transfers. It is a model applied to measured times, exact given both.
@@ -24,10 +30,10 @@ measured transfers. It is a model applied to measured times, exact given both.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from wearlab.model.choices import PowerState
-from wearlab.model.devices import Device
+from wearlab.model.devices import Device, radio_swaps
 from wearlab.model.media import Medium
 
 ACTIVE = (PowerState.CONNECT, PowerState.HANDSHAKE, PowerState.DATA, PowerState.DATA_ENCRYPTED)
@@ -38,19 +44,32 @@ class NoPowerModel(ValueError):
     """The device lacks a figure the model needs (said in the run's metadata; energy left empty)."""
 
 
+class NegativePower(NoPowerModel):
+    """A level minus the radio it was measured with is below 0: the device's figures contradict
+    each other for this medium (an input error: the plan reports it at the node's device)."""
+
+
 @dataclass(frozen=True)
 class NodePower:
-    """One node's power per state, in W, for the media its links use."""
+    """One node's power per state, in W, for the media its links use; per state its basis
+    (measured / derived / fitted / assumed: an assumption anywhere makes it one) and how it is
+    made (the level, the radios taken away and added, each with its basis)."""
 
     node: str
     device: str
     media: tuple[Medium, ...]
     watts: dict[PowerState, float]
     tail_s: float
+    basis: dict[PowerState, str] = field(default_factory=dict)
+    how: dict[PowerState, str] = field(default_factory=dict)
+    assumed: dict[PowerState, tuple[str, ...]] = field(default_factory=dict)
 
     def describe(self) -> dict[str, object]:
         return {"node": self.node, "device": self.device, "media": [m.value for m in self.media],
-                "watts": {s.value: w for s, w in self.watts.items()}, "tail_s": self.tail_s}
+                "watts": {s.value: w for s, w in self.watts.items()}, "tail_s": self.tail_s,
+                "basis": {s.value: b for s, b in self.basis.items()},
+                "how": {s.value: h for s, h in self.how.items()},
+                "assumed": {s.value: list(a) for s, a in self.assumed.items() if a}}
 
 
 def node_power(node: str, device: Device, media: Iterable[Medium]) -> NodePower:
@@ -58,24 +77,40 @@ def node_power(node: str, device: Device, media: Iterable[Medium]) -> NodePower:
     if p is None or not p.levels:
         raise NoPowerModel(f"device {device.name} has no power levels")
     radios = tuple(dict.fromkeys(m for m in media if m.is_radio))
-    swap = 0.0
-    if p.measured_on not in radios:
-        if p.measured_on not in p.radios:
-            raise NoPowerModel(f"device {device.name}: levels measured on {p.measured_on.value}, which node "
-                               f"{node} does not use, and no radios.{p.measured_on.value} to take away")
-        swap -= p.radios[p.measured_on].active.watts
-    for m in radios:
-        if m != p.measured_on:
-            if m not in p.radios:
-                raise NoPowerModel(f"device {device.name}: node {node} uses {m.value}, and the device has no "
-                                   f"radios.{m.value}")
-            swap += p.radios[m].active.watts
-    level = {s: f.watts for s, f in p.levels.items()}
-    level.setdefault(PowerState.CONNECT, level[PowerState.HANDSHAKE])
-    level.setdefault(PowerState.DATA_ENCRYPTED, level[PowerState.DATA])
-    watts = {s: max(0.0, level[s] + swap) for s in ACTIVE}
-    watts[PowerState.TAIL] = level[PowerState.TAIL]
-    return NodePower(node, device.name, radios, watts, p.levels[PowerState.TAIL].duration)
+    try:
+        swaps = [(sign, m.value, r) for sign, m, r in radio_swaps(p, radios)]
+    except KeyError as e:
+        m = e.args[0]
+        if m == p.measured_on:
+            raise NoPowerModel(f"device {device.name}: levels measured on {m.value}, which node {node} does not "
+                               f"use, and no radios.{m.value} to take away") from None
+        raise NoPowerModel(f"device {device.name}: node {node} uses {m.value}, and the device has no "
+                           f"radios.{m.value}") from None
+    missing = [s.value for s in (*ACTIVE, PowerState.TAIL) if s not in p.levels]
+    if missing:   # model.devices fills connect and data_encrypted in (assumed); a Power built by hand may not
+        raise NoPowerModel(f"device {device.name} has no level for {', '.join(missing)}")
+    watts: dict[PowerState, float] = {}
+    basis: dict[PowerState, str] = {}
+    how: dict[PowerState, str] = {}
+    assumed: dict[PowerState, tuple[str, ...]] = {}
+    for s in ACTIVE:
+        f = p.levels[s]
+        w = f.watts + sum(sign * r.watts for sign, _, r in swaps)
+        parts = [f"{f.describe()} ({f.overall_basis})"] + [
+            f"{'-' if sign < 0 else '+'} {m} radio {r.watts * 1e3:.4g} mW ({r.overall_basis})" for sign, m, r in swaps]
+        why = f.assumptions + tuple(a for _, _, r in swaps for a in r.assumptions)
+        if w < 0:
+            raise NegativePower(f"device {device.name} on {'+'.join(m.value for m in radios) or 'no radio'}: its "
+                                f"{s.value} level comes to {w * 1e3:.4g} mW ({' '.join(parts)}): a level below its "
+                                "radio's own power; give levels and radio currents that agree")
+        watts[s], how[s], assumed[s] = w, " ".join(parts), why
+        basis[s] = "assumed" if why else ("derived" if swaps else f.basis)
+    tail = p.levels[PowerState.TAIL]
+    watts[PowerState.TAIL] = tail.watts
+    how[PowerState.TAIL] = f"{tail.describe()} ({tail.overall_basis}; taken as measured, whatever the medium)"
+    assumed[PowerState.TAIL] = tail.assumptions
+    basis[PowerState.TAIL] = tail.overall_basis
+    return NodePower(node, device.name, radios, watts, tail.duration, basis, how, assumed)
 
 
 def energy(power: NodePower, phases: Sequence[tuple[PowerState, float]]) -> dict[PowerState, float]:

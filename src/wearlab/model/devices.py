@@ -61,7 +61,10 @@ CIPHERS = ("aes-128-cbc", "aes-192-cbc", "aes-256-cbc", "aes-128-gcm", "aes-192-
            "des-ede3-cbc", "camellia-128-cbc", "camellia-256-cbc", "rc4")
 DEVICE_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
 DEVICE_NAME_RULE = "device names are 1-64 lowercase letters, digits, '.' or '-', starting with a letter or digit"
-BASES = ("measured", "derived", "assumed")
+# measured: a paper's number (where); derived: computed from measured ones (how); fitted: chosen
+# so the model reproduces a paper's figure (which figure: the claims it decides are calibrations,
+# not predictions); assumed: taken without a measurement (why).
+BASES = ("measured", "derived", "fitted", "assumed")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,13 +72,14 @@ BASES = ("measured", "derived", "assumed")
 
 
 class Sourced(BaseModel):
-    """A number's provenance: exactly one of measured / derived / assumed, each saying where from,
-    how, or why."""
+    """A number's provenance: exactly one of measured / derived / fitted / assumed, each saying
+    where from, how, to what, or why."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     measured: str | None = None
     derived: str | None = None
+    fitted: str | None = None
     assumed: str | None = None
 
     @model_validator(mode="after")
@@ -84,8 +88,8 @@ class Sourced(BaseModel):
         if len(given) != 1:
             what = "none" if not given else " and ".join(given)
             raise ValueError(f"say where the number comes from with exactly one of measured: / derived: / "
-                             f"assumed: (a paper, table and line; how it was derived; or why it is assumed); "
-                             f"got {what}")
+                             f"fitted: / assumed: (a paper, table and line; how it was derived; which paper "
+                             f"figure it was fitted to; or why it is assumed); got {what}")
         text = getattr(self, given[0])
         if not text.strip():
             raise ValueError(f"{given[0]}: needs its source as text, not an empty value")
@@ -120,6 +124,94 @@ class OpTime(Sourced):
     @property
     def seconds(self) -> float:
         return self.time if self.time is not None else 1.0 / self.per_s
+
+
+class Residual(BaseModel):
+    """A platform cost that is what a paper's measured time leaves once the primitives are taken
+    away: `share` x `of` minus each primitive's time on this device (after `like:`) times its count.
+    The primitives are those the runs compute (series/devicecpu.csv of a run lists them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    of: Annotated[float, BeforeValidator(_duration)]
+    share: Annotated[float, Field(gt=0, le=1)] = 1.0
+    minus: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+
+
+class OtherDevice(BaseModel):
+    """Another device's same figure, times `scale`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: str
+    scale: Annotated[float, Field(gt=0)] = 1.0
+
+
+class PlatformCost(Sourced):
+    """The platform's cost per TLS handshake (or resumed handshake) beyond its primitives, one of:
+    `time: 35ms` / `per_s:`; `residual: {of: 147ms, share: 0.87, minus: {"verify:rsa2048": 4}}`
+    (what a paper's time leaves after this device's primitives); `like: {device: D, scale: k}` (D's
+    same figure x k); for a resumed handshake also `share_of_handshake: {"keygen:x25519": 1, ...}`
+    (the full handshake's platform cost x the time of these primitives / the time of the full
+    handshake's `minus` primitives: the stack's own work taken to shrink with what it computes)."""
+
+    time: Annotated[float, BeforeValidator(_duration)] | None = None
+    per_s: Annotated[float, Field(gt=0)] | None = None
+    residual: Residual | None = None
+    like: OtherDevice | None = None
+    share_of_handshake: dict[str, Annotated[int, Field(ge=1)]] | None = None
+
+    @model_validator(mode="after")
+    def _one_value(self):
+        given = [k for k in ("time", "per_s", "residual", "like", "share_of_handshake") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give the cost one way: time: (35ms), per_s:, residual: {of:, share:, minus:}, "
+                             "like: {device:, scale:} or share_of_handshake: {...}; got "
+                             + (" and ".join(given) if given else "none"))
+        return self
+
+
+class PaperRate(BaseModel):
+    """A data rate a paper measured on the wire: `mbit_s` over `wire_bytes` (the frames of the
+    data phase) that carried `payload_bytes` of application data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mbit_s: Annotated[float, Field(gt=0)]
+    wire_bytes: Annotated[int, Field(gt=0)]
+    payload_bytes: Annotated[int, Field(gt=0)]
+
+    @property
+    def seconds_per_byte(self) -> float:
+        return self.wire_bytes * 8 / (self.mbit_s * 1e6) / self.payload_bytes
+
+
+class DataCost(Sourced):
+    """The platform's cost per byte of data the application receives: `time: 3.2us` (per byte), or
+    `rate: {mbit_s:, wire_bytes:, payload_bytes:}` (the time per payload byte at a paper's rate),
+    `less:` the per-byte primitives this device's tables already charge per call (a TLS record's
+    cipher and MAC, at `record` bytes a call), so they are not paid twice."""
+
+    time: Annotated[float, BeforeValidator(lambda v: parse_duration(v, bare_unit="us"))] | None = None
+    rate: PaperRate | None = None
+    less: tuple[str, ...] = ()
+    record: Annotated[int, Field(gt=0)] = 16384
+
+    @model_validator(mode="after")
+    def _one_value(self):
+        if (self.time is None) == (self.rate is None):
+            raise ValueError("give the cost per byte as time: (e.g. 3.2us) or rate: {mbit_s:, wire_bytes:, "
+                             "payload_bytes:}, exactly one")
+        return self
+
+
+DATA_KINDS = ("plain", "encrypted")
+
+
+class Volts(Sourced):
+    """A battery voltage, with where it comes from (a current is a power only at a voltage)."""
+
+    value: Annotated[float, Field(gt=0)]
 
 
 class KeyOps(BaseModel):
@@ -180,13 +272,21 @@ class Like(Sourced):
     scale: Annotated[float, Field(gt=0)]
 
 
+def _volts(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(f"say where the voltage comes from: volts: {{value: {value:g}, measured: / derived: / "
+                         "assumed: ...}")
+    return value
+
+
 class PowerFigure(Sourced):
-    """A power level: `mw: 405`, or `ma: 64` with `volts: 3.8` (a power_profile.xml current at the
-    battery's voltage); `duration:` for a state that lasts a fixed time (the tail)."""
+    """A power level: `mw: 405`, or `ma: 64` with `volts: {value: 3.8, assumed: ...}` (a
+    power_profile.xml current at the battery's voltage, itself sourced); `duration:` for a state
+    that lasts a fixed time (the tail)."""
 
     mw: Annotated[float, Field(ge=0)] | None = None
     ma: Annotated[float, Field(ge=0)] | None = None
-    volts: Annotated[float, Field(gt=0)] | None = None
+    volts: Annotated[Volts, BeforeValidator(_volts)] | None = None
     duration: Annotated[float, BeforeValidator(_duration)] | None = None
 
     @model_validator(mode="after")
@@ -202,10 +302,23 @@ class PowerFigure(Sourced):
 
     @property
     def watts(self) -> float:
-        return self.mw / 1e3 if self.mw is not None else self.ma * self.volts / 1e3
+        return self.mw / 1e3 if self.mw is not None else self.ma * self.volts.value / 1e3
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        """Every assumption inside the figure: its own, and its voltage's."""
+        out = (f"{self.describe()}: {self.assumed}",) if self.assumed else ()
+        if self.volts is not None and self.volts.assumed:
+            out += (f"{self.volts.value:g} V: {self.volts.assumed}",)
+        return out
+
+    @property
+    def overall_basis(self) -> str:
+        """The figure's basis with its voltage's: an assumption anywhere makes it one."""
+        return "assumed" if self.assumptions else self.basis
 
     def describe(self) -> str:
-        v = f"{self.mw:g} mW" if self.mw is not None else f"{self.ma:g} mA at {self.volts:g} V"
+        v = f"{self.mw:g} mW" if self.mw is not None else f"{self.ma:g} mA at {self.volts.value:g} V"
         return v + (f" for {format_duration(self.duration)}" if self.duration else "")
 
 
@@ -271,9 +384,50 @@ class Power(BaseModel):
         return self
 
 
-# The states a device's levels must give; the others default (connect -> handshake,
-# data_encrypted -> data).
+# The states a device's levels must give; the others are taken from them, marked assumed with the
+# reason (connect -> handshake, data_encrypted -> data: _complete_power).
 REQUIRED_LEVELS = (PowerState.HANDSHAKE, PowerState.DATA, PowerState.TAIL)
+ACTIVE_STATES = (PowerState.CONNECT, PowerState.HANDSHAKE, PowerState.DATA, PowerState.DATA_ENCRYPTED)
+
+
+def radio_swaps(power: Power, radios: tuple[Medium, ...]) -> list[tuple[float, Medium, PowerFigure]]:
+    """How a level measured on `power.measured_on` moves to a node whose radios are `radios`: the
+    measured medium's radio taken away (if the node does not use it), each other radio's added -
+    (sign, medium, that radio's active power). KeyError(medium) where the device lacks a radio."""
+    out: list[tuple[float, Medium, PowerFigure]] = []
+    if power.measured_on not in radios:
+        if power.measured_on not in power.radios:
+            raise KeyError(power.measured_on)
+        out.append((-1.0, power.measured_on, power.radios[power.measured_on].active))
+    for m in radios:
+        if m != power.measured_on:
+            if m not in power.radios:
+                raise KeyError(m)
+            out.append((1.0, m, power.radios[m].active))
+    return out
+
+
+def negative_levels(device: Device, radios: tuple[Medium, ...]) -> list[str]:
+    """The active levels that moving to `radios` would make negative (an input error: the level
+    and the radio currents contradict each other), each said with its arithmetic."""
+    p = device.power
+    if p is None or not p.levels:
+        return []
+    try:
+        swaps = radio_swaps(p, radios)
+    except KeyError:
+        return []   # no radio for a medium: the energy model says so at run time (no energy)
+    out = []
+    for s in ACTIVE_STATES:
+        f = p.levels.get(s)
+        if f is None:
+            continue
+        w = f.watts + sum(sign * r.watts for sign, _, r in swaps)
+        if w < 0:
+            out.append(f"{s.value}: {f.describe()} " + " ".join(
+                f"{'-' if sign < 0 else '+'} {m.value} radio {r.watts * 1e3:.4g} mW" for sign, m, r in swaps)
+                + f" = {w * 1e3:.4g} mW")
+    return out
 
 
 class DeviceSpec(BaseModel):
@@ -287,11 +441,21 @@ class DeviceSpec(BaseModel):
     keys: dict[str, KeyOps] = Field(default_factory=dict)
     digests: dict[str, Throughput] = Field(default_factory=dict)
     ciphers: dict[str, Throughput] = Field(default_factory=dict)
-    handshake: OpTime | None = None
-    resumed_handshake: OpTime | None = None
+    handshake: PlatformCost | None = None
+    resumed_handshake: PlatformCost | None = None
+    per_byte: dict[str, DataCost] = Field(default_factory=dict)
     cpu_factor: Factor | None = None
     cores: Cores | None = None
     power: Power | None = None
+
+    @field_validator("per_byte", mode="before")
+    @classmethod
+    def _data_kinds(cls, v: Any) -> Any:
+        for name in v if isinstance(v, dict) else ():
+            if name not in DATA_KINDS:
+                raise ValueError(f"unknown data kind '{name}'{did_you_mean(name, DATA_KINDS)} "
+                                 f"(per_byte: {' and '.join(DATA_KINDS)})")
+        return v
 
     @field_validator("keys", mode="before")
     @classmethod
@@ -382,6 +546,9 @@ class Device:
     # ... per resumed TLS handshake (key "resumed_handshake"; None: the full one's)
     resumed_handshake: Cost | None = None
     cores: Figure = Figure(1, "assumed", "not given: one core")
+    # The platform's cost per byte of data the application receives, beyond the cipher's and the
+    # MAC's (keys "plain", "encrypted"; empty: none)
+    per_byte: dict[str, Cost] = field(default_factory=dict)
 
     @property
     def resumed(self) -> Cost:
@@ -404,6 +571,11 @@ class Device:
                 lines.append(f"bytes {key} " + " ".join(f"{s}:{round(t * 1e9)}" for s, t in c.points))
             else:
                 lines.append(f"op {key} {round(c.points[0][1] * 1e9)}")
+        # The platform's cost per byte received (the devicecpu library charges it where the
+        # process asks: WEARLAB_DEVICE_PER_BYTE; tcpcryptd reads the line and never uses it).
+        for kind in sorted(self.per_byte):
+            c = self.per_byte[kind]
+            lines.append(f"bytes {c.key} " + " ".join(f"{s}:{round(t * 1e9)}" for s, t in c.points))
         return "\n".join(lines) + "\n"
 
     def summary(self) -> dict[str, Any]:
@@ -411,6 +583,9 @@ class Device:
         return {"device": self.name, "defined_in": self.defined_in, "like": self.like,
                 "handshake_s": self.handshake.seconds(), "resumed_handshake_s": self.resumed.seconds(),
                 "cpu_factor": self.cpu_factor.value, "cores": self.cores.value,
+                "per_byte_s": {k: {"s_per_byte": c.seconds(1), "basis": c.basis, "source": c.source}
+                               for k, c in sorted(self.per_byte.items())},
+                "handshake_basis": self.handshake.basis, "handshake_source": self.handshake.source,
                 "costs": {k: {"points": [[s, t] for s, t in c.points], "basis": c.basis} for k, c in sorted(self.costs.items())}}
 
 
@@ -481,28 +656,41 @@ def resolve_devices(specs: dict[str, DeviceSpec], known: dict[str, Device], file
                 b = "assumed" if "assumed" in (basis, c.basis) else "derived"
                 costs[key] = c.scaled(k, b, f"{why}: {base.name}'s {key} x {k:g} ({c.basis}: {c.source})")
         costs.update(own)
+
+        def inherited(c: Cost, what: str) -> Cost:
+            b = "assumed" if "assumed" in (spec.like.basis, c.basis) else "derived"
+            return c.scaled(spec.like.scale, b, f"{spec.like.source}: {base.name}'s {what} x {spec.like.scale:g} "
+                                                f"({c.basis}: {c.source})")
+
         if spec.handshake is not None:
-            hs = Cost("handshake", ((0, spec.handshake.seconds),), spec.handshake.basis, spec.handshake.source)
+            hs = platform(name, chain, "handshake", spec.handshake, costs, None)
+            if hs is None:
+                return None
         elif base is not None:
-            b = "assumed" if "assumed" in (spec.like.basis, base.handshake.basis) else "derived"
-            hs = base.handshake.scaled(spec.like.scale, b, f"{spec.like.source}: {base.name}'s handshake "
-                                       f"x {spec.like.scale:g} ({base.handshake.basis}: {base.handshake.source})")
+            hs = inherited(base.handshake, "handshake")
         else:
             problem((name,), "missing 'handshake:' - the platform's cost per TLS handshake beyond its primitives "
                              "(0ms with assumed: why, if there is none), or like: a device that has one")
             return None
         if spec.resumed_handshake is not None:
-            r = spec.resumed_handshake
-            resumed = Cost("resumed_handshake", ((0, r.seconds),), r.basis, r.source)
+            resumed = platform(name, chain, "resumed_handshake", spec.resumed_handshake, costs,
+                               (hs, spec.handshake))
+            if resumed is None:
+                return None
         elif spec.handshake is None and base is not None:
-            b = "assumed" if "assumed" in (spec.like.basis, base.resumed.basis) else "derived"
-            resumed = base.resumed.scaled(spec.like.scale, b, f"{spec.like.source}: {base.name}'s resumed handshake "
-                                          f"x {spec.like.scale:g} ({base.resumed.basis}: {base.resumed.source})")
-            resumed = Cost("resumed_handshake", resumed.points, resumed.basis, resumed.source)
+            resumed = Cost("resumed_handshake", *_rest(inherited(base.resumed, "resumed handshake")))
         else:  # its own full handshake and no resumed one: a resumption is taken to cost as much
             resumed = Cost("resumed_handshake", hs.points, "assumed",
                            "not given: a resumed handshake taken to cost the platform a full one's "
                            f"({hs.basis}: {hs.source})")
+        per_byte: dict[str, Cost] = {}
+        if base is not None:
+            per_byte = {k: inherited(c, f"per-byte {k} cost") for k, c in base.per_byte.items()}
+        for kind, dc in spec.per_byte.items():
+            c = data_cost(name, kind, dc, costs)
+            if c is None:
+                return None
+            per_byte[kind] = c
         if spec.cores is not None:
             ncores = Figure(spec.cores.value, spec.cores.basis, spec.cores.source)
         elif base is not None:
@@ -524,15 +712,133 @@ def resolve_devices(specs: dict[str, DeviceSpec], known: dict[str, Device], file
             return None
         out[name] = Device(name=name, description=spec.description, defined_in=file, costs=costs, handshake=hs,
                            cpu_factor=factor, hardware=spec.hardware or (base.hardware if base else None),
-                           power=spec.power, like=spec.like.device if spec.like else None,
-                           resumed_handshake=resumed, cores=ncores)
+                           power=_complete_power(spec.power), like=spec.like.device if spec.like else None,
+                           resumed_handshake=resumed, cores=ncores, per_byte=per_byte)
         return out[name]
+
+    def other_device(name: str, chain: tuple[str, ...], at: YamlPath, other: str) -> Device | None:
+        if other in chain:
+            problem(at, f"'{name}' takes a figure of '{other}', which depends on '{name}': a device cannot be "
+                        f"derived from itself ({' -> '.join((*chain, other))})")
+            return None
+        if other in specs:
+            return resolve(other, (*chain, other))
+        if other in known:
+            return known[other]
+        names = sorted({*specs, *known} - {name})
+        problem(at, f"unknown device '{other}'{did_you_mean(other, names)} (devices: {', '.join(names)})")
+        return None
+
+    def primitives(name: str, at: YamlPath, counts: dict[str, int], costs: dict[str, Cost]) -> tuple[float, str] | None:
+        """The time of `counts` primitives on this device, and how it adds up."""
+        missing = [k for k in counts if k not in costs]
+        if missing:
+            problem(at, f"'{missing[0]}' is not an operation of {name} (it has: {', '.join(sorted(costs))})")
+            return None
+        total = sum(n * costs[k].seconds() for k, n in counts.items())
+        terms = " + ".join(f"{f'{n} x ' if n != 1 else ''}{k} {_ms(costs[k].seconds())} ({costs[k].basis})"
+                           for k, n in counts.items())
+        return total, terms
+
+    def platform(name: str, chain: tuple[str, ...], which: str, pc: PlatformCost, costs: dict[str, Cost],
+                 full: tuple[Cost, PlatformCost | None] | None) -> Cost | None:
+        at = (name, which)
+        basis, why = pc.basis, pc.source
+        if pc.time is not None or pc.per_s is not None:
+            t = pc.time if pc.time is not None else 1.0 / pc.per_s
+            return Cost(which, ((0, t),), basis, why)
+        if pc.like is not None:
+            other = other_device(name, chain, (*at, "like", "device"), pc.like.device)
+            if other is None:
+                return None
+            c = other.handshake if which == "handshake" else other.resumed
+            b = "assumed" if "assumed" in (basis, c.basis) else basis
+            return Cost(which, tuple((sz, t * pc.like.scale) for sz, t in c.points), b,
+                        f"{why} [{other.name}'s {which} {_ms(c.seconds())} x {pc.like.scale:g} = "
+                        f"{_ms(c.seconds() * pc.like.scale)}; {c.basis}: {c.source}]")
+        if pc.residual is not None:
+            r = pc.residual
+            got = primitives(name, (*at, "residual", "minus"), r.minus, costs)
+            if got is None:
+                return None
+            sub, terms = got
+            t = r.share * r.of - sub
+            arithmetic = (f"{r.share:g} x {_ms(r.of)} = {_ms(r.share * r.of)}"
+                          + (f" minus {terms} = {_ms(sub)}" if r.minus else "") + f" -> {_ms(t)}")
+            if t < 0:
+                problem((*at, "residual"), f"the primitives take longer than the time they are taken from: {arithmetic}")
+                return None
+            return Cost(which, ((0, t),), basis, f"{why} [{arithmetic}]")
+        # share_of_handshake: the full handshake's platform cost in proportion to what it computes
+        hs, hs_spec = full if full is not None else (None, None)
+        if which != "resumed_handshake" or hs_spec is None or hs_spec.residual is None or not hs_spec.residual.minus:
+            problem((*at, "share_of_handshake"), "share_of_handshake: goes on resumed_handshake, with a handshake: "
+                                                 "given as residual: {..., minus: ...} (whose primitives it shares)")
+            return None
+        keep = primitives(name, (*at, "share_of_handshake"), pc.share_of_handshake, costs)
+        whole = primitives(name, (name, "handshake", "residual", "minus"), hs_spec.residual.minus, costs)
+        if keep is None or whole is None:
+            return None
+        k = keep[0] / whole[0]
+        return Cost(which, ((0, hs.seconds() * k),), basis,
+                    f"{why} [the handshake's {_ms(hs.seconds())} x ({keep[1]}) / ({_ms(whole[0])} of its primitives) "
+                    f"= {_ms(hs.seconds())} x {k:.4g} -> {_ms(hs.seconds() * k)}]")
+
+    def data_cost(name: str, kind: str, dc: DataCost, costs: dict[str, Cost]) -> Cost | None:
+        at = (name, "per_byte", kind)
+        if dc.time is not None:
+            t, how = dc.time, ""
+        else:
+            r = dc.rate
+            t = r.seconds_per_byte
+            how = (f"{r.wire_bytes:,} B on the wire at {r.mbit_s:g} Mbit/s = {r.wire_bytes * 8 / r.mbit_s / 1e6:.4g} s "
+                   f"for {r.payload_bytes:,} B of data: {t * 1e9:.1f} ns/B")
+        missing = [k for k in dc.less if k not in costs or not costs[k].per_byte]
+        if missing:
+            problem((*at, "less"), f"'{missing[0]}' is not a per-byte operation of {name} "
+                                   f"(it has: {', '.join(sorted(k for k, c in costs.items() if c.per_byte))})")
+            return None
+        prim = sum(costs[k].seconds(dc.record) for k in dc.less) / dc.record
+        if dc.less:
+            how += (f"{'; ' if how else ''}minus " + " + ".join(
+                f"{k} {costs[k].seconds(dc.record) / dc.record * 1e9:.1f} ns/B" for k in dc.less)
+                + f" (at {dc.record} B a record, charged per call) -> {(t - prim) * 1e9:.1f} ns/B")
+        if t - prim <= 0:
+            problem(at, f"the primitives take longer than the time per byte they are taken from: {how}")
+            return None
+        return Cost(f"data:{kind}", ((1_000_000, (t - prim) * 1e6),), dc.basis,
+                    dc.source + (f" [{how}]" if how else ""))
 
     for name in specs:
         resolve(name, (name,))
     if problems:
         raise InputError(sort_problems(problems))
     return out
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4g} ms"
+
+
+def _rest(c: Cost) -> tuple:
+    return c.points, c.basis, c.source
+
+
+def _complete_power(p: Power | None) -> Power | None:
+    """The levels the model uses, every one given: a level the device does not give is another's,
+    marked assumed with the reason (never taken silently)."""
+    if p is None or not p.levels:
+        return p
+    levels = dict(p.levels)
+    for state, like in ((PowerState.CONNECT, PowerState.HANDSHAKE), (PowerState.DATA_ENCRYPTED, PowerState.DATA)):
+        if state not in levels:
+            f = levels[like]
+            why = {PowerState.CONNECT: "the TCP handshake's few packets",
+                   PowerState.DATA_ENCRYPTED: "encrypted data exchange"}[state]
+            levels[state] = PowerFigure(mw=f.watts * 1e3, assumed=(
+                f"not given: {why} taken at the {like.value} level ({f.describe()}, {f.overall_basis}: "
+                f"{f.source})"))
+    return p.model_copy(update={"levels": levels})
 
 
 def specs_from_mapping(data: Any, file: str, lines: LineMap, at: YamlPath = ()) -> dict[str, DeviceSpec]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 HTTP = 80                   # nginx, plain HTTP
 HTTP_TCPCRYPT = 8080        # nginx again: the port a server's tcpcryptd intercepts
-HTTPS = {"rsa2048": 443, "ecdsa-p256": 4443}   # nginx, one per certificate kind
+# nginx, one port per certificate chain (nodes.certs.CERT_CHAINS)
+HTTPS = {"rsa2048": 443, "ecdsa-p256": 4443, "rsa2048/rsa2048": 4444, "rsa2048/rsa2048/rsa2048/rsa2048": 4445,
+         "rsa2048/ecdsa-p256": 4446, "ecdsa-p256/ecdsa-p256": 4447}
 STREAM = 5001               # the stream agent's server
 STREAM_TCPCRYPT = 5002      # the same agent on the port tcpcryptd intercepts
 TCPCRYPTD_OUT = 7001        # tcpcryptd's listeners for intercepted outbound / inbound connections

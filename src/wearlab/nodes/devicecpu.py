@@ -19,6 +19,12 @@ or processes computing at once queue onto the device's cores instead of each get
 TSC's rate is measured once (`tsc_hz`) and written into each node's file and environment; a TSC
 that is not invariant (/proc/cpuinfo's constant_tsc and nonstop_tsc) is refused.
 
+The platform's cost per byte of data received (Device.per_byte: seed 000's watch moved HTTP at
+2.6 and HTTPS at 2.1 Mbit/s) is charged in the application's process (`per_byte`: the fetch agent)
+as it reads - plain on recv, encrypted on SSL_read's plaintext - and paid by sleeping, so the
+application consumes data at the device's rate and TCP's window carries the rate to the sender
+(the last receive buffer's worth arrives on the wire before the application has read it).
+
 Who gets it: the http-get client's fetch agent (pycurl/libcurl/OpenSSL). tcpcryptd pads its own
 operations from the same profile (`--device-profile`, nodes.tcpcrypt), on the node's cores file
 (`--device-cores`). A phone's proxies (relay,
@@ -48,11 +54,14 @@ PAD_ENV = "WEARLAB_DEVICE_PAD"          # sleep (default) or spin; crosses into 
 CPU_FACTOR_ENV = "WEARLAB_DEVICE_CPU_FACTOR"  # 1: the general CPU factor between system calls
 CORES_ENV = "WEARLAB_DEVICE_CORES"      # the node's cores file (NodeCpu)
 TSC_HZ_ENV = "WEARLAB_DEVICE_TSC_HZ"    # the TSC's rate, measured once (tsc_hz)
+PER_BYTE_ENV = "WEARLAB_DEVICE_PER_BYTE"  # 1: the platform's cost per byte received (Device.per_byte)
 PADS = ("sleep", "spin")
 MECHANISM = ("devicecpu: LD_PRELOAD library timing each libcrypto call on the wall clock (TSC) and padding it "
              "to the device's table time for its operation and size, queued onto the device's cores (one "
              "cores file per node, shared by its processes and its tcpcryptd); a TLS client's platform cost "
-             "per handshake (full or resumed) before its second flight, else when the handshake completes")
+             "per handshake (full or resumed) before its second flight, else when the handshake completes; "
+             "the application's platform cost per byte received (data:plain on recv outside TLS, "
+             "data:encrypted on SSL_read's plaintext) where the device has one")
 
 # The counters file (src/devicecpu/wearlab_devicecpu.c, struct stats_file).
 _MAGIC = b"WLDCPU2\0"
@@ -241,13 +250,17 @@ class DeviceProcess:
     """One process's use of the mechanism: its profile, its counters file, its environment."""
 
     def __init__(self, device: Device, workdir: Path, name: str, *, cpu_factor: bool = False,
-                 node: NodeCpu | None = None):
+                 node: NodeCpu | None = None, per_byte: bool = False, node_name: str | None = None):
         """`cpu_factor`: also scale the process's computation between system calls by the device's
         general CPU factor (a proxy's own work; not for a TLS client, whose platform cost already
         holds its stack's). `node`: the node's cores (node_cpu), shared with the node's other
-        processes; without it the process (its threads and children) is a node of its own."""
+        processes; without it the process (its threads and children) is a node of its own.
+        `per_byte`: also charge the device's platform cost per byte the process receives
+        (Device.per_byte: plain on recv outside TLS, encrypted on SSL_read's plaintext) - the
+        application's data path (the fetch agent), not a relay's."""
         self.device = device
         self.cpu_factor = cpu_factor
+        self.per_byte = per_byte and bool(device.per_byte)
         library()
         workdir.mkdir(parents=True, exist_ok=True)
         self.profile = workdir / f"{name}.device-profile"
@@ -256,6 +269,7 @@ class DeviceProcess:
         init_counters(self.stats, device.name)
         self.pad = pad_mode()
         self.node = node if node is not None else NodeCpu(device, workdir / f"{name}.device-cores")
+        self.node_name = node_name or name
 
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
@@ -264,6 +278,8 @@ class DeviceProcess:
                    WEARLAB_DEVICE_STATS=str(self.stats), **{PAD_ENV: self.pad}, **self.node.env())
         if self.cpu_factor:
             env[CPU_FACTOR_ENV] = "1"
+        if self.per_byte:
+            env[PER_BYTE_ENV] = "1"
         return env
 
     def counters(self) -> dict[str, Counter]:
@@ -272,7 +288,9 @@ class DeviceProcess:
     def facts(self) -> dict[str, Any]:
         return {"device": self.device.name, "mechanism": MECHANISM, "pad": self.pad, "library": str(LIBRARY),
                 "profile": str(self.profile), **self.node.facts(),
-                "cpu_factor": self.device.cpu_factor.value if self.cpu_factor else None}
+                "cpu_factor": self.device.cpu_factor.value if self.cpu_factor else None,
+                "per_byte": ({k: {"ns_per_byte": c.seconds(1) * 1e9, "basis": c.basis, "source": c.source}
+                              for k, c in self.device.per_byte.items()} if self.per_byte else None)}
 
 
 class RunCounters:
@@ -294,6 +312,14 @@ class RunCounters:
         zero = Counter(0, 0, 0.0, 0.0)
         return {"device_cpu_handshake_s": round(d.get(PHASES[0], zero).device_s, 6),
                 "device_cpu_other_s": round(d.get(PHASES[1], zero).device_s, 6)}
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The run's counters per operation (series/devicecpu.csv): what the device computed -
+        calls, bytes, the time here and on the device - so a profile's derivation can be checked
+        against what a run really does (e.g. which primitives a handshake computes)."""
+        node = self.proc.node_name
+        return [{"node": node, "op": k, "calls": c.calls, "bytes": c.bytes, "host_s": round(c.host_s, 9),
+                 "device_s": round(c.device_s, 9)} for k, c in sorted(self.delta().items())]
 
     def overflow(self) -> int:
         """Handshakes in the run that the library's table had no room for: charged when they

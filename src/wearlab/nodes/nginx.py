@@ -2,6 +2,8 @@
 
 As in the seed experiments (000: Apache with no caching and no compression) the server adds no
 caching headers, no compression and no session resumption, so every run pays a full handshake.
+One HTTPS port per certificate chain (nodes.certs.CERT_CHAINS, model.ports.HTTPS): the server
+sends its certificate and the chain's intermediates, as deployed servers do.
 TLS 1.0–1.3 are all enabled with `@SECLEVEL=0` (OpenSSL 3 refuses TLS 1.0/1.1 otherwise); the
 client pins the version and suite per run. RC4, used by seed 000, is gone from OpenSSL 3.
 """
@@ -17,6 +19,7 @@ from wearlab.model.roles import Role
 from wearlab.nodes.certs import CERT_KINDS, make_pki
 from wearlab.nodes.node_kind import NodeKind
 from wearlab.nodes.software import KindError, wait_listening
+from wearlab.plan.seeds import file_seed
 
 HTTP_PORT = ports.HTTP
 # Plain HTTP again, on a port the node's tcpcryptd (nodes/tcpcrypt.py) intercepts when a workload
@@ -31,7 +34,8 @@ def content_path(size: int) -> str:
 
 class Nginx(NodeKind):
     name = "nginx"
-    doc = "nginx: generated files over HTTP (80) and HTTPS (443 RSA-2048, 4443 ECDSA P-256), no caching"
+    doc = ("nginx: generated files over HTTP (80) and HTTPS, one port per certificate chain (443 RSA-2048, "
+           "4443 ECDSA P-256: leaf + intermediate; others in model/ports.py), no caching")
     roles = frozenset({Role.SERVER})
     in_container = True  # e.g. images/server-nginx: the same nginx, config and content
     SERVICES = (Service("http", HTTP_PORT), Service("http", TCPCRYPT_PORT, (("transport", "tcpcrypt"),)),
@@ -43,9 +47,9 @@ class Nginx(NodeKind):
         self.dir = d
         www = d / "www" / "files"
         www.mkdir(parents=True, exist_ok=True)
-        rng = random.Random(self.seed)
         for size in sorted({s for n in self.needs if isinstance(n, Files) for s in n.sizes}):
-            (www / f"{size}.bin").write_bytes(rng.randbytes(size))
+            # Fixed by the experiment's seed and the size alone (plan.seeds.file_seed).
+            (www / f"{size}.bin").write_bytes(random.Random(file_seed(self.seed, size)).randbytes(size))
         self.ca, self.certs = make_pki(d / "pki", self.node)
         conf = d / "nginx.conf"
         conf.write_text(self._config(d))

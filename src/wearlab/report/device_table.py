@@ -81,6 +81,10 @@ def detail(d: Device) -> Table:
     t.add_row("resumed TLS handshake (platform)", d.resumed.shown(), d.resumed.basis, d.resumed.source)
     t.add_row("CPU factor (other work)", f"{d.cpu_factor.value:.3g}", d.cpu_factor.basis, d.cpu_factor.source)
     t.add_row("cores", f"{d.cores.value:g}", d.cores.basis, d.cores.source)
+    for kind in sorted(d.per_byte):
+        c = d.per_byte[kind]
+        t.add_row(f"data received, {kind} (platform, per byte)", f"{c.seconds(1) * 1e9:,.1f} ns/B "
+                  f"({8 / c.seconds(1) / 1e6:.3g} Mbit/s of data, alone)", c.basis, c.source)
     for key in sorted(d.costs):
         c = d.costs[key]
         t.add_row(key, _table(c), c.basis, c.source)
@@ -92,8 +96,10 @@ def detail(d: Device) -> Table:
         for state, f in p.levels.items():
             t.add_row(f"power: {state.value}{on}", f.describe(), f.basis, f.source)
         for medium, radio in p.radios.items():
-            t.add_row(f"power: {medium.value} radio active", radio.active.describe(), radio.active.basis,
-                      radio.active.source)
+            a = radio.active
+            t.add_row(f"power: {medium.value} radio active", a.describe(), a.basis, a.source)
+            if a.volts is not None:
+                t.add_row(f"power: {medium.value} radio's voltage", f"{a.volts.value:g} V", a.volts.basis, a.volts.source)
     return t
 
 

@@ -70,13 +70,17 @@ class RunEnergy:
 
     def transaction(self, path: str, wire: dict[str, Any], encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A fetch (http-get): the model on its wire phase times from the client's capture; the
-        relaying phone moves bytes from the SYN to the last byte."""
+        relaying phone moves bytes from the SYN to the last byte. `app_done_s` (on the capture's
+        clock), when given: the client's application read its last byte then - later than the wire
+        delivered it when its device pays a cost per byte received - and the client is in its data
+        state until then."""
         if wire.get("wire_total_s") is None or wire.get("wire_connect_s") is None:
             return {}, []
+        client_end = max(wire["wire_total_s"], wire.get("app_done_s") or 0.0)
         return self._account(
             path,
             lambda tail: model.transaction_phases(wire["wire_connect_s"], wire.get("wire_tls_handshake_s"),
-                                                  wire["wire_total_s"], encrypted, tail),
+                                                  client_end, encrypted, tail),
             lambda tail: model.relay_phases(wire["wire_total_s"], encrypted, tail))
 
     def activity(self, path: str, flights: list[tuple[int, int]],
