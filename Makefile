@@ -15,7 +15,7 @@ WEARLAB_ARGS ?=
 # gives the names tagged for one place.
 PACKAGE_LIST := images/packages.txt
 packages = $(shell awk '!/^\#/ && NF > 1 { for (i = 2; i <= NF; i++) if ($$i == "$(1)") print $$1 }' $(PACKAGE_LIST))
-APT_PACKAGES := $(call packages,host)
+APT_PACKAGES := $(call packages,host) $(call packages,host-tests)
 # The guest: its root filesystem (debootstrap) and its kernel (built from Debian's source).
 GUEST_PACKAGES := $(call packages,kernel)
 STAMPS := build/stamps
@@ -25,7 +25,7 @@ NETEM_PROBE := unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root n
 NEED_GUEST := $(shell if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then echo yes; fi)
 
 .PHONY: setup guest kernel rootfs tcpcrypt devicecpu experiment test bench compare-proxy clean distclean \
-	images up down experiment-compose test-compose test-experiments
+	images up down experiment-compose test-compose test-experiments reproduce
 
 # A fresh box's time goes to the guest kernel's build (5-6 min on 2 cores): every Debian package
 # comes in one apt transaction first, then the kernel, the guest's root filesystem and the venv
@@ -99,6 +99,21 @@ experiment: setup
 		echo "$(EXPERIMENT) uses tcpcrypt: building wearlab's tcpcrypt daemon first (make tcpcrypt)"; \
 		$(MAKE) --no-print-directory tcpcrypt; fi
 	$(WEARLAB) run $(EXPERIMENT) $(WEARLAB_ARGS)
+
+# The seeds' suite (experiments/seeds/; docs/reproduce.md): its estimate first, a progress bar with
+# the time left, then `wearlab check` and `wearlab report`. Resumable: after a Ctrl-C, `make
+# reproduce` again continues. REPETITIONS=N and ONLY=pattern,... shorten it; FULL=1 runs the papers'
+# own repetitions (each file's `full:`).
+SUITE ?= experiments/seeds
+REPETITIONS ?=
+ONLY ?=
+FULL ?=
+REPRODUCE_ARGS = $(SUITE) $(if $(REPETITIONS),--repetitions $(REPETITIONS)) $(if $(ONLY),--only '$(ONLY)') \
+	$(if $(filter 1,$(FULL)),--full)
+reproduce: setup
+	@if $(WEARLAB) reproduce $(REPRODUCE_ARGS) --builds | grep -qx tcpcrypt; then \
+		$(MAKE) --no-print-directory tcpcrypt; fi
+	$(WEARLAB) reproduce $(REPRODUCE_ARGS)
 
 # Regression-test a phone proxy: the same experiment with a baseline and a candidate proxy kind,
 # then `wearlab compare` (exit 1 on a significant regression). E.g.

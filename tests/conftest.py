@@ -4,6 +4,7 @@ Which tests skip where, and the skips CI refuses (CI=true), are tests/skip_polic
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
 # The skip policy's hooks (a plugin module, so tests/test_skip_policy.py can load it on its own).
 from skip_policy import (  # noqa: F401
@@ -98,3 +100,20 @@ def timing_goal(seconds: float) -> float:
 def timing_bound(seconds: float) -> float:
     """What a test allows above the physics: the goal plus a busy machine's scheduling slack."""
     return timing_goal(seconds) + BUSY_SLACK_S
+
+
+def yaml_load(text):
+    """YAML as plain data (ruamel, wearlab's own YAML library: PyYAML is on the host only, and
+    the guest step collects every test module)."""
+    return YAML(typ="safe", pure=True).load(text)
+
+
+def yaml_dump(data, sort_keys=True, allow_unicode=True) -> str:
+    y = YAML(typ="safe", pure=True)
+    y.default_flow_style = False
+    y.allow_unicode = allow_unicode
+    if sort_keys and isinstance(data, dict):
+        data = dict(sorted(data.items()))
+    buf = io.StringIO()
+    y.dump(data, buf)
+    return buf.getvalue()

@@ -34,12 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import io
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
-from conftest import ROOT
+from conftest import ROOT, yaml_dump, yaml_load
 from wearlab import cli
 from wearlab.catalog import CATALOG
 from wearlab.model.experiment import split_kind
@@ -47,21 +43,6 @@ from wearlab.model.experiment_file import load_experiment
 from wearlab.model.roles import Role
 from wearlab.plan.plan import plan
 from wearlab.report.compare import load_thresholds
-
-def _yaml_load(text):
-    """YAML as plain data (ruamel, wearlab's own YAML library: PyYAML is not in the guest)."""
-    return YAML(typ="safe", pure=True).load(text)
-
-
-def _yaml_dump(data, sort_keys=True, allow_unicode=True) -> str:
-    y = YAML(typ="safe", pure=True)
-    y.default_flow_style = False
-    y.allow_unicode = allow_unicode
-    if sort_keys and isinstance(data, dict):
-        data = dict(sorted(data.items()))
-    buf = io.StringIO()
-    y.dump(data, buf)
-    return buf.getvalue()
 
 
 README = ROOT / "README.md"
@@ -152,7 +133,7 @@ SH_BLOCKS = [b for b in ALL_BLOCKS if b.lang == "sh"]
 def classify(b: Block) -> str:
     if b.fragment:
         return "fragment"
-    data = _yaml_load(b.text)
+    data = yaml_load(b.text)
     if isinstance(data, dict) and "workload" in data:
         return "experiment"
     if isinstance(data, dict) and "nodes" in data:
@@ -274,7 +255,7 @@ def test_fragments_stay_few():
 
 @pytest.mark.parametrize("block", YAML_BLOCKS, ids=lambda b: b.where)
 def test_yaml_example(block: Block, workdir: Path):
-    data = _yaml_load(block.text)
+    data = yaml_load(block.text)
     kind = classify(block)
     if kind == "fragment":
         return
@@ -300,7 +281,7 @@ def test_yaml_example(block: Block, workdir: Path):
         server = next((n for n, r in roles.items() if r == "server"), None)
         if client and server:
             exp = workdir / "examples" / f"{name}-planned.yaml"
-            exp.write_text(_yaml_dump({"topology": str(f), "workload": {"kind": "http-get", "client": client,
+            exp.write_text(yaml_dump({"topology": str(f), "workload": {"kind": "http-get", "client": client,
                                                                            "server": server}}))
             rc, out = run_cli("plan", str(exp))
             assert rc == 0, f"{block.where}: planned with an http-get from {client} to {server}:\n{out}"
@@ -663,7 +644,7 @@ def docs_matrix_keys() -> dict[str, list[str]]:
                 sets(shlex.split(t.split("=", 1)[1]), where)
 
     for b in YAML_BLOCKS:
-        data = _yaml_load(b.text)
+        data = yaml_load(b.text)
         if isinstance(data, dict) and isinstance(data.get("matrix"), dict):
             for k in data["matrix"]:
                 add(k, b.where)
@@ -720,7 +701,7 @@ def test_matrix_key_sweeps(key: str, tmp_path: Path):
     if key == "timeline":
         exp["timelines"] = {"slow": [{"at": "1s", "link": "watch-phone", "set": {"delay": "60ms"}}]}
     f = tmp_path / "sweep.yaml"
-    f.write_text(_yaml_dump(exp, sort_keys=False))
+    f.write_text(yaml_dump(exp, sort_keys=False))
     p = plan(load_experiment(f, CATALOG))
     doc = p.to_document()
     assert len(doc["cells"]) == 2, f"{key}: {values} planned {len(doc['cells'])} cells"

@@ -20,34 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import io
-
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, wearlab
+from conftest import ROOT, wearlab, yaml_dump, yaml_load
 from wearlab.catalog import CATALOG
 from wearlab.errors import EnvironmentProblem, InputError
 from wearlab.model.experiment_file import load_experiment
 from wearlab.model.topology import load_topology
 from wearlab.plan.plan import plan
-
-def _yaml_load(text):
-    """YAML as plain data (ruamel, wearlab's own YAML library: PyYAML is not in the guest)."""
-    return YAML(typ="safe", pure=True).load(text)
-
-
-def _yaml_dump(data, sort_keys=True, allow_unicode=True) -> str:
-    y = YAML(typ="safe", pure=True)
-    y.default_flow_style = False
-    y.allow_unicode = allow_unicode
-    if sort_keys and isinstance(data, dict):
-        data = dict(sorted(data.items()))
-    buf = io.StringIO()
-    y.dump(data, buf)
-    return buf.getvalue()
 
 
 EXPERIMENTS = sorted(p.name for p in (ROOT / "experiments").glob("*.yaml"))
@@ -192,7 +174,7 @@ def write(path: Path, text: str) -> None:
 
 
 def render(doc: Any) -> str:
-    return _yaml_dump(doc, sort_keys=False, allow_unicode=True)
+    return yaml_dump(doc, sort_keys=False, allow_unicode=True)
 
 
 def check(experiment: Path, topology: Path | None) -> str:
@@ -226,7 +208,7 @@ def about_the_whole_file(file: str) -> bool:
     """A problem may name no line when it is the whole file's: missing, unreadable, empty, not a
     mapping."""
     try:
-        doc = _yaml_load(Path(file).read_bytes())
+        doc = yaml_load(Path(file).read_bytes())
     except (OSError, YAMLError):
         return True
     return not isinstance(doc, dict)
@@ -237,7 +219,7 @@ def mutated(scratch: Path, draw) -> tuple[Path, Path | None, str]:
     shipped. `draw(list)` picks. Returns (experiment, mutated topology or None, what was done)."""
     name = draw(EXPERIMENTS)
     exp_text = original("experiments", name)
-    exp_doc = _yaml_load(exp_text)
+    exp_doc = yaml_load(exp_text)
     topo_name = Path(exp_doc["topology"]).name if isinstance(exp_doc.get("topology"), str) else None
     target = draw(["experiment", "topology"]) if topo_name else "experiment"
     kind, file = ("experiments", name) if target == "experiment" else ("topologies", topo_name)
@@ -247,7 +229,7 @@ def mutated(scratch: Path, draw) -> tuple[Path, Path | None, str]:
         text = break_text(text, draw)
         done.append("text")
     else:
-        doc = _yaml_load(text)
+        doc = yaml_load(text)
         for _ in range(draw([1, 1, 2, 3])):
             where, how = draw(paths(doc)), draw(HOWS)
             doc = mutate(doc, where, how, draw)

@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT, package_list, programs
 from wearlab.runtime import probe
 
-PLACES = {"host", "guest", "testbed", "kernel", "rust", "docker", "required"}
+PLACES = {"host", "host-tests", "guest", "testbed", "kernel", "rust", "docker", "required"}
 PROGRAMS = programs()           # program -> (Debian package, where the package goes)
 # The Compose stack's (make test-compose installs them; `make test` never runs them).
 COMPOSE = {p for p, (_, places) in PROGRAMS.items() if "docker" in places and "host" not in places}
@@ -57,7 +57,7 @@ def test_every_program_used_is_listed():
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
 def test_program_comes_from_the_set_up(program):
     package, places = PROGRAMS[program]
-    assert places & {"host", "docker", "required"}, \
+    assert places & {"host", "host-tests", "docker", "required"}, \
         f"{program}: tag {package} `host` (or `docker`) in images/packages.txt: nothing installs it on the host"
 
 

@@ -22,7 +22,10 @@ from wearlab.catalog import CATALOG
 
 pytestmark = pytest.mark.shipped
 
-SHIPPED = sorted((ROOT / "experiments").glob("*.yaml"))
+# experiments/*.yaml and the seeds' suite, experiments/seeds/*.yaml (its claims.yaml is the claims'
+# index, not an experiment: tests/test_claims_index.py).
+SHIPPED = sorted((ROOT / "experiments").glob("*.yaml")) + sorted(
+    p for p in (ROOT / "experiments" / "seeds").glob("*.yaml") if p.name != "claims.yaml")
 SHORT = "5s"
 # Beyond `duration`: what a file's cells need to be short and still do what they are for.
 QUICK: dict[str, list[str]] = {
@@ -30,6 +33,11 @@ QUICK: dict[str, list[str]] = {
     "handover": ["duration=25s", "watch.walk_start=1s", "watch.walk_speed=5", "watch.p1=2s", "watch.p2=2s",
                  "watch.p3=1s"],
     "sniff": ["bytes=300KB"],
+    "seed003-sniff": ["bytes=300KB"],
+    "seed003-handover-reactive": ["duration=25s", "watch.walk_start=1s", "watch.walk_speed=5", "watch.p1=2s",
+                                  "watch.p2=2s", "watch.p3=1s"],
+    "seed003-handover-proactive": ["duration=25s", "watch.walk_start=1s", "watch.walk_speed=5", "watch.p1=2s",
+                                   "watch.p2=2s", "watch.p3=1s"],
 }
 
 

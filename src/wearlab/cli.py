@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from wearlab import __version__
 from wearlab.catalog import CATALOG
@@ -38,6 +39,25 @@ def _parser() -> argparse.ArgumentParser:
     _experiment_options(r)
     r.add_argument("--runtime", choices=values(Runtime), help="where the network lives (default: the experiment's)")
     r.add_argument("--out", type=Path, default=Path("results"), help="results base directory (default: results)")
+    r.add_argument("--resume", type=Path, metavar="DIR",
+                   help="continue an interrupted run in its results directory (e.g. results/EXP/latest): its "
+                        "finished runs are kept, the others run with the same seeds (same experiment and options)")
+
+    rp = sub.add_parser("reproduce", help="run a suite (experiments/seeds/) to the end, resumably: its estimate first, "
+                                          "a progress bar with the time left, then `wearlab check` and `wearlab report`")
+    rp.add_argument("suite", type=Path, nargs="*", help="directories of experiment files, or files "
+                                                          "(default: experiments/seeds)")
+    rp.add_argument("--repetitions", type=int, help="every experiment's repetitions (default: each file's tier)")
+    rp.add_argument("--only", default="", metavar="PATTERN", help="comma-separated: experiments whose name or file "
+                                                                  "matches (wildcards, or a part of it)")
+    rp.add_argument("--full", action="store_true", help="the papers' own tier: each file's `full:` "
+                                                        "(repetitions, set)")
+    rp.add_argument("--out", type=Path, default=Path("results/seeds"), help="results base (default: results/seeds)")
+    rp.add_argument("--runtime", choices=values(Runtime), help="where the networks live (default: each experiment's)")
+    rp.add_argument("--estimate", action="store_true", help="print the estimate and stop")
+    rp.add_argument("--fresh", action="store_true", help="new results directories, even where an earlier run of "
+                                                         "the same plan could be resumed")
+    rp.add_argument("--builds", action="store_true", help="only what `make` must build for the suite, one per line")
 
     pl = sub.add_parser("plan", help="what a run of an experiment would be: cells, node settings, links, needs, "
                                      "kernel features, columns (checks it whole, like validate)")
@@ -50,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
                                                             "lines a run issues (where a link's delay goes)")
     pl.add_argument("--runtime", choices=values(Runtime), help="as `run` takes it; the plan says the runtime chosen")
     pl.add_argument("--out", type=Path, help="as `run` takes it (ignored)")
+    pl.add_argument("--resume", type=Path, metavar="DIR", help="as `run` takes it (ignored)")
 
     v = sub.add_parser("validate", help="check topology and experiment files: everything a run would check "
                                         "before it starts, the kernel's features included")
@@ -74,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     cb.add_argument("--runtime", choices=values(Runtime), default=Runtime.AUTO.value)
     pt = sub.add_parser("plot", help="(re)draw the plots of results directories")
     pt.add_argument("results", type=Path, nargs="+")
+    rpt = sub.add_parser("report", help="an HTML page per results directory (claims beside the paper's, figures, "
+                                         "what makes it reproducible) and an index of them")
+    rpt.add_argument("results", type=Path, nargs="+", metavar="RESULTS", help="results directories: a run, an "
+                     "experiment's (its latest), or a suite's (each experiment's latest)")
+    rpt.add_argument("--out", type=Path, default=Path("results/report"),
+                     help="where the pages go (default: results/report)")
     sub.add_parser("kinds", help="node kinds and workload kinds, with their options and parameters")
     sub.add_parser("clean", help="remove everything wearlab made (namespaces, processes, guests), live runs too")
 
@@ -89,6 +116,12 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--markdown", type=Path, help="write the table as Markdown")
     c.add_argument("--junit", type=Path, help="write JUnit XML (one testcase per cell x metric)")
     c.add_argument("--json", type=Path, help="write the comparison as JSON")
+
+    ck = sub.add_parser("check", help="are the experiments' claims (expect:) reproduced by their runs? "
+                                      "(exit 1 when a calibration or prediction is not)")
+    ck.add_argument("results", type=Path, nargs="+", metavar="RESULTS",
+                    help="results directories: a run, an experiment's (its latest), or a suite's (each experiment's latest)")
+    ck.add_argument("--json", action="store_true", help="print the verdicts as JSON (claims.json of each directory)")
 
     lk = sub.add_parser("link", help="show or change the links of a running experiment (live)")
     lk.add_argument("action", choices=values(LinkAction))
@@ -152,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return dispatch(args)
     except InputError as e:
-        for p in e.problems:
-            err_console.print(f"[red]error:[/red] {p}")
+        for p in e.problems:   # escaped: a field such as cells[phone.kind] is no rich markup
+            err_console.print(f"[red]error:[/red] {escape(str(p))}")
         return 2
     except EnvironmentProblem as e:
         err_console.print(f"[red]error:[/red] {e}")
@@ -193,6 +226,14 @@ def dispatch(args: argparse.Namespace) -> int:
         # guest is that object whole, so a flag added here and there reaches it too.
         opts = RunOptions(**{k: v for k, v in vars(args).items() if k != "command"})
         return run_command(opts, CATALOG, console, err_console)
+    if cmd == "reproduce":
+        from wearlab.run.reproduce import DEFAULT_SUITE, reproduce
+
+        _positive(args.repetitions, "--repetitions")
+        return reproduce(args.suite or [DEFAULT_SUITE], CATALOG, console, only=[o.strip() for o in args.only.split(",")
+                                                                                if o.strip()],
+                         full=args.full, repetitions=args.repetitions, out=args.out, runtime=args.runtime,
+                         estimate_only=args.estimate, fresh=args.fresh, builds=args.builds)
     if cmd == "guest-run":
         from wearlab.run.start import run_guest_job
 
@@ -250,10 +291,16 @@ def dispatch(args: argparse.Namespace) -> int:
         return terminal.kinds(CATALOG, console)
     if cmd == "plot":
         return terminal.plot(args.results, console)
+    if cmd == "report":
+        return terminal.report(args.results, args.out, console)
     if cmd == "top":
         return terminal.top(args.results, args.once, console)
     if cmd == "exporter":
         return terminal.exporter(args.results, args.listen, args.once, console)
+    if cmd == "check":
+        from wearlab.report.check import check_command
+
+        return check_command(args.results, as_json=args.json, console=console)
     if cmd == "compare":
         return terminal.compare(args.baseline, args.candidate, alpha=args.alpha, threshold=args.threshold,
                                 metric_thresholds=args.metric_threshold, metrics=args.metric,

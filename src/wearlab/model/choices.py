@@ -1,7 +1,8 @@
 """The closed sets of names a user writes or a run reports, each listed once: runtimes, shapers,
-live link actions, handover policies, the BT radio's states. Everything else (the CLI's choices,
-the experiment schema, the exporter's labels, `wearlab top`) reads them from here, so a producer
-and its readers cannot drift apart. StrEnums: each is written as its plain value."""
+live link actions, handover policies, the BT radio's states, a claim's evidence, statistic and
+verdict. Everything else (the CLI's choices, the experiment schema, the exporter's labels,
+`wearlab top`, `wearlab check`) reads them from here, so a producer and its readers cannot drift
+apart. StrEnums: each is written as its plain value."""
 
 from __future__ import annotations
 
@@ -67,6 +68,32 @@ class PowerState(StrEnum):
     DATA = "data"                        # data exchange, plaintext
     DATA_ENCRYPTED = "data_encrypted"    # data exchange, encrypted (seed 000: lower power, longer)
     TAIL = "tail"                        # high-power idle after the last byte, before the radio sleeps
+
+
+class Evidence(StrEnum):
+    """What kind of evidence a claim of an experiment's `expect:` is (docs/claims.md)."""
+
+    INPUT = "input"                  # a number the model takes from the paper: shown, never scored
+    CALIBRATION = "calibration"      # holds by construction once the inputs are right: checks the mechanism
+    PREDICTION = "prediction"        # the model was not tuned to it
+
+
+class Statistic(StrEnum):
+    """What a claim takes of the runs of its cells (numpy's definitions; p95 interpolates linearly)."""
+
+    MEDIAN = "median"
+    MEAN = "mean"
+    P95 = "p95"
+    MAX = "max"
+
+
+class Verdict(StrEnum):
+    """`wearlab check`'s verdict on a claim, written as its value into claims.json."""
+
+    REPRODUCED = "reproduced"            # the 95 % interval of ours lies inside the paper's band
+    NOT_REPRODUCED = "not reproduced"    # ... wholly outside it
+    INCONCLUSIVE = "inconclusive"        # ... across its edge, too few runs, or nothing to measure
+    NOT_SCORED = "not scored"            # an input: shown beside ours, never scored
 
 
 def values(enum: type[Enum]) -> tuple[str, ...]:

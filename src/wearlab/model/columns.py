@@ -4,7 +4,7 @@ metric columns of runs.csv, time-series files, and summary ratios between cells.
 Everything that shows results - the CSV, the end-of-run table, `wearlab compare`, the exporter,
 plots - reads these declarations; nothing else knows what a column means. `columns_of` is the one
 place a run's columns are computed from them (the plan calls it with the kinds its cells run; the
-experiment loader with every kind, to check the metric names `ratios:` and `reference:` use).
+experiment loader with every kind, to check the metric names `ratios:` and `expect:` use).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Columns:
 
     def runs_csv(self) -> list[str]:
         return ["run", "repetition", *self.params, "status", "error", *[m.name for m in self.metrics],
-                "link_changes", "started_utc", "wall_s"]
+                "link_changes", "run_seed", "started_utc", "wall_s"]
 
 
 def columns_of(workload: Any, node_kinds: Iterable[Any], matrix_keys: Iterable[str]) -> Columns:

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from wearlab.model import quantities, unit_input
+from wearlab.model.claims import Claim, ClaimSpec
 from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime, values
 from wearlab.model.timeline import STATIC
@@ -43,21 +44,16 @@ class RatioSpec(BaseModel):
     title: str = ""
 
 
-class ReferenceCell(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    match: dict[str, Any]
-    values: dict[str, str]
-
-
-class ReferenceSpec(BaseModel):
-    """Published figures to print beside ours (the seed paper's table)."""
+class FullTier(BaseModel):
+    """`full:` - the papers' own tier of an experiment (`make reproduce FULL=1`, run.reproduce):
+    its repetitions, and `set:` overrides applied as `--set KEY=VALUE` would be (durations and
+    sizes; never a value a claim selects). Absent: the file's own tier is the full one."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    source: str
-    cells: list[ReferenceCell] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    repetitions: Annotated[int, Field(ge=1, strict=True)] | None = None
+    set: dict[str, Any] = Field(default_factory=dict)
+    note: str = ""                          # where the full tier comes from (the paper's section)
 
 
 class ExperimentSpec(BaseModel):
@@ -75,15 +71,21 @@ class ExperimentSpec(BaseModel):
     nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     ratios: list[RatioSpec] = Field(default_factory=list)
-    reference: ReferenceSpec | None = None
+    expect: list[ClaimSpec] = Field(default_factory=list)   # claims: model.claims, docs/claims.md
     timeline: Any = None                    # a list of events, or the name of one of `timelines`
     timelines: dict[str, Any] = Field(default_factory=dict)
+    full: FullTier | None = None            # the papers' own tier (FULL=1)
 
     @field_validator("matrix", "nodes", "timelines", mode="before")
     @classmethod
     def _empty_mapping(cls, v: Any) -> Any:
         # `matrix:` with every line commented out is an empty matrix, not an error.
         return {} if v is None else v
+
+    @field_validator("expect", mode="before")
+    @classmethod
+    def _empty_list(cls, v: Any) -> Any:
+        return [] if v is None else v
 
 
 class Experiment(BaseModel):
@@ -107,9 +109,10 @@ class Experiment(BaseModel):
     matrix: dict[str, list[Any]]
     nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     ratios: tuple = ()                      # wearlab.workloads.workload.Ratio, beyond the workload's own
-    reference: ReferenceSpec | None = None
+    claims: tuple[Claim, ...] = ()          # `expect:`, resolved (model.claims)
     timelines: dict[str, Any] = Field(default_factory=dict)   # name -> model.timeline.Timeline
     timeline: str = STATIC                  # the timeline of every cell, unless the matrix varies it
+    full: FullTier | None = None            # `full:`: the papers' own tier (run.reproduce applies it)
     # Where things were written, for the plan's problems: the file, `--set` keys, and the YAML path
     # of every parameter value ("size=1000" -> ("matrix", "size", 0)).
     where: Where = Field(default_factory=lambda: Where(None), exclude=True, repr=False)
@@ -195,8 +198,11 @@ class Experiment(BaseModel):
             **({"ratios": [{"param": r.param, "numerator": doc(r.param, r.numerator),
                             "denominator": doc(r.param, r.denominator), "metrics": list(r.metrics), "title": r.title}
                            for r in self.ratios]} if self.ratios else {}),
-            **({"reference": self.reference.model_dump()} if self.reference else {}),
+            # Claims as written; those on a key `--set` changed no longer load against it.
+            **({"expect": [dict(c.written) for c in self.claims if not c.keys() & self.overridden]}
+               if self.claims else {}),
             **({"timeline": self.timeline} if self.timeline != STATIC else {}),
+            **({"full": self.full.model_dump()} if self.full is not None else {}),
             **({"timelines": {n: [c.describe() + f" at {c.at_s:g}s" for c in t.schedule(self.timeout_s)]
                               for n, t in self.timelines.items()}} if self.timelines else {}),
         }

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ValidationError, create_model
 
 from wearlab.errors import InputError, Problem
+from wearlab.model.claims import load_claims
 from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime
 from wearlab.model.columns import Ratio, columns_of
@@ -94,9 +95,19 @@ def load_experiment(path: str | Path, catalog: Catalog, *, repetitions: int | No
             matrix[TIMELINE_KEY] = timeline_choice["varied"]
 
     ratios: list = []
+    claims: list = []
     if spec is not None and wclass is not None:
         ratios, found = _resolve_ratios(src, spec, wclass, matrix, fixed, set(overrides or {}), catalog)
         problems += found
+        claims, found = load_claims(src, spec.expect, wclass, matrix, fixed, nodes, set(overrides or {}), catalog)
+        problems += found
+        if spec.full is not None:
+            # The full tier changes durations and sizes, never what a claim reads: both tiers' claims
+            # read the same cells.
+            selected = {k for c in claims for k in c.keys()}
+            problems += [Problem(file, src.line(("full", "set", k)), f"full.set.{k}",
+                                 f"a claim selects cells by '{k}': the full tier may not change it")
+                         for k in spec.full.set if k in selected]
     if problems or spec is None or topology is None or fields is None:
         raise InputError(sort_problems(problems))
     exp = Experiment(
@@ -104,7 +115,7 @@ def load_experiment(path: str | Path, catalog: Catalog, *, repetitions: int | No
         runtime=Runtime(runtime) if runtime is not None else spec.runtime,
         repetitions=repetitions if repetitions is not None else spec.repetitions,
         seed=spec.seed, timeout_s=spec.timeout, workload=fields, fixed=fixed, matrix=matrix, nodes=nodes,
-        ratios=tuple(ratios), reference=spec.reference, timeline=timeline_choice.get("fixed", STATIC),
+        ratios=tuple(ratios), claims=tuple(claims), timeline=timeline_choice.get("fixed", STATIC), full=spec.full,
         where=Where(file, src.lines), overridden=frozenset(overrides or {}), value_paths=value_paths)
     timelines = _load_timelines(src, exp, timeline_choice)
     return exp.model_copy(update={"timelines": timelines}) if timelines else exp
@@ -173,7 +184,7 @@ def _load_timelines(src: YamlSource, exp: Experiment, choice: dict[str, Any]) ->
 
 def _resolve_ratios(src: YamlSource, spec: ExperimentSpec, wclass, matrix: dict[str, list[Any]],
                     fixed: dict[str, Any], overridden: set[str], catalog: Catalog) -> tuple[list, list[Problem]]:
-    """`ratios:` and `reference:` name matrix keys, their values, and the workload's metrics. A
+    """`ratios:` name matrix keys, their values, and the workload's metrics. A
     key a `--set` fixed no longer varies: its ratio is left out, not an error (the user narrowed
     the experiment on purpose)."""
     problems: list[Problem] = []
@@ -207,18 +218,6 @@ def _resolve_ratios(src: YamlSource, spec: ExperimentSpec, wclass, matrix: dict[
         if len(values) == 2:
             out.append(Ratio(str(r.param), values["numerator"], values["denominator"], tuple(r.metrics),
                              title=r.title))
-    if spec.reference is not None:
-        for i, cell in enumerate(spec.reference.cells):
-            for key, raw in list(cell.match.items()):
-                if key not in matrix and key not in fixed and key not in overridden:
-                    problem(("reference", "cells", i, "match", key), f"'{key}' is no parameter of this experiment")
-                # As the cells hold it (e.g. '897KB' -> 897000), so the table finds the cell.
-                same = [v for v in matrix.get(key, []) if str(v) == str(raw) or _same_value(key, raw, v, wclass)]
-                if same:
-                    cell.match[key] = same[0]
-            for key in cell.values:
-                if key not in metrics:
-                    problem(("reference", "cells", i, "values", key), f"unknown metric '{key}'{did_you_mean(key, metrics)}")
     return out, problems
 
 

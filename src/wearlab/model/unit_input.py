@@ -1,4 +1,6 @@
-"""Parse the unit-bearing strings of wearlab YAML: rates, durations, sizes, percents.
+"""Parse the unit-bearing strings of wearlab YAML: rates, durations, sizes, percents, and the
+results' energies, powers and shares (`parse_quantity`: a value in a metric's unit, as a claim's
+`paper:` gives it).
 
 Every parser takes the raw YAML value (text, or a number when the user forgot the unit), returns a
 plain SI number, and raises ValueError whose message says what to write instead. Units are required
@@ -206,3 +208,83 @@ def parse_percent(value: object) -> float:
     if pct > 100:
         raise ValueError(f"'{text}' is impossible: a probability cannot exceed 100%")
     return pct
+
+
+# ---------------------------------------------------------------------------------------------
+# Energy and power: the results' units (J, W), for the paper's values a claim compares with.
+
+_SI_PREFIX = {"": 1.0, "k": 1e3, "m": 1e-3, "u": 1e-6, "µ": 1e-6}
+
+
+def _si(value: object, symbol: str, what: str, example: str) -> float:
+    text = _as_text(value, example)
+    if isinstance(text, float):
+        raise ValueError(f"'{plain_number(text)}' has no unit; write '{plain_number(text)} {symbol}' "
+                         f"(units: µ{symbol}, m{symbol}, {symbol}, k{symbol})")
+    parts = _split(text)
+    if parts is None:
+        raise ValueError(f"'{text}' is not {what}; write something like '{example}'")
+    num, unit = parts
+    if unit[-1:] == symbol and unit[:-1] in _SI_PREFIX:
+        v = float(num) * _SI_PREFIX[unit[:-1]]
+        _finite_nonnegative(v, text, what.split()[-1])
+        return v
+    raise ValueError(f"'{text}' has no {what.split()[-1]} unit; use µ{symbol}, m{symbol}, {symbol} or k{symbol} "
+                     f"(e.g. '{example}')")
+
+
+def parse_energy(value: object) -> float:
+    """'60 mJ', '1.5J', '400uJ' -> joules (float, >= 0)."""
+    return _si(value, "J", "an energy", "60 mJ")
+
+
+def parse_power(value: object) -> float:
+    """'405 mW', '1.2W' -> watts (float, >= 0)."""
+    return _si(value, "W", "a power", "405 mW")
+
+
+def parse_number(value: object) -> float:
+    """A plain number (a count, packets, a ratio of two values): 1.75, '1.75' -> 1.75."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"expected a number, got {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"'{value}' is not a plain number; write e.g. 1.75") from None
+    if math.isnan(v):
+        raise ValueError(f"'{value}' is not a usable number")
+    return v
+
+
+def parse_share(value: object) -> float:
+    """A share as metrics of unit `ratio` hold it, 0..1: '12%' -> 0.12, 0.12 -> 0.12."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        return parse_percent(value) / 100
+    v = parse_number(value)
+    if not 0 <= v <= 1:
+        raise ValueError(f"'{value}' is no share: a share is a fraction 0..1 or a percent (e.g. '12%')")
+    return v
+
+
+# The parser of each result unit's values (wearlab.model.quantities.UNITS' symbols).
+QUANTITY_PARSERS = {
+    "s": lambda v: parse_duration(v, bare_unit="s"),
+    "B": parse_size,
+    "bit/s": parse_rate,
+    "J": parse_energy,
+    "W": parse_power,
+    "count": parse_number,
+    "packets": parse_number,
+    "ratio": parse_share,
+}
+
+
+def parse_quantity(value: object, symbol: str) -> float:
+    """A value in a result unit (`symbol`, as a metric declares it): '147 ms' for s, '523KB' for B,
+    '2.6Mbit' for bit/s, '60 mJ' for J, '12%' for ratio; a bare 0 (and .inf) needs no unit; a
+    leading '-' negates (a difference of two values)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and (value == 0 or math.isinf(value)):
+        return float(value)
+    if isinstance(value, str) and value.strip().startswith("-"):
+        return -parse_quantity(value.strip()[1:], symbol)
+    return float(QUANTITY_PARSERS[symbol](value))

@@ -50,6 +50,9 @@ class NodeKind(NodeKindDecl):
         self.ctx = ctx
         self.net, self.node, self.settings, self.workdir = ctx.net, ctx.node, ctx.settings, ctx.workdir
         self.seed = ctx.seed
+        # This run's seed for the kind's per-run draws (plan.seeds: from the run's identity, set by
+        # the runner before run_started); None outside a run.
+        self.run_seed: int | None = None
         self.needs = [n for n in needs if not isinstance(n, Tcpcrypt)]
         self.tcpcrypt: TcpcryptDaemon | None = None
         self._crypt = [n for n in needs if isinstance(n, Tcpcrypt)]

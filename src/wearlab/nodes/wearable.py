@@ -181,6 +181,12 @@ class Wearable(NodeKind):
         return end.peer
 
     def run_started(self, t0_ns: int) -> None:
+        if self.run_seed is not None:
+            # Each run draws from its own identity's sequences, not from where the run before left them.
+            if self.handover is not None:
+                self.handover.rng.seed(self.run_seed)
+            if getattr(self, "controller", None) is not None:
+                self.controller.radio.rng.seed(self.run_seed ^ 0x5EED)
         if self.handover is not None:
             server = self.ctx.plan.endpoints["server"]
             self.handover.run_started(t0_ns, self.ctx.plan.addresses.address_of(server))

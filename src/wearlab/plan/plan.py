@@ -17,7 +17,7 @@ Phases:
 Every problem is an InputError naming file, line and field.
 
 The RunPlan holds every resolved value a run reads - the workload's fields, each cell's values and
-node settings, repetitions, seed, timeout, ratios, reference, the runtime - and not the
+node settings, repetitions, seed, timeout, ratios, claims, the runtime - and not the
 experiment it came from: `realize`, `run`, `measure` and `report` read the plan and nothing else.
 It is written into the results (plan.json), shown by `wearlab plan EXP`, and its `digest()` is
 what a UML guest compares with the host's before it runs (run.start).
@@ -37,8 +37,9 @@ from pydantic import BaseModel
 from wearlab.errors import InputError, Problem
 from wearlab.model.choices import Runtime, Shaper
 from wearlab.model.columns import Columns, Ratio, columns_of
-from wearlab.model.devices import Device, builtin_devices
-from wearlab.model.experiment import COMMAND_LINE, Experiment, ReferenceSpec
+from wearlab.model.devices import Device, builtin_devices, negative_levels
+from wearlab.model.claims import Claim
+from wearlab.model.experiment import COMMAND_LINE, Experiment
 from wearlab.model.features import KernelFeature
 from wearlab.model.declarations import LinkEnd, NodeKindDecl, NodeView, PlanView, ServiceMissing, WorkloadDecl
 from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
@@ -88,7 +89,7 @@ class RunPlan(PlanView):
     fields: BaseModel                # the workload's fixed fields (client, server, ...)
     fixed: Mapping[str, Any]         # values every cell shares: workload parameters, `nodes:` as node.option
     ratios: tuple[Ratio, ...]        # the workload's own, then the experiment's `ratios:`
-    reference: ReferenceSpec | None  # published figures to print beside ours
+    claims: tuple[Claim, ...]        # `expect:`, each with the cells of its groups (model.claims)
     network: NetworkPlan
     cells: tuple[CellPlan, ...]
     needs: tuple[Need, ...]
@@ -165,7 +166,7 @@ class RunPlan(PlanView):
             "runs": len(self.cells) * self.repetitions,
             "fixed": {k: _plain(v) for k, v in self.fixed.items()},
             "ratios": [{k: _plain(v) for k, v in dataclasses.asdict(r).items()} for r in self.ratios],
-            "reference": self.reference.model_dump(mode="json") if self.reference else None,
+            "claims": [c.to_document() for c in self.claims],
             "features": sorted(f.value for f in self.features),
             "cells": [{"cell": c.index, "group": c.group, "label": c.label,
                        "values": {k: _plain(v) for k, v in c.values.items()},
@@ -300,7 +301,8 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
     return RunPlan(name=exp.name, file=exp.file, description=exp.description,
                    runtime=Runtime(runtime) if runtime is not None else exp.runtime,
                    repetitions=exp.repetitions, seed=exp.seed, timeout_s=exp.timeout_s, workload=workload,
-                   fields=exp.workload, fixed=fixed, ratios=ratios, reference=exp.reference, network=network,
+                   fields=exp.workload, fixed=fixed, ratios=ratios, network=network,
+                   claims=tuple(c.planned([{**fixed, **x.values} for x in cells]) for c in exp.claims),
                    cells=tuple(cells), needs=needs, features=frozenset(features), ports=ports, columns=columns,
                    devices=devices)
 
@@ -322,6 +324,27 @@ def _devices(exp: Experiment, problems: list[Problem]) -> dict[str, Device]:
                                                f"({node.image}), where wearlab's device mechanism cannot reach it"))
         else:
             out[n] = known[node.device]
+            problems += _device_media(topo, n, out[n])
+    return out
+
+
+def _device_media(topo, n: str, device: Device) -> list[Problem]:
+    """A node whose device has power levels gets energy from the media of its links: each link must
+    say what carries it (`medium:`, or a profile that does), or the node would get no radio at all;
+    and no medium may take a level below 0 (its radio's current above the level it was measured in)."""
+    if device.power is None or not device.power.levels:
+        return []
+    links = [l for l in topo.links if n in (l.a, l.b)]
+    out = [topo.where.problem(("links", l.index), f"node {n} has device {device.name}, whose energy depends on the "
+                                                  f"medium of each of its links, and this link to {l.other(n)} declares "
+                                                  "none: give it medium: (wifi, bt, ble, wired) or a profile that has one")
+           for l in links if l.medium is None]
+    media = [l.medium for l in links if l.medium is not None and l.medium.is_radio]
+    for radios in dict.fromkeys([*((m,) for m in media), tuple(dict.fromkeys(media))]):
+        for bad in negative_levels(device, radios):
+            out.append(topo.where.problem(("nodes", n, "device"), f"device {device.name} on "
+                                          f"{'+'.join(m.value for m in radios)}: a level below 0 ({bad}); its levels "
+                                          "and radio currents contradict each other"))
     return out
 
 

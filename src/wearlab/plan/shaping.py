@@ -16,7 +16,9 @@ packets of a full MTU frame (netem has no byte limit); the conversion is recorde
 Seeds: netem (Linux >= 6.6) draws loss and jitter from its own PRNG, seeded per qdisc with
 `seed`. Every direction of every link gets its own seed derived from the experiment's seed and
 the link's end names (adding a link elsewhere does not change it), so the same experiment gives
-the same loss and jitter sequences twice, and no two directions share a sequence.
+the same loss and jitter sequences twice, and no two directions share a sequence. Those are the
+qdiscs' seeds as built (the warm-up's); every run then re-seeds every direction in place with the
+seed its own identity gives it (plan.seeds, realize.linkctl.LinkControl.reseed).
 
 Jitter without reordering: netem reorders jittered packets unless it also shapes a rate (with a
 rate it never schedules a packet before its predecessor). When `reorder` is false and no rate is

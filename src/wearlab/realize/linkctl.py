@@ -11,6 +11,11 @@ State per direction: the shape in effect (`current`) and whether the link is dow
 loss 100 % on top of the current shape; up restores it. Each run starts from `start` - the
 topology's shaping plus any live change (a teacher's `wearlab link set` outlasts the run it was
 made in); a timeline's changes last for their run. A live `reset` returns to the topology's.
+
+Seeds (plan.seeds): at a run's start, once the links are quiet (`settle`: nothing queued or in
+flight, nothing sent for a while), `reseed` gives every direction's netem the run's own seed by a
+`change` in place with the shape it has, and the n-th change of a direction during the run passes
+the run's n-th seed: a run's draws depend on its identity, never on the runs before it.
 """
 
 from __future__ import annotations
@@ -24,15 +29,28 @@ import threading
 import time
 import tty
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from wearlab.errors import EnvironmentProblem
 from wearlab.model.shape import Loss, Shape, ShapeSpec
 from wearlab.model.timeline import LinkChange
+from wearlab.plan.seeds import RunSeeds
 from wearlab.plan.shaping import netem_seed, qdisc_plan
 
 DOWN_LOSS = Loss(model="random", p=100.0)
 ANSWER_TIMEOUT_S = 5.0
+# Quiet links (settle): no packet queued in any netem, no TCP socket in any node that will still
+# send (a handshake or a close under way, data or a FIN not yet acknowledged: a lost FIN is sent
+# again after a timeout, and would draw from the next run's sequence), and no packet sent for
+# QUIET_S - longer than a delayed ACK (40 ms) or a proxy's hand-over between its two connections.
+# At most SETTLE_MAX_S (a watch's keepalive may never let a link be quiet that long). Links that
+# draw nothing are not waited for.
+QUIET_S = 0.06
+SETTLE_MAX_S = 3.0
+# /proc/net/tcp states of a socket that will still send: SYN_SENT, SYN_RECV, FIN_WAIT1, FIN_WAIT2
+# (the peer's FIN is to come), CLOSE_WAIT (ours is), LAST_ACK, CLOSING.
+SENDING_STATES = frozenset({"02", "03", "04", "05", "08", "09", "0B"})
 
 
 class LinkControlError(EnvironmentProblem):
@@ -125,6 +143,8 @@ class LinkControl:
         self.current = dict(self.topology)
         self.down: set[tuple[str, str]] = set()
         self.changes: dict[tuple[str, str], int] = {}
+        self.seeds: RunSeeds | None = None         # the run's (reseed); None before the first run
+        self.drawn: list[dict[str, Any]] = []      # seeds passed by changes since the last take_drawn
         self._batches: dict[str, TcBatch] = {}
         self._monitors: dict[str, TcBatch] = {}   # for counters: a query must never delay a change
         self._lock = threading.Lock()
@@ -179,7 +199,10 @@ class LinkControl:
             for src, dst in change.directions:
                 where, dev = self.net.egress(src, dst)
                 n = self.changes[(src, dst)] = self.changes.get((src, dst), 0) + 1
-                seed = netem_seed(self.net.seed, src, dst, n) if self.net.seed is not None else None
+                seed = None
+                if self.net.seed is not None:
+                    seed = self.seeds.netem(src, dst, n) if self.seeds else netem_seed(self.net.seed, src, dst, n)
+                    self.drawn.append({"what": "netem change", "target": f"{src}->{dst} #{n}", "seed": seed})
                 link = self.net.topo.link_between(src, dst)
                 plan = qdisc_plan(dev, self.effective((src, dst)), shaper=self.net.link_shaper(link), verb="change",
                                   seed=seed)
@@ -192,6 +215,83 @@ class LinkControl:
             done = time.time_ns()
             return Applied(done, (time.monotonic_ns() - t) / 1e6, change,
                            {f"{s}->{d}": self.effective((s, d)).to_document() for s, d in change.directions})
+
+    def seeded(self) -> bool:
+        """Whether this kernel's netem takes seeds (realize.netns.build was given one)."""
+        return self.net.seed is not None
+
+    def reseed(self, seeds: RunSeeds) -> dict[str, int]:
+        """A run begins: every direction's netem re-seeded in place with the run's seed (its shape
+        unchanged), changes counted from 0 again. Returns "src->dst" -> seed ({} where netem takes
+        no seed)."""
+        with self._lock:
+            self.seeds, self.changes, self.drawn = seeds, {}, []
+            if self.net.seed is None:
+                return {}
+            out: dict[str, int] = {}
+            by_node: dict[str, list[str]] = {}
+            for link in self.net.topo.links:
+                for d in ((link.a, link.b), (link.b, link.a)):
+                    where, dev = self.net.egress(*d)
+                    out[f"{d[0]}->{d[1]}"] = seed = seeds.netem(*d)
+                    plan = qdisc_plan(dev, self.effective(d), shaper=self.net.link_shaper(link), verb="change",
+                                      seed=seed)
+                    by_node.setdefault(where, []).extend(plan.lines)
+            for node, lines in by_node.items():
+                said = self._batch(node).run(lines)
+                if said:
+                    raise LinkControlError(f"re-seeding netem for the run: tc on {node} said: {said[:400]}")
+            return out
+
+    def take_drawn(self) -> list[dict[str, Any]]:
+        with self._lock:
+            out, self.drawn = self.drawn, []
+        return out
+
+    def draws(self) -> bool:
+        """Whether any direction draws random numbers now (loss or jitter)."""
+        shapes = [self.effective(d) for d in self.current]
+        return any((s.loss is not None and (s.loss.p or 0) > 0) or s.jitter_s > 0 for s in shapes)
+
+    def sending_sockets(self) -> int:
+        """TCP sockets in the nodes that will still send (SENDING_STATES, or a retransmission timer
+        armed: data or a FIN not acknowledged). Read from each node's /proc/PID/net/tcp, no process
+        started; a node whose namespace this kernel cannot see (a container beside a guest) counts
+        none."""
+        n = 0
+        for node in self.net.hosts:
+            if node in self.net.remote:      # a container on the host, beside this guest: not ours to see
+                continue
+            try:
+                lines = Path(f"/proc/{self.net.pid(node)}/net/tcp").read_text().splitlines()[1:]
+            except (OSError, AttributeError, TypeError):
+                continue
+            for line in lines:
+                f = line.split()
+                if len(f) > 5 and (f[3] in SENDING_STATES or f[5].startswith("01:")):
+                    n += 1
+        return n
+
+    def settle(self, *, quiet_s: float = QUIET_S, max_s: float = SETTLE_MAX_S) -> float:
+        """Wait until the links are quiet: no packet queued or delayed in any netem, no socket that
+        will still send, and no packet sent for `quiet_s`. Links that draw no random numbers are
+        not waited for. Returns the seconds waited (max_s: they never were)."""
+        if not self.draws():
+            return 0.0
+        t0 = time.monotonic()
+        last = None
+        while True:
+            now = self.counters()
+            idle = all(c["backlog_packets"] == 0 for c in now.values()) and self.sending_sockets() == 0
+            sent = {d: c["packets"] for d, c in now.items()}
+            if idle and last is not None and sent == last[1]:
+                if time.monotonic() - last[0] >= quiet_s:
+                    return time.monotonic() - t0
+            else:
+                last = (time.monotonic(), sent) if idle else None
+            if time.monotonic() - t0 >= max_s:
+                return time.monotonic() - t0
+            time.sleep(min(0.05, quiet_s / 3))
 
     def reset_all(self, *, live: bool = False) -> list[Applied]:
         """Every direction back to where runs begin (between runs), or with `live` to the

@@ -6,7 +6,7 @@ workload declares better `lower` or `higher` is compared per cell, over the runs
 - medians and the relative change (candidate / baseline - 1);
 - Mann-Whitney U, two-sided (scipy): could both samples come from one distribution?
 - a bootstrap 95 % interval of the difference of medians (seeded: the same inputs give the same
-  report).
+  report; report.statistics, shared with `wearlab check`).
 Verdict per metric and cell: `regression` when the change goes the worse way, p < alpha AND the
 change exceeds the threshold (relative, and the absolute one when set: tiny shifts of near-zero
 values are no regression); `improvement` the same the better way; `inconclusive` when the samples
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,10 +30,9 @@ from scipy.stats import mannwhitneyu
 from wearlab.errors import InputError, Problem
 from wearlab.model import quantities
 from wearlab.model.yamlsrc import load_yaml, problems_from_validation
+from wearlab.report.statistics import SEED, finite, median_difference_interval, min_p
 
 WHERE = "<command line>"
-BOOTSTRAP = 2000
-SEED = 20261122
 ENVIRONMENT_KEYS = ("machine", "versions", "shaper", "nodes_kinds")
 COMPARE_DIGITS = 4
 
@@ -148,32 +146,6 @@ def _cells(side: Side, params: list[str], shown: list[str]) -> dict[str, list[di
     return named
 
 
-def _values(rows: list[dict[str, str]], metric: str) -> list[float]:
-    out = []
-    for r in rows:
-        try:
-            v = float(r.get(metric, ""))
-        except ValueError:
-            continue
-        if math.isfinite(v):
-            out.append(v)
-    return out
-
-
-def _min_p(n: int, m: int) -> float:
-    """The smallest two-sided p Mann-Whitney can give for sample sizes n and m (complete separation)."""
-    return 2 / math.comb(n + m, n)
-
-
-def _bootstrap(a: list[float], b: list[float], rng: np.random.Generator) -> tuple[float, float]:
-    xa, xb = np.asarray(a), np.asarray(b)
-    ia = rng.integers(0, len(xa), (BOOTSTRAP, len(xa)))
-    ib = rng.integers(0, len(xb), (BOOTSTRAP, len(xb)))
-    diff = np.median(xb[ib], axis=1) - np.median(xa[ia], axis=1)
-    lo, hi = np.percentile(diff, [2.5, 97.5])
-    return float(lo), float(hi)
-
-
 def compare(base: Side, cand: Side, th: Thresholds, metric_filter: list[str] | None = None) -> Report:
     if (base.experiment, base.workload) != (cand.experiment, cand.workload):
         raise InputError([Problem(WHERE, None, None,
@@ -208,7 +180,7 @@ def compare(base: Side, cand: Side, th: Thresholds, metric_filter: list[str] | N
             better = decl.get("better", "none")
             if better not in ("lower", "higher"):
                 continue
-            a, b = _values(cb[cell], m), _values(cc[cell], m)
+            a, b = finite(cb[cell], m), finite(cc[cell], m)
             if not a or not b:
                 continue
             ma, mb = float(np.median(a)), float(np.median(b))
@@ -216,7 +188,7 @@ def compare(base: Side, cand: Side, th: Thresholds, metric_filter: list[str] | N
             p = ci = None
             if len(a) >= 2 and len(b) >= 2:
                 p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue) if set(a) != set(b) or len(set(a)) > 1 else 1.0
-                ci = _bootstrap(a, b, rng)
+                ci = median_difference_interval(a, b, rng)
             rows.append(Comparison(cell, m, decl.get("unit", ""), better, len(a), len(b), ma, mb, change, p, ci,
                                    _verdict(m, a, b, ma, mb, change, p, better, th)))
     return Report(str(base.path), str(cand.path), base.experiment, th.alpha, rows,
@@ -225,7 +197,7 @@ def compare(base: Side, cand: Side, th: Thresholds, metric_filter: list[str] | N
 
 def _verdict(metric: str, a, b, ma: float, mb: float, change: float | None, p: float | None, better: str,
              th: Thresholds) -> str:
-    if len(a) < 2 or len(b) < 2 or _min_p(len(a), len(b)) >= th.alpha:
+    if len(a) < 2 or len(b) < 2 or min_p(len(a), len(b)) >= th.alpha:
         return "inconclusive"
     mt = th.metrics.get(metric, MetricThreshold())
     rel = mt.rel if mt.rel is not None else th.threshold

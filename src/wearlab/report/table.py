@@ -1,12 +1,14 @@
-"""The end-of-experiment table on the terminal (rich), from the workload's declaration."""
+"""The end-of-experiment tables on the terminal (rich): the summary, from the workload's
+declaration, and the experiment's claims beside ours (`wearlab check` prints the same)."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 
-from wearlab.report.summary import Cell
+from wearlab.model import quantities
 from wearlab.model.columns import Metric, Ratio
+from wearlab.report.summary import Cell
 
 
 def _fmt(metric: Metric, q: tuple[float, float, float]) -> str:
@@ -57,27 +59,50 @@ def _param(shown: dict, name: str, value) -> str:
         return str(value)
 
 
-def print_reference(console: Console, reference, cells: list[Cell], metrics: tuple[Metric, ...], shown: dict,
-                    fixed: dict | None = None) -> None:
-    """The published figures beside ours, cell by cell. `fixed`: settings every cell has (not
-    columns of runs.csv, e.g. a node setting set for the whole experiment)."""
-    by_name = {m.name: m for m in metrics}
-    t = Table(title=f"beside the paper: {reference.source}", title_justify="left")
-    t.add_column("cell")
-    t.add_column("metric")
-    t.add_column("wearlab median [IQR]", justify="right")
-    t.add_column("paper", justify="right")
-    for ref in reference.cells:
-        match = [c for c in cells if all(str({**(fixed or {}), **c.params}.get(k)) == str(v)
-                                         for k, v in ref.match.items())]
-        label = ", ".join(f"{k}={_param(shown, k, v)}" for k, v in ref.match.items())
-        for metric, paper in ref.values.items():
-            ours = (_fmt(by_name[metric], match[0].stats[metric])
-                    if match and metric in match[0].stats and metric in by_name else "–")
-            t.add_row(label, by_name[metric].label if metric in by_name else metric, ours, paper)
-    if reference.cells:
-        console.print(t)
-    else:
-        console.print(f"beside the paper: {reference.source}")
-    for note in reference.notes:
-        console.print(f"paper: {note}")
+def print_claims(console: Console, rows: list, title: str, footer: str = "", width: int = 100) -> None:
+    """Claims beside ours (`rows`: report.check's ClaimResults): ours with its 95 % interval, the
+    paper's value with the tolerance, how far ours lies from it, the verdict and the runs behind
+    it; then each verdict's reason. Fits `width` columns (less on a narrower terminal)."""
+    t = Table(title=title, title_justify="left")
+    t.add_column("claim (evidence)", overflow="fold", ratio=3)
+    t.add_column("ours [95 % CI]", justify="right", ratio=2)
+    t.add_column("paper ± tol.", justify="right", ratio=2)
+    t.add_column("diff", justify="right", no_wrap=True)
+    t.add_column("verdict", no_wrap=True)
+    t.add_column("runs", justify="right", no_wrap=True)
+    colour = {"reproduced": "green", "not reproduced": "red", "inconclusive": "yellow", "not scored": "dim"}
+    for r in rows:
+        ours = _value(r.ours, r.unit, r.kind)
+        if r.ours_low is not None and r.ours_high is not None:
+            ours += f"\n[{_value(r.ours_low, r.unit, r.kind)}, {_value(r.ours_high, r.unit, r.kind)}]"
+        paper = r.paper_text + (f"\n± {r.tolerance}" if r.tolerance not in ("", "0") else "")
+        verdict = f"[{colour.get(r.verdict, 'white')}]{r.verdict}[/]"
+        t.add_row(f"{r.id}\n[dim]{r.evidence}[/]", ours, paper, _difference(r), verdict, str(r.runs))
+    console.print(t, width=min(console.width, width))
+    for r in rows:
+        why = r.remark or (r.note if r.verdict == "not reproduced" else "")
+        if why:
+            console.print(f"  {r.id}: {why}", width=min(console.width, width), soft_wrap=False)
+    if footer:
+        console.print(footer, width=min(console.width, width), soft_wrap=False)
+
+
+def _value(v: float | None, unit: str, kind: str) -> str:
+    if v is None:
+        return "–"
+    if kind == "trend":
+        return f"ρ {v:+.2f}"
+    if unit in quantities.UNITS:
+        text = quantities.UNITS[unit].format(v)
+        return ("+" + text) if kind == "difference" and v > 0 else text
+    return f"{v:.3g}"
+
+
+def _difference(r) -> str:
+    if r.difference is None:
+        return "–"
+    if r.difference == 0:
+        return "0"
+    if r.difference_rel is not None:
+        return f"{r.difference_rel * 100:+.0f} %" if abs(r.difference_rel) >= 0.1 else f"{r.difference_rel * 100:+.1f} %"
+    return _value(r.difference, r.unit, "difference")

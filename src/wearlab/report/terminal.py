@@ -1,6 +1,7 @@
 """What the report-side commands print on the terminal: the catalog (`wearlab kinds`, `wearlab
-profiles`), plots (`wearlab plot`), a running experiment (`wearlab top`), its metrics
-(`wearlab exporter`) and a comparison of two results (`wearlab compare`)."""
+profiles`), plots (`wearlab plot`), the HTML report's files (`wearlab report`), a running
+experiment (`wearlab top`), its metrics (`wearlab exporter`) and a comparison of two results
+(`wearlab compare`)."""
 
 from __future__ import annotations
 
@@ -86,15 +87,29 @@ def units_table() -> Table:
 
 
 def plot(dirs: list[Path], console: Console) -> int:
-    from wearlab.report.plots import plot_results
+    from wearlab.report.plots import draw, plot_results
 
     problems = [Problem(str(d), None, None, "not a results directory (no metadata.json)")
                 for d in dirs if not (d / "metadata.json").is_file()]
     if problems:
         raise InputError(problems)
     for d in dirs:
-        for png in plot_results(d):
-            console.print(str(png))
+        drawing = draw(d)
+        try:
+            for png in plot_results(d, drawing):
+                console.print(str(png))
+        finally:
+            drawing.close()
+        for section, why in drawing.missing.items():
+            console.print(f"{d}: no {section} plots: {why}")
+    return 0
+
+
+def report(dirs: list[Path], out: Path, console: Console) -> int:
+    from wearlab.report.html_report import results_dirs, write_report
+
+    for path in write_report(results_dirs(dirs), out):
+        console.print(str(path))
     return 0
 
 

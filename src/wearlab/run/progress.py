@@ -14,11 +14,12 @@ from rich.progress import Progress as RichProgress
 
 class Progress:
     def __init__(self, console: Console, total: int, title: str, describe: Callable[[dict[str, Any]], str],
-                 headline: tuple[str, ...]):
+                 headline: tuple[str, ...], done: int = 0):
+        """`done`: runs already finished (a resumed results directory's)."""
         self.console, self.total, self.title = console, total, title
         self.describe_cell, self.headline = describe, headline
         self.plain = os.environ.get("WEARLAB_PLAIN") == "1" or not console.is_terminal
-        self.done = 0
+        self.done = done
         self._bar = None
 
     def _describe(self, row: dict[str, Any]) -> str:
@@ -36,7 +37,7 @@ class Progress:
                                      MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                                      TextColumn("{task.fields[last]}"), console=self.console)
             self._bar.__enter__()
-            self._task = self._bar.add_task(self.title, total=self.total, last="")
+            self._task = self._bar.add_task(self.title, total=self.total, completed=self.done, last="")
         return self
 
     def advance(self, row: dict[str, Any]) -> None:

@@ -7,6 +7,12 @@ machine over all cells), a row written and flushed after every run, the summary 
 Cells of another group (other node settings: `phone.kind`, `phone.rmem_max`, ...) restart the
 nodes whose settings differ. Whatever happens (a failed run, Ctrl-C, SIGTERM, a hang-up: see
 runtime.signals), teardown runs and what was measured stays on disk.
+
+A run's identity (experiment, cell, repetition, seed) fixes everything random in it (plan.seeds):
+before it starts the links are left to go quiet and every netem is re-seeded in place with the
+run's own seed; its seeds, with what each direction's netem sent and dropped, go to
+series/seeds.csv, the run's seed to runs.csv (`run_seed`). So a results directory can be resumed
+(`--resume`, run.resume): the runs not yet finished run with the seeds they would have had.
 """
 
 from __future__ import annotations
@@ -21,21 +27,30 @@ from typing import Any
 
 from rich.console import Console
 
+from wearlab.model.needs import Files
 from wearlab.nodes.node_kind import NodeContext, NodeKind
 from wearlab.plan.plan import CellPlan, NodeSetting, RunPlan
+from wearlab.plan.seeds import RunSeeds, file_seed
 from wearlab.realize import changelog, netns
 from wearlab.realize.linkctl import LinkControl
 from wearlab.report import results
 from wearlab.report.metadata import RunRecord
 from wearlab.report.summary import ratios, summarize, to_document
-from wearlab.report.table import print_reference, print_summary
+from wearlab.report import check
+from wearlab.report.table import print_claims, print_summary
 from wearlab.run import timeline_player
 from wearlab.run.state import RunState, SeriesFiles
 from wearlab.run.control import ControlServer
 from wearlab.run.progress import Progress
+from wearlab.run.resume import Kept, keep_finished, schedule, sort_runs
 from wearlab.runtime import probe
 from wearlab.workloads.workload import Outcome
 from wearlab.workloads.context import WorkloadContext
+
+
+# series/seeds.csv: per run, every seed it used (plan.seeds) and, per netem direction, the packets
+# it sent and dropped during the run (what its draws decided).
+SEED_COLUMNS = ("what", "target", "seed", "packets", "drops")
 
 
 class Nodes:
@@ -85,12 +100,16 @@ class Nodes:
 
 
 def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = None,
-                   host_plan_sha256: str | None = None) -> int:
+                   host_plan_sha256: str | None = None, resume: bool = False) -> int:
     """Run all runs of `plan` on this kernel (the plan's runtime: the host's, or the UML guest's we
     are in) into out_dir (already made, with experiment.yaml and topology.yaml: run.start).
     `host_plan_sha256`: in a guest, the digest of the host's plan (equal to this plan's; recorded).
-    Returns the exit status."""
+    `resume`: out_dir holds an interrupted run of this plan (run.start checked it): keep its
+    finished runs and run the others. Returns the exit status."""
     console = console or Console()
+    kept = keep_finished(out_dir, plan) if resume else Kept()
+    todo = [(n, rep, cell) for n, rep, cell in schedule(plan) if n not in kept.runs]
+    total = len(plan.cells) * plan.repetitions
     # The timeline player, live control and the radio/handover controllers are threads that must
     # act within a few ms; Python hands the GIL over every 5 ms by default, which is the error
     # they would inherit from any busy thread. 0.5 ms bounds it.
@@ -99,13 +118,30 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
     run_id = f"{os.getpid()}-{secrets.token_hex(3)}"
     record = RunRecord(out_dir / "metadata.json", plan, run_id=run_id, started=datetime.now(timezone.utc).isoformat(),
                        host_plan_sha256=host_plan_sha256)
+    sizes = sorted({s for n in plan.needs if isinstance(n, Files) for s in n.sizes})
+    record.set(seeds={"run": "sha256 of the run's identity (experiment, cell, repetition, seed): runs.csv run_seed; "
+                             "every seed a run used, and what each netem sent and dropped: series/seeds.csv",
+                      "files": {str(s): file_seed(plan.seed, s) for s in sizes}},
+               **({"sessions": kept.sessions, "resumed": {"runs_kept": len(kept.runs), "runs_to_run": len(todo)}}
+                  if resume else {}))
     results.write_json(out_dir / "plan.json", plan.to_document())
     param_cols = list(plan.columns.params)
     runs = results.RunsCsv(out_dir / "runs.csv", plan.columns.runs_csv(),
                            units={m.name: m.unit for m in plan.columns.metrics})
+    for row in kept.rows:
+        runs.append({k: v for k, v in row.items() if k in runs.columns})
     net = state = nodes = workload = live = None
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = list(kept.rows)
     status = 0
+    if resume:
+        console.print(f"resuming {out_dir}: {len(kept.runs)} of {total} runs finished, {len(todo)} to run")
+    if not todo:
+        runs.close()
+        sort_runs(out_dir / "runs.csv")
+        record.set(status="complete", finished_utc=datetime.now(timezone.utc).isoformat())
+        _write_summary(out_dir, plan, rows, console)
+        console.print(f"results: {out_dir}")
+        return 0
     try:
         t0 = time.monotonic()
         seeded = probe.probe_feature("netem seed")
@@ -118,18 +154,19 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
         wctx = WorkloadContext(plan=plan, net=net, out_dir=out_dir)
         state = RunState(plan=plan, wctx=wctx)
         state.series = SeriesFiles(out_dir / "series", {**{s.name: s.columns for s in plan.columns.series},
-                                                         "timeline": changelog.COLUMNS}, param_cols)
+                                                         "timeline": changelog.COLUMNS, "seeds": SEED_COLUMNS},
+                                   param_cols, append=resume)
         state.links = LinkControl(net)
         state.changes = changelog.ChangeLog()
         player = timeline_player.TimelinePlayer(state.links, state.changes)
         live = ControlServer(out_dir / "control", state)
         live.start()
-        state.progress = {"total": len(plan.cells) * plan.repetitions, "done": 0, "failed": 0}
+        state.progress = {"total": total, "done": len(kept.runs), "failed": 0}
         workload = W(plan.fields, wctx)
         state.workload = workload
         t = time.monotonic()
         nodes = Nodes(state, record)
-        nodes.apply(plan.cells[0])
+        nodes.apply(todo[0][2])
         setup["services_s"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
         values = [dict(c.values) for c in plan.cells]
@@ -144,25 +181,24 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
                    routes=net.addresses.routes)
         setup["dumps_s"] = round(time.monotonic() - t, 3)
         setup["total_s"] = round(time.monotonic() - t0, 3)
-        groups = plan.groups()
-        warmups = [workload.warm_up([dict(c.values) for c in groups[0]])]
+        group_of = {c.index: [g for g in plan.groups() if c in g][0] for c in plan.cells}
+        warmups = [workload.warm_up([dict(c.values) for c in group_of[todo[0][2].index]])]
         record.set(setup=setup, warmup=warmups)
-        with Progress(console, len(plan.cells) * plan.repetitions, plan.name, W.describe_cell, W.headline) as progress:
-            n, pending = 0, None
+        with Progress(console, total, plan.name, W.describe_cell, W.headline, done=len(kept.runs)) as progress:
+            pending, fresh = None, True
             try:
-                for rep in range(1, plan.repetitions + 1):
-                    for group in groups:
-                        if nodes.apply(group[0]):
-                            warmups.append(workload.warm_up([dict(c.values) for c in group]))
-                            record.set(warmup=warmups)
-                        for cell in group:
-                            n += 1
-                            nxt = _one_run(state, player, cell, rep, n)
-                            # The previous run's teardown is on the wire by now: finish its row.
-                            if pending is not None:
-                                rows.append(_finish(state, pending, runs, progress))
-                                _count(state, rows[-1])
-                            pending = nxt
+                for n, rep, cell in todo:
+                    if nodes.apply(cell):
+                        warmups.append(workload.warm_up([dict(c.values) for c in group_of[cell.index]]))
+                        record.set(warmup=warmups)
+                        fresh = True
+                    nxt = _one_run(state, player, cell, rep, n, settle_first=fresh)
+                    fresh = False
+                    # The previous run's teardown is on the wire by now: finish its row.
+                    if pending is not None:
+                        rows.append(_finish(state, pending, runs, progress))
+                        _count(state, rows[-1])
+                    pending = nxt
             finally:
                 if pending is not None:
                     rows.append(_finish(state, pending, runs, progress))
@@ -198,6 +234,8 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
             if net is not None:
                 net.teardown()
             runs.close()
+            if resume:
+                sort_runs(out_dir / "runs.csv")
             record.set(finished_utc=datetime.now(timezone.utc).isoformat())
     _write_summary(out_dir, plan, rows, console)
     failed = sum(1 for r in rows if r["status"] != "ok")
@@ -225,34 +263,68 @@ class _Pending:
         self.row, self.finish = row, finish
 
 
-def _one_run(state: RunState, player: timeline_player.TimelinePlayer, cell: CellPlan, rep: int, n: int) -> _Pending:
-    plan, workload, wctx = state.plan, state.workload, state.wctx
+def _one_run(state: RunState, player: timeline_player.TimelinePlayer, cell: CellPlan, rep: int, n: int,
+             *, settle_first: bool = True) -> _Pending:
+    """Run number `n`: repetition `rep` of `cell`. `settle_first`: traffic other than a run's
+    (a warm-up) may still be on the links: let them go quiet before re-seeding."""
+    plan, workload, wctx, links = state.plan, state.workload, state.wctx, state.links
     values = dict(cell.values)
+    seeds = RunSeeds.of(plan.name, values, rep, plan.seed)
     row: dict[str, Any] = {"run": n, "repetition": rep, **{p: values.get(p, "") for p in plan.columns.params},
-                           "started_utc": datetime.now(timezone.utc).isoformat()}
+                           "run_seed": seeds.run, "started_utc": datetime.now(timezone.utc).isoformat()}
     t0 = time.monotonic()
     finish = None
     # Changes between runs (live ones, a radio falling asleep) belong to no run; flush them with
     # this run's prefix.
     state.series.append("timeline", row, state.changes.take())
     _node_series(state, row, time.time_ns())
+    # Everything random in the run from its identity (plan.seeds): netem re-seeded on quiet links.
+    seed_rows: list[dict[str, Any]] = [{"what": "run", "target": seeds.identity, "seed": seeds.run}]
+    if links.seeded() and settle_first:
+        links.settle()
+    netem = links.reseed(seeds)
+    before = links.counters() if netem else {}
+    for node, kind in state.nodes.items():
+        kind.run_seed = seeds.node(node)
+        seed_rows.append({"what": "node", "target": node, "seed": kind.run_seed})
+    wctx.seeds = seeds
+    seed_rows.append({"what": "workload", "target": plan.workload.name, "seed": seeds.workload()})
     horizon = plan.workload.run_length(values) or plan.timeout_s
     wctx.run_start_ns = time.time_ns()
     state.progress.update(run=n, cell=cell.label, repetition=rep)
     player.start(cell.timeline, horizon, wctx.run_start_ns)
+    after: dict[str, dict[str, int]] = {}
     try:
+        completed = False
         try:
             for kind in state.nodes.values():
                 kind.run_started(wctx.run_start_ns)
             outcome = workload.run(values, rep)
+            completed = True
         finally:
             for kind in state.nodes.values():
                 kind.run_ended()
                 row.update(kind.run_metrics())
+            player.halt()
+            if completed and netem:
+                # The run's last packets (its teardown) draw from its own sequence, not the next run's.
+                links.settle()
+                after = links.counters()
             errors = player.stop()
             changes = state.changes.take()
             row["link_changes"] = sum(1 for c in changes if c["source"] != "reset")
             state.series.append("timeline", row, changes)
+            for d, seed in netem.items():
+                r = {"what": "netem", "target": d, "seed": seed}
+                if d in after and d in before:
+                    r.update(packets=after[d]["packets"] - before[d]["packets"],
+                             drops=after[d]["drops"] - before[d]["drops"])
+                seed_rows.append(r)
+            seed_rows += links.take_drawn()
+            state.series.append("seeds", row, seed_rows)
+            for kind in state.nodes.values():
+                kind.run_seed = None
+            wctx.seeds = None
             _node_series(state, row, wctx.run_start_ns)
         if errors:
             raise RuntimeError(f"timeline: {errors[0]}")
@@ -297,13 +369,14 @@ def _write_summary(out_dir: Path, plan: RunPlan, rows: list[dict[str, Any]], con
     declared = plan.ratios
     metrics = plan.columns.metrics
     wanted = {m.name for m in metrics if m.summarised} | {m for r in declared for m in r.metrics}
-    if plan.reference:
-        wanted |= {m for c in plan.reference.cells for m in c.values}
     cells = summarize(rows, param_cols, [m.name for m in metrics if m.name in wanted])
     ratio_rows = ratios(cells, declared)
     results.write_json(out_dir / "summary.json", to_document(cells, ratio_rows))
     if rows:
         shown = {p.name: p.shown for p in W.params}
         print_summary(console, plan.name, cells, ratio_rows, varied or param_cols[:1], metrics, shown, declared)
-        if plan.reference:
-            print_reference(console, plan.reference, cells, metrics, shown, dict(plan.fixed))
+    if plan.claims:   # the experiment's `expect:` beside ours, as `wearlab check` scores them
+        scored = check.evaluate(plan.to_document(), rows)
+        check.write_claims(out_dir, scored)
+        print_claims(console, scored, f"{plan.name}: claims beside ours",
+                     check.headline(scored, plan.name))

@@ -9,6 +9,10 @@ whole, the results directory, and the host's plan with its digest) into the gues
 the same options, plans again, and runs only if its plan's digest is the host's - otherwise it
 stops with exit status 2, naming what differs. No command line is rebuilt by hand: an option
 added to `RunOptions` reaches the guest as it is.
+
+`--resume DIR` continues an interrupted run in its own results directory: the plan made now must
+be DIR/plan.json's (else exit 2, naming what differs), its finished runs are kept and the others
+run with the seeds their identity gives them (run.resume, plan.seeds).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class RunOptions(BaseModel):
     out: Path = Path("results")
     shaper: str = Shaper.NETEM.value
     overrides: list[str] = Field(default_factory=list)   # KEY=VALUE, as given
+    resume: Path | None = None           # an interrupted run's results directory to continue
 
     def load(self, catalog: Catalog) -> Experiment:
         return load_experiment(self.experiment, catalog, repetitions=self.repetitions, runtime=self.runtime,
@@ -93,6 +98,12 @@ def run_command(opts: RunOptions, catalog: Catalog, console: Console, err_consol
     p = plan(exp, opts.shaper)
     runtime, reason = placement.choose(p.runtime)
     p = p.placed(runtime)
+    resumed = None
+    if opts.resume is not None:   # before anything else: a plan other than the interrupted run's is bad input
+        from wearlab.run.resume import check_plan
+
+        resumed = opts.resume.resolve()
+        check_plan(resumed, p)
     if runtime == Runtime.HOST and os.geteuid() != 0:
         raise EnvironmentProblem("wearlab run needs root (network namespaces, tc)")
     check_kernel(p)
@@ -109,10 +120,14 @@ def run_command(opts: RunOptions, catalog: Catalog, console: Console, err_consol
     with signals.interruptible():
         group = cgroup.join(cgroup.run_name(os.getpid()))
         try:
-            out_dir = results.new_results_dir(opts.out, p.name)
-            results.point_latest(out_dir)  # at once: an interrupted run's rows are results too
-            results.write_yaml(out_dir / "experiment.yaml", exp.to_document())
-            results.write_yaml(out_dir / "topology.yaml", exp.topology.to_document(exp.catalog))
+            if resumed is not None:
+                out_dir = resumed
+                results.point_latest(out_dir)
+            else:
+                out_dir = results.new_results_dir(opts.out, p.name)
+                results.point_latest(out_dir)  # at once: an interrupted run's rows are results too
+                results.write_yaml(out_dir / "experiment.yaml", exp.to_document())
+                results.write_yaml(out_dir / "topology.yaml", exp.topology.to_document(exp.catalog))
             if runtime == Runtime.UML:
                 console.print(f"runtime: uml ({reason}); booting a User-Mode Linux guest")
                 rc = _enter_guest(opts, p, out_dir)
@@ -120,7 +135,7 @@ def run_command(opts: RunOptions, catalog: Catalog, console: Console, err_consol
                 from wearlab.run.runner import run_experiment
 
                 console.print(f"runtime: host ({reason})")
-                rc = run_experiment(p, out_dir, console=console)
+                rc = run_experiment(p, out_dir, console=console, resume=resumed is not None)
         finally:
             cgroup.leave(group)
     if (out_dir / "series").is_dir() and not probe.in_uml_guest():
@@ -167,7 +182,8 @@ def run_guest_job(job_file: Path, catalog: Catalog, console: Console, err_consol
     with signals.interruptible():
         group = cgroup.join(cgroup.run_name(os.getpid()))
         try:
-            return run_experiment(p, job.results, console=console, host_plan_sha256=job.plan_sha256)
+            return run_experiment(p, job.results, console=console, host_plan_sha256=job.plan_sha256,
+                                  resume=job.options.resume is not None)
         finally:
             cgroup.leave(group)
 

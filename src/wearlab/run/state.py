@@ -42,10 +42,13 @@ class SeriesFiles:
     declare; each row starts with the run and its cell's parameters, so `pandas.read_csv` gives a
     tidy table."""
 
-    def __init__(self, directory: Path, declared: dict[str, tuple[str, ...]], param_columns: list[str]):
+    def __init__(self, directory: Path, declared: dict[str, tuple[str, ...]], param_columns: list[str],
+                 append: bool = False):
+        """`append`: a resumed session adds to the files an earlier one left (run.resume)."""
         self.directory = directory
         self.declared = declared
         self.head = ["run", "repetition", *param_columns]
+        self.append_to_existing = append
         self._files: dict[str, Any] = {}
 
     def append(self, name: str, run: dict[str, Any], rows: list[dict[str, Any]]) -> None:
@@ -53,9 +56,12 @@ class SeriesFiles:
             raise KeyError(f"series {name!r} is not declared by the workload")
         if name not in self._files:
             self.directory.mkdir(parents=True, exist_ok=True)
-            f = (self.directory / f"{name}.csv").open("w", newline="")
+            path = self.directory / f"{name}.csv"
+            kept = self.append_to_existing and path.is_file() and path.stat().st_size > 0
+            f = path.open("a" if kept else "w", newline="")
             w = csv.DictWriter(f, fieldnames=[*self.head, *self.declared[name]], extrasaction="ignore")
-            w.writeheader()
+            if not kept:
+                w.writeheader()
             self._files[name] = (f, w)
         f, w = self._files[name]
         prefix = {k: run.get(k, "") for k in self.head}

@@ -52,12 +52,16 @@ class TimelinePlayer:
                 self.errors.append(str(e))
                 self.log.add(None, change, "timeline", scheduled_s=change.at_s, error=str(e))
 
-    def stop(self) -> list[str]:
-        """Stop the timeline, put the links back; returns the errors of this run's changes."""
+    def halt(self) -> None:
+        """No more of this run's changes (the links stay as they are until stop())."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+
+    def stop(self) -> list[str]:
+        """Stop the timeline, put the links back; returns the errors of this run's changes."""
+        self.halt()
         for applied in self.control.reset_all():
             self.log.add(applied, applied.change, "reset")
         self.log.t0_ns = None

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from wearlab.errors import EnvironmentProblem, InputError, Problem
-from wearlab.model.choices import Runtime
+from wearlab.model.choices import Evidence, Runtime
 from wearlab.model.declarations import Catalog
 from wearlab.model.experiment_file import load_experiment
 from wearlab.model.features import OPTIONAL
@@ -124,6 +124,9 @@ def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool =
                         for n, d in sorted(p.devices.items()))
     none = "none (every node computes at this machine's speed)"
     console.print(f"devices: {devices or none}")
+    kinds = ", ".join(f"{sum(1 for c in p.claims if c.evidence == e)} {e.value}" for e in Evidence
+                      if any(c.evidence == e for c in p.claims))
+    console.print(f"claims (expect:, `wearlab check` scores them): {len(p.claims)}{f' ({kinds})' if kinds else ''}")
     return 0
 
 

@@ -13,6 +13,7 @@ from wearlab.measure.capture import ClientCapture
 if TYPE_CHECKING:
     from wearlab.nodes.node_kind import NodeKind
     from wearlab.plan.plan import RunPlan
+    from wearlab.plan.seeds import RunSeeds
     from wearlab.realize.netns import Network
 
 
@@ -25,6 +26,7 @@ class WorkloadContext:
     captures: dict[str, ClientCapture] = field(default_factory=dict)
     routes: dict[tuple[str, str], str] = field(default_factory=dict)  # (node, destination) -> via
     run_start_ns: int | None = None  # time.time_ns() at the run's start: t = 0 of its series and timeline
+    seeds: RunSeeds | None = None    # the run's seeds (plan.seeds): a workload's own draws use seeds.workload()
 
     @property
     def timeout_s(self) -> float:

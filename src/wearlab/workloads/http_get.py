@@ -26,7 +26,7 @@ from wearlab.model.params import Param, ParamSet
 from wearlab.model.tls import TLS13_SUITES, TLS_VERSIONS
 from wearlab.model.quantities import format_size
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
-from wearlab.nodes.certs import CERT_KINDS
+from wearlab.nodes.certs import CERT_KINDS, leaf_key
 from wearlab.nodes.devicecpu import DeviceProcess, RunCounters, node_cpu
 from wearlab.nodes.nginx import content_path
 from wearlab.nodes.tcpcrypt import RunAccount
@@ -86,7 +86,8 @@ class HttpGet(Workload):
               applies_doc="protocol is https"),
         Param("cipher", _cipher, "default", "an OpenSSL cipher, a TLS 1.3 suite, or default", applies=_https,
               applies_doc="protocol is https"),
-        Param("cert", P.choice("cert", tuple(CERT_KINDS)), "rsa2048", "server certificate key type",
+        Param("cert", P.choice("cert", tuple(CERT_KINDS)), "rsa2048",
+              "the chain the server sends: key types leaf to root (nodes/certs.py; rsa2048 = leaf + intermediate)",
               applies=_https, applies_doc="protocol is https"),
     ))
     metrics = (
@@ -102,6 +103,10 @@ class HttpGet(Workload):
         Metric("http_code", "count", better="none", doc="the response's HTTP status (200 when the fetch worked)"),
         Metric("size_download", "B", better="none", doc="body bytes libcurl received (the file's size when complete)"),
         Metric("speed_download_bps", "bit/s", better="higher", doc="libcurl: body bytes / total time, in bit/s"),
+        Metric("data_rate_bps", "bit/s", label="data rate", better="higher",
+               doc="the data phase's rate as seed 000 gives it: its frame bytes down (bytes_down_data) x 8 over the "
+                   "time from the request leaving (capture) to the application's last read (libcurl's time_total, "
+                   "placed on the capture's clock by the connect both saw)"),
         *(Metric(f"bytes_{d}_{p}", "B", doc=f"frame bytes {d} in the {p} phase") for p in PHASES for d in ("up", "down")),
         Metric("bytes_up_total", "B", label="bytes up", summarised=True,
                doc="frame bytes client -> server over the whole connection (capture)"),
@@ -134,6 +139,10 @@ class HttpGet(Workload):
                                   "device_ms"),
                      doc="tcpcrypt cells: each daemon's record of the run's connection (device_ms: on a node with "
                          "a device, the device's time for the connection's cryptography)"),)
+    series += (Series("devicecpu", ("node", "op", "calls", "bytes", "host_s", "device_s"),
+                      doc="a client with a device: what the devicecpu library charged in the run, per operation "
+                          "(calls, bytes, time here, time on the device; platform:* the platform's costs, "
+                          "phase:* the totals inside and outside the handshake)"),)
     headline = ("wire_total_s",)
     ratios = (Ratio("protocol", "https", "http", ("wire_total_s", "bytes_total", "energy_j"),
                     ignoring=("tls_version", "cipher", "cert"), title="HTTPS / HTTP (ratio of medians)"),
@@ -184,7 +193,8 @@ class HttpGet(Workload):
         device = self.ctx.plan.device_of(client)
         # On a node with a device the agent computes in the device's time (nodes.devicecpu).
         self.device = DeviceProcess(device, self.ctx.workdir("devicecpu"), f"{client}-fetch-agent",
-                                    node=node_cpu(self.ctx.net.workdir, client, device)) if device else None
+                                    node=node_cpu(self.ctx.net.workdir, client, device), per_byte=True,
+                                    node_name=client) if device else None
         self.agent = FetchAgent(self.ctx.net, client, env=self.device.env() if self.device else None)
         self.capture = self.ctx.capture(client)
         self.energy = RunEnergy(self.ctx.plan, client, self.fields.server)
@@ -270,6 +280,7 @@ class HttpGet(Workload):
         row.update(extra)
         if device:
             row.update(device.metrics(), device_hs_overflow=device.overflow())
+            series["devicecpu"] = device.rows()
         intf = next(i.name for i in self.ctx.net.addresses.interfaces[self.fields.client] if i.ip == m["local_ip"])
         client = (m["local_ip"], m["local_port"])
         if crypt:
@@ -291,7 +302,17 @@ class HttpGet(Workload):
                 raise RuntimeError(f"the capture holds {values['bytes_down_total']} bytes of a {cell['size']}-byte "
                                    "response: it dropped packets")
             values["bytes_total"] = values["bytes_up_total"] + values["bytes_down_total"]
-            erow, erows = self.energy.transaction(cell["path"], values,
+            # The application's last read on the capture's clock: libcurl's connect is the SYN-ACK's
+            # arrival (wire_connect_s) - or, through tcpcryptd, the local connect, when the daemon's
+            # SYN leaves. A device that pays per byte received reads the last receive buffer's worth
+            # after the wire delivered it: its data state lasts to then.
+            app_done = None
+            if values.get("wire_connect_s") is not None:
+                app_done = (0.0 if crypt else values["wire_connect_s"]) + m["time_total"] - m["time_connect"]
+                if values.get("wire_pretransfer_s") is not None and app_done > values["wire_pretransfer_s"]:
+                    values["data_rate_bps"] = round(values["bytes_down_data"] * 8 / (app_done - values["wire_pretransfer_s"]))
+            per_byte = bool(self.device and self.device.per_byte)
+            erow, erows = self.energy.transaction(cell["path"], {**values, "app_done_s": app_done if per_byte else None},
                                                   encrypted=https or bool(extra.get("tcpcrypt_encrypted")))
             values.update(erow)
             return Outcome(row=values, series={"energy": erows} if erows else {})
@@ -371,10 +392,12 @@ def _check_tls(fixed: dict[str, Any], matrix: dict[str, list[Any]],
         if cipher in TLS13_SUITES or not all(c.isalnum() or c in "-_" for c in cipher):
             continue
         for cert in choices["cert"]:
-            if cert == "ecdsa-p256" and "ECDSA" not in cipher.upper():
-                problem(cipher, f"{cipher} authenticates with RSA, so cells with cert ecdsa-p256 cannot "
+            if cert not in CERT_KINDS:
+                continue
+            if leaf_key(cert) == "ecdsa-p256" and "ECDSA" not in cipher.upper():
+                problem(cipher, f"{cipher} authenticates with RSA, so cells with cert {cert} cannot "
                                 "complete a handshake; use an ECDHE-ECDSA-... cipher or cert rsa2048")
-            elif cert == "rsa2048" and "ECDSA" in cipher.upper():
-                problem(cipher, f"{cipher} needs an ECDSA certificate, so cells with cert rsa2048 cannot "
+            elif leaf_key(cert) == "rsa2048" and "ECDSA" in cipher.upper():
+                problem(cipher, f"{cipher} needs an ECDSA certificate, so cells with cert {cert} cannot "
                                 "complete a handshake; use cert ecdsa-p256")
     return problems
