@@ -247,3 +247,24 @@ def test_energy_in_joules_reaches_csv_summary_compare_and_the_exporter(tmp_path)
     assert got[("wearlab_run_radio_energy_joules_sum", cell)] == pytest.approx(sum(joules), abs=1e-5)
     below = {float(dict(k[1])["le"]): v for k, v in got.items() if k[0] == "wearlab_run_radio_energy_joules_bucket"}
     assert below[0.25] == 0 and below[0.5] == len(joules)        # 0.38-0.42 J, between those bounds
+
+
+def test_the_summary_fits_100_columns_and_keeps_every_metric():
+    """Ten summarised metrics of a cell cannot share one 100-column table: the table splits, each
+    part keeps the cell's keys, no line is wider than 100, and every median appears once."""
+    from wearlab.report.summary import Cell
+
+    many = tuple(Metric(f"phase{i}_s", "s", label=f"phase {i}", summarised=True, doc="d") for i in range(10))
+    cells = [Cell(params={"size": size}, ok=3, failed=0,
+                  stats={m.name: (0.010 * (i + 1), 0.011 * (i + 1), 0.012 * (i + 1)) for i, m in enumerate(many)})
+             for size in ("1KB", "1MB")]
+    console = Console(record=True, width=200)
+    print_summary(console, "wide", cells, [], ["size"], many, {}, ())
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    medians = ["11.0", "22.0", "33.0", "44.0", "55.0", "66.0", "77.0", "88.0", "99.0", "110"]   # ms, 3 digits
+    for median in medians:                   # each in one part, once per cell
+        assert text.count(f" {median} ms [") == 2, (median, text)
+    parts = re.findall(r"wide: median \[IQR\] per cell \((\d)/(\d)\)", text)
+    assert len(parts) >= 2 and all(b == str(len(parts)) for _, b in parts)
+    assert text.count("1KB") == len(parts) and text.count("1MB") == len(parts)

@@ -11,6 +11,14 @@ from wearlab.model.columns import Metric, Ratio
 from wearlab.report.summary import Cell
 
 
+WIDTH = 100   # the summary's tables fit a 100-column terminal
+
+
+def _width(header: str, cells: list[str]) -> int:
+    """A column's width as rich draws it: its widest text plus the padding and the border."""
+    return max([len(header), *map(len, cells)]) + 3
+
+
 def _fmt(metric: Metric, q: tuple[float, float, float]) -> str:
     """Median [IQR], as the metric's unit prints (wearlab.model.quantities)."""
     q1, med, q3 = q
@@ -22,17 +30,31 @@ def print_summary(console: Console, title: str, cells: list[Cell], ratio_rows: l
     """`shown`: parameter name -> how its value reads (e.g. sizes as 100KB)."""
     # Only metrics some cell has (a down-only stream has no up columns).
     cols = [m for m in metrics if m.summarised and any(m.name in c.stats for c in cells)]
-    t = Table(title=f"{title}: median [IQR] per cell", title_justify="left")
-    for p in varied:
-        t.add_column(p)
-    t.add_column("ok/n", justify="right")
+    keys = [[_param(shown, p, c.params.get(p, "")) for p in varied] + [f"{c.ok}/{c.ok + c.failed}"] for c in cells]
+    values = {m.name: [_fmt(m, c.stats[m.name]) if m.name in c.stats else "–" for c in cells] for m in cols}
+    # At most WIDTH columns: the metrics that do not fit go to another table with the same cell keys
+    # (a wrapped table is unreadable on a projector).
+    key_width = sum(_width(h, [k[i] for k in keys]) for i, h in enumerate([*varied, "ok/n"]))
+    parts: list[list[Metric]] = [[]]
+    used = key_width
     for m in cols:
-        t.add_column(m.label or m.name, justify="right")
-    for c in cells:
-        row = [_param(shown, p, c.params.get(p, "")) for p in varied] + [f"{c.ok}/{c.ok + c.failed}"]
-        row += [_fmt(m, c.stats[m.name]) if m.name in c.stats else "–" for m in cols]
-        t.add_row(*row)
-    console.print(t)
+        w = _width(m.label or m.name, values[m.name])
+        if parts[-1] and used + w > WIDTH:
+            parts.append([])
+            used = key_width
+        parts[-1].append(m)
+        used += w
+    for i, part in enumerate(parts):
+        more = f" ({i + 1}/{len(parts)})" if len(parts) > 1 else ""
+        t = Table(title=f"{title}: median [IQR] per cell{more}", title_justify="left")
+        for p in varied:
+            t.add_column(p)
+        t.add_column("ok/n", justify="right")
+        for m in part:
+            t.add_column(m.label or m.name, justify="right")
+        for j, k in enumerate(keys):
+            t.add_row(*k, *[values[m.name][j] for m in part])
+        console.print(t)
     for r in declared:
         rows = [x for x in ratio_rows if x["ratio"] == f"{r.param}: {r.numerator} / {r.denominator}"]
         label = {m.name: m.label or m.name for m in metrics}
