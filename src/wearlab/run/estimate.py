@@ -58,13 +58,14 @@ class Constants:
                 f"{self.per_run_s:g} s per run beyond its own time ({self.measured})")
 
 
-# Measured with `wearlab reproduce --repetitions 1` on experiments/seeds/ (14 experiments, 84 runs)
-# on a 2-vCPU VM: set-up 14-20 s per experiment on a quiet machine (host start and guest boot
-# 5-9 s, network and nodes 3-5 s, teardown and plots 3-6 s), 35-57 s beside another session's
-# tests; 3.4 s per restart of the nodes with its warm-up; 0.15-0.3 s per http-get run beyond its
-# own time (links settled and re-seeded, capture read, row written).
+# Measured with `wearlab reproduce` on experiments/seeds/ on a 2-vCPU VM (UML guest). Quiet machine
+# (the default tier's http-get experiments, 450 runs): set-up 13-15 s per experiment (host start
+# and guest boot 5.6-6.4 s, network, nodes and agents 2.6-5.6 s, teardown 0.3-0.5 s, summary and
+# plots 3-4 s); 0.04-0.13 s per run beyond the model's own time (links settled and re-seeded,
+# capture read, row written); a restart of the nodes with its warm-up 3.4 s. Beside another
+# session's tests (load 4 on 2 CPUs): set-up 35-57 s, 0.15-0.6 s per run.
 CONSTANTS: dict[Runtime, Constants] = {
-    Runtime.UML: Constants(set_up_s=18.0, restart_s=4.0, per_run_s=0.35,
+    Runtime.UML: Constants(set_up_s=14.0, restart_s=3.5, per_run_s=0.1,
                            measured="2-vCPU VM, UML guest, quiet machine; Nov 2026"),
     Runtime.HOST: Constants(set_up_s=8.0, restart_s=2.0, per_run_s=0.2,
                             measured="guessed from the UML figures without the guest's boot"),
