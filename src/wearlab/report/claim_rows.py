@@ -124,7 +124,8 @@ class Claim:
         return out.strip(", ")
 
 
-def _num(v: Any) -> float | None:
+def number(v: Any) -> float | None:
+    """A CSV or JSON cell as a finite number, else None (empty, text, a bool, inf, nan)."""
     if v is None or v == "" or isinstance(v, bool):
         return None
     try:
@@ -159,10 +160,10 @@ def from_row(row: dict[str, Any], spec: dict[str, Any] | None = None) -> Claim:
         evidence=str(get("evidence", "")), why=str(get("why", "") or ""), note=str(get("note", "") or ""),
         remark=str(row.get("remark") or ""), metric=str(get("metric", "") or ""),
         statistic=str(get("statistic", "median")), kind=kind, unit=str(get("unit", "") or ""),
-        ours=_num(row.get("ours")), ours_low=_num(row.get("ours_low")), ours_high=_num(row.get("ours_high")),
-        paper_low=_num(get("paper_low")), paper_high=_num(get("paper_high")),
+        ours=number(row.get("ours")), ours_low=number(row.get("ours_low")), ours_high=number(row.get("ours_high")),
+        paper_low=number(get("paper_low")), paper_high=number(get("paper_high")),
         paper_text=str(get("paper_text", "") or ""), tolerance=str(get("tolerance", "") or ""),
-        difference=_num(row.get("difference")), difference_rel=_num(row.get("difference_rel")),
+        difference=number(row.get("difference")), difference_rel=number(row.get("difference_rel")),
         verdict=str(row.get("verdict") or NOT_CHECKED),
         runs=int(runs) if isinstance(runs, (int, float)) and not isinstance(runs, bool) else None,
         cells=dict(get("cells") or {}), contrast=contrast, trend=trend)
@@ -234,10 +235,10 @@ def same_value(want: Any, have: Any) -> bool:
     w, h = str(want).strip(), str(have).strip()
     if w.lower() == h.lower():
         return True
-    hv = _num(h)
+    hv = number(h)
     if hv is None:
         return False
-    if _num(w) is not None:
+    if number(w) is not None:
         return math.isclose(float(w), hv, rel_tol=1e-9)
     for parse in (parse_size, lambda t: parse_duration(t, bare_unit="s")):
         try:

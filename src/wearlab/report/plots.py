@@ -105,14 +105,7 @@ def _read(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _f(v: Any) -> float | None:
-    if v in (None, ""):
-        return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
+_f = claim_rows.number   # a cell of runs.csv or a series file as a finite number, else None
 
 
 def _median(xs: list[float]) -> float:

@@ -161,14 +161,7 @@ def _filter(path: Path, runs: set[int]) -> None:
             return
         i = header.index("run")
         rows = [r for r in reader if len(r) > i and r[i].isdigit() and int(r[i]) in runs]
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    _rewrite(path, header, rows)
 
 
 def sort_runs(path: Path) -> None:
@@ -181,6 +174,12 @@ def sort_runs(path: Path) -> None:
         rows = list(reader)
     i = header.index("run")
     rows.sort(key=lambda r: int(r[i]) if len(r) > i and r[i].isdigit() else 0)
+    _rewrite(path, header, rows)
+
+
+def _rewrite(path: Path, header: list[str], rows: list[list[str]]) -> None:
+    """Replace a CSV file whole (written beside it, synced, then renamed: a crash leaves the old
+    file or the new one, never half of either)."""
     tmp = path.with_suffix(".csv.tmp")
     with tmp.open("w", newline="") as f:
         w = csv.writer(f)
