@@ -72,7 +72,8 @@ def test_reproduce_interrupted_continues_and_then_has_nothing_to_do(tmp_path):
     for name in ("one", "two"):
         rows = (out / name / "latest" / "runs.csv").read_text().splitlines()[1:]
         assert len(rows) == 6 and all(",ok," in r for r in rows), rows
-    record = json.loads((out / "reproduce.json").read_text())
+    first, record = json.loads((out / "reproduce.json").read_text())["sessions"]
+    assert [e["exit"] for e in first["experiments"]] == [130]
     assert [e["experiment"] for e in record["experiments"]] == ["one", "two"]
     assert all(e["exit"] == 0 and e["runs_ok"] == 6 for e in record["experiments"])
 

@@ -203,12 +203,13 @@ def print_estimate(console: Console, items: list[Item], *, full: bool) -> float:
     for i in items:
         left = i.left_s()
         total += left
-        state = {"new": "to run", "resume": f"resume ({len(i.done)} kept)", "complete": "complete"}[i.state]
+        state = {"new": "to run", "resume": "resume", "complete": "complete"}[i.state]
         t.add_row(i.name, str(len(i.plan.cells)), str(i.plan.repetitions), str(i.runs_left()), format_s(left), state)
     console.print(t)
     for i in items:
         if i.results is not None:
-            console.print(f"{i.name}: {i.state}: {i.results}", highlight=False)
+            kept = f" ({len(i.done)} of {i.estimate.runs} runs kept)" if i.state == "resume" else ""
+            console.print(f"{i.name}: {i.state}{kept}: {i.results}", highlight=False)
     runs = sum(i.runs_left() for i in items)
     console.print(f"estimate: {runs} runs, {format_s(total)} (runtime {items[0].estimate.runtime.value}; "
                   f"{items[0].estimate.constants.describe()})")
@@ -371,9 +372,16 @@ def _after(console: Console, command: str, dirs: list[Path], extra: list[str]) -
 
 
 def _write_record(out: Path, record: dict[str, Any]) -> None:
+    """<out>/reproduce.json: every `wearlab reproduce` of this results base, this one last."""
+    path = out / "reproduce.json"
+    try:
+        sessions = json.loads(path.read_text()).get("sessions", [])
+    except (OSError, ValueError, AttributeError):
+        sessions = []
+    sessions = [x for x in sessions if x.get("started_utc") != record["started_utc"]] + [record]
     tmp = out / "reproduce.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    tmp.replace(out / "reproduce.json")
+    tmp.write_text(json.dumps({"sessions": sessions}, indent=2) + "\n")
+    tmp.replace(path)
 
 
 def _utc() -> str:
