@@ -14,7 +14,8 @@ from wearlab.report.exporter import LiveRuns, run_family
 ROOT = Path(__file__).resolve().parents[1]
 SUFFIXES = ("_bucket", "_count", "_sum", "_total")
 PROMQL_WORDS = {"sum", "by", "rate", "increase", "changes", "histogram_quantile", "label_values", "le", "metric",
-                "cell", "stream", "experiment", "link", "source", "direction", "queue", "node", "state"}
+                "cell", "stream", "experiment", "link", "source", "direction", "queue", "node", "state",
+                "part", "where"}
 
 
 def exported_names() -> set[str]:

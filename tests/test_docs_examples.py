@@ -573,6 +573,7 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "phone.kind": ("stream", ["relay", "haproxy"], {}),
     "phone.rmem_max": ("stream", [2097152, 8291456], {}),
     "phone.rmem_default": ("stream", [131072, "max"], {}),
+    "phone.window_share": ("stream", [0.5, 0.75], {}),
     "phone.wmem_max": ("stream", ["64KiB", "4MB"], {}),
     "phone.sndbuf": ("stream", ["64KiB", "256KiB"], {}),
     "phone.rcvbuf": ("stream", ["64KiB", "256KiB"], {}),

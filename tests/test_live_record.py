@@ -21,6 +21,7 @@ from wearlab.report.live_record import LiveDoc, read_live, read_record
 from wearlab.realize.changelog import ChangeLog
 from wearlab.run.state import RunState
 from wearlab.run.control import ControlServer
+from wearlab.measure.queues import QueueSampler
 from wearlab.measure.stream_records import LiveTail
 
 MESSAGE = 1000          # bytes
@@ -83,7 +84,15 @@ def test_what_the_runner_writes_reads_back_typed(tmp_path):
     receiver_records(out, time.time_ns())
     vq = tmp_path / "vq.csv"
     vq.write_text("t_ns,vq_bytes,bw_bps,q_ub_bytes,q_lb_bytes,throttled\n1,50000,1050000,90000,30000,1\n")
-    sampler = SimpleNamespace(rows=[(1, "10.0.0.2:5001->10.0.1.2:40000", 1000, 20)])
+    # `ss` in the phone's namespace (its socket towards the server 10.0.2.2:5001, and the watch's)
+    # and in the server's; the relay's events: 70,000 B read from the server, 40,000 B written on.
+    ss = {"phone": "100000 0 10.0.1.1:40000 10.0.2.2:5001\n0 20 10.0.0.2:20000 10.0.0.1:50000\n",
+          "server": "0 3000 10.0.2.2:5001 10.0.1.1:40000\n"}
+    net = SimpleNamespace(run=lambda node, argv: SimpleNamespace(stdout=ss[node]))
+    events = tmp_path / "relay-events.csv"
+    events.write_text("t_ns,conn,dir,op,offset\n1,2,down,in,70000\n2,2,up,in,10\n3,2,down,out,40000\n")
+    sampler = QueueSampler(net, "phone", "server", ("10.0.2.2", 5001), events)
+    sampler.sample_once()
     doc = write_record(tmp_path, Workload(LiveTail([{"out": str(out), "direction": "down"}], sampler, vq)))
 
     assert doc.error is None and doc.experiment == "demo" and 3.9 <= doc.run_s <= 10
@@ -94,7 +103,12 @@ def test_what_the_runner_writes_reads_back_typed(tmp_path):
     assert st.goodput_bps == 9 * MESSAGE * 8           # all nine arrived within the last second
     assert st.owd_hist.count == 9 and st.owd_hist.sum == pytest.approx(9 * 0.030)
     assert dict(zip(st.owd_hist.le, st.owd_hist.counts))[0.025] == 3     # the 20 ms ones
-    assert doc.workload.phone_queues.receive_bytes == 1000 and doc.workload.phone_queues.send_bytes == 20
+    assert doc.workload.phone_queues.receive_bytes == 100000 and doc.workload.phone_queues.send_bytes == 20
+    sp = doc.workload.delay_split
+    assert (sp.d1_bytes, sp.d2_bytes, sp.d3_bytes, sp.d4_bytes) == (3000, 100000, 30000, 20)
+    # Nine messages in the last half second drain every part: a part's delay is its bytes over that rate.
+    assert 9 * MESSAGE / 1.0 <= sp.drain_bytes_per_s <= 9 * MESSAGE / 0.5
+    assert sp.d2_s == pytest.approx(100000 / sp.drain_bytes_per_s) and sp.d1_s == pytest.approx(3000 / sp.drain_bytes_per_s)
     v = doc.workload.virtual_queue
     assert (v.queue_bytes, v.bt_rate_bps, v.upper_bound_bytes, v.throttled) == (5e4, 1.05e6, 9e4, True)
 

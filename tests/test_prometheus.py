@@ -30,6 +30,8 @@ LIVE = {
                               "messages": 10, "owd_hist": {"le": [0.1, 1.0], "counts": [3, 9], "sum": 4.2, "count": 10,
                                                            "bytes": 10000}}],
                  "phone_queues": {"receive_bytes": 1000, "send_bytes": 20},
+                 "delay_split": {"drain_bytes_per_s": 131250, "d1_bytes": 1000, "d2_bytes": 1000000, "d3_bytes": 30000,
+                                 "d4_bytes": 70000, "d1_s": 0.0076, "d2_s": 7.62, "d3_s": 0.23, "d4_s": 0.53},
                  "virtual_queue": {"queue_bytes": 5e4, "bt_rate_bps": 1.05e6, "upper_bound_bytes": 9e4, "throttled": True}},
     "nodes": {"watch": {"radio": "sniff"}},
     "links": [{"src": "watch", "dst": "phone", "shape": {"rate_bps": 1_100_000, "delay_s": 0.015, "loss": {"p": 1.0}},

@@ -106,6 +106,7 @@ def read_vq(path, start: int, t0: int) -> list[dict[str, Any]]:
     return rows
 
 
+DRAIN_S = 5.0                # s of deliveries whose rate converts the live backlog into delay
 OWD_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # s
 
 
@@ -114,7 +115,7 @@ class LiveTail:
     second's one-way delay and goodput, and the run's OWD histogram, for a live view and the
     Prometheus exporter. `sample()` gives the fields of the live record's WorkloadState
     (report.livedoc, which validates them): the streams by role and direction, the phone's
-    socket queues, the relay's virtual queue."""
+    socket queues and where the download's backlog sits (d1-d4), the relay's virtual queue."""
 
     def __init__(self, specs: list[dict[str, Any]], sampler, vq_file=None):
         self.specs, self.sampler, self.vq_file = specs, sampler, vq_file
@@ -160,9 +161,14 @@ class LiveTail:
                             "owd_max_s": max((r[1] for r in last), default=None),
                             "goodput_bps": sum(r[2] for r in last) * 8, "messages": self.totals.get(name, 0),
                             "owd_30s": [round(r[1], 4) for r in rows[-300:]], "owd_hist": hist})
-        if self.sampler is not None and self.sampler.rows:
-            t, sock, rq, sq = self.sampler.rows[-1]
-            out["phone_queues"] = {"receive_bytes": rq, "send_bytes": sq}
+        if self.sampler is not None:
+            # The rate the watch receives the main download (the last DRAIN_S): what drains every
+            # part of the path, so a part's delay is its bytes over it (measure.queues).
+            main = self.recent.get("main down", [])
+            recent = [r for r in main if now - r[0] < DRAIN_S * 1e9]
+            span = min(DRAIN_S, (now - main[0][0]) / 1e9) if main else 0.0   # a young stream: since its first
+            drain = sum(r[2] for r in recent) / span if recent and span > 0.2 else None
+            out.update(self.sampler.split(drain))
         if self.vq_file is not None:
             try:
                 with open(self.vq_file, "rb") as f:

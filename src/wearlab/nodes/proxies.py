@@ -74,6 +74,18 @@ def _command(value: Any) -> str:
     return text
 
 
+def _share(value: Any) -> float:
+    """A window share in (0, 1]: 0.5, 3/4 as 0.75, or '50%'."""
+    if isinstance(value, str) and not value.strip().endswith("%"):
+        try:
+            value = float(value)   # --set gives text
+        except ValueError:
+            pass
+    if value in (1, 1.0, "100%"):
+        return 1.0
+    return P.fraction(value)
+
+
 class ProxyKind(NodeKind):
     roles = frozenset({Role.PHONE})
     process_name = "proxy"
@@ -198,6 +210,12 @@ class RelayProxy(ProxyKind):
               to_doc=format_size),
         Param("rcvbuf", P.positive_size, None, "SO_RCVBUF of the relay's sockets (default: autotuning)",
               to_doc=format_size),
+        Param("window_share", _share, None,
+              "the share of its receive buffer a server-side socket of the relay fills with payload, as "
+              "Linux before 6.6 did with tcp_adv_win_scale (0.5 at its default 1, the seed 003 phones' "
+              "3.4-3.18 kernels: a window of half the buffer's free memory; 0.75 at 2); default: this "
+              "kernel's own (a learned payload/memory ratio since 6.6, ~0.9 here). "
+              "docs/phone-proxy.md#the-receive-buffers-payload-share"),
         Param("app_buffer", P.positive_size, 65536, "the relay's own buffer per direction", to_doc=format_size),
         Param("mitigation", P.choice("mitigation", ("none", "virtual-queue")), "none",
               "virtual-queue: throttle server->phone to BW/2 while the shared virtual queue exceeds "
@@ -269,6 +287,8 @@ class RelayProxy(ProxyKind):
         for opt in ("sndbuf", "rcvbuf"):
             if s.get(opt):
                 argv += [f"--{opt}", str(s[opt])]
+        if s.get("window_share"):
+            argv += ["--window-share", str(s["window_share"])]
         if s.get("mitigation") == "virtual-queue":
             argv += ["--mitigation", "virtual-queue", "--vq-T", str(s["vq_T"]), "--vq-epsilon", str(s["vq_epsilon"]),
                      "--throttle-dev", THROTTLE_DEV, "--throttle-classid", THROTTLE_CLASS,

@@ -17,10 +17,23 @@ connect resets the watch's connection.
 
 `--events FILE`: CSV t_ns,conn,dir,op,offset - per direction (down = server -> watch) the
 cumulative bytes taken in (`in`) and handed on (`out`), with the shared kernel clock: the stream
-workload's d2/d3 split. A connection's events are written before its EOF is passed on, so they are
+workload's d2/d3 split; flushed at least every half second, so a live view can read the relay's
+buffer from the file's tail. A connection's events are written before its EOF is passed on, so they are
 on disk when the receiver sees the end of the stream.
 
 `--mitigation virtual-queue`: see wearlab.nodes.vqueue (the controller runs in this process).
+
+`--window-share F`: the relay's server-side sockets hold at most F x their receive buffer of
+payload, as Linux kernels before 6.6 did: there the window offered was the buffer's free memory
+/ 2^tcp_adv_win_scale (1/2 at its default 1), i.e. they assumed each byte of payload costs two of
+buffer memory (skb truesize; Documentation/networking/ip-sysctl.rst). Linux 6.6+ ignores that
+sysctl and learns the ratio payload/truesize of what it receives (scaling_ratio; ~0.9 for this
+guest's veth packets), so the same buffer holds about twice the payload. TCP_WINDOW_CLAMP cannot
+model it: it caps the window beyond the last byte received, not what waits unread. So after each
+read the relay measures its socket's own ratio (queued payload, SIOCINQ, over the memory it
+takes, SO_MEMINFO) and sets the buffer (SO_RCVBUFFORCE) to F x R / ratio, R the buffer the
+socket had when the first measurement was taken (the phone's rmem_default: max makes it
+tcp_rmem max): its payload capacity is then F x R, as on the old kernels.
 """
 
 from __future__ import annotations
@@ -33,12 +46,14 @@ import signal
 import socket
 import struct
 import sys
+import termios
 import threading
 import time
 
 F_SETPIPE_SZ = 1031
 F_GETPIPE_SZ = 1032
 LISTEN_BACKLOG = 1024
+FLUSH_NS = 500_000_000      # events reach the file at least this often (the live d3: measure.queues)
 RESET_ERRNOS = (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH)
 
 
@@ -91,6 +106,8 @@ class Connection:
                 pass  # above /proc/sys/fs/pipe-max-size: the default pipe (64 KiB)
             cap = fcntl.fcntl(w, F_GETPIPE_SZ)
             took = gave = 0
+            share = PayloadShare(self.relay.window_share) if direction == "down" and self.relay.window_share \
+                else None
             while True:
                 try:
                     n = os.splice(src.fileno(), w, min(size, cap))
@@ -111,8 +128,13 @@ class Connection:
                         pass
                     return
                 took += n
+                if share is not None:
+                    share.apply(src)
                 if events is not None:
                     events.append((time.time_ns(), self.id, direction, "in", took))
+                    if events[-1][0] - events[0][0] >= FLUSH_NS:   # while its buffer is full: the live d3
+                        self.relay.events.write(events)
+                        events.clear()
                 left = n
                 while left:
                     try:
@@ -126,7 +148,7 @@ class Connection:
                     gave += m
                     if events is not None:
                         events.append((time.time_ns(), self.id, direction, "out", gave))
-                if events is not None and len(events) >= 4096:
+                if events is not None and (len(events) >= 4096 or events[-1][0] - events[0][0] >= FLUSH_NS):
                     self.relay.events.write(events)
                     events.clear()
         finally:
@@ -165,9 +187,38 @@ class Connection:
                     pass
 
 
+SO_MEMINFO, SO_RCVBUFFORCE = 55, 33      # asm-generic/socket.h
+SK_MEMINFO_RMEM_ALLOC = 0
+RATIO_MIN_QUEUE = 65536                   # bytes queued before the payload/memory ratio is taken
+
+
+class PayloadShare:
+    """Hold a server-side socket's unread payload to `share` x its buffer (module doc)."""
+
+    def __init__(self, share: float):
+        self.share, self.buffer, self.set_to = share, None, None
+
+    def apply(self, s: socket.socket) -> None:
+        try:
+            queued = struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+            if queued < RATIO_MIN_QUEUE:
+                return
+            alloc = struct.unpack("9I", s.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 36))[SK_MEMINFO_RMEM_ALLOC]
+            if self.buffer is None:
+                self.buffer = s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+            ratio = min(1.0, queued / alloc) if alloc else 1.0
+            want = int(self.share * self.buffer / ratio)
+            if self.set_to is None or abs(want - self.set_to) > self.set_to // 50:   # 2 %: not every read
+                s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, want // 2)        # the kernel doubles it
+                self.set_to = want
+        except OSError:
+            pass   # the connection is going away: its pump sees it on the next read
+
+
 class Relay:
     def __init__(self, args: argparse.Namespace):
         self.args = args
+        self.window_share = args.window_share
         self.app_buffer = args.app_buffer
         self.events = EventLog(args.events)
         self.live: set[Connection] = set()
@@ -266,9 +317,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--throttle-dev")
     ap.add_argument("--throttle-classid", default="1:1")
     ap.add_argument("--series")
+    ap.add_argument("--window-share", type=float)
     args = ap.parse_args(argv)
     if args.mitigation == "virtual-queue" and not args.throttle_dev:
         ap.error("--mitigation virtual-queue needs --throttle-dev (the ifb whose htb class it changes)")
+    if args.window_share is not None and not 0 < args.window_share <= 1:
+        ap.error("--window-share must be in (0, 1]")
     if not (0 < args.vq_epsilon < 0.5) or args.vq_T <= 0:
         ap.error("--vq-epsilon must be in (0, 0.5) and --vq-T positive")
     return args

@@ -70,6 +70,11 @@ DASHBOARDS: list[tuple[str, str, list[tuple[str, str, str, list[tuple[str, str]]
          [(f"histogram_quantile(0.95, sum by (le, stream) (wearlab_stream_message_owd_seconds_bucket{{{E}}}))",
            "{{stream}}")]),
         ("Goodput", "timeseries", "bps", [(f"wearlab_stream_goodput_bytes_per_second{{{E}}} * 8", "{{stream}}")]),
+        # Seed 003 Fig. 10 live: where the delay sits (d1-d4) as it grows, in seconds and in bytes.
+        ("Where the delay sits (d1-d4: queued bytes / delivery rate)", "timeseries", "s",
+         [(f"wearlab_proxy_backlog_delay_seconds{{{E}}}", "{{part}} {{where}}")]),
+        ("Backlog per part of the path (d1-d4)", "timeseries", "bytes",
+         [(f"wearlab_proxy_backlog_bytes{{{E}}}", "{{part}} {{where}}")]),
         ("Phone socket queues", "timeseries", "bytes", [(f"wearlab_proxy_socket_queue_bytes{{{E}}}", "{{queue}}")]),
         ("Virtual queue and BT estimate", "timeseries", "bytes",
          [(f"wearlab_proxy_virtual_queue_bytes{{{E}}}", "virtual queue"),

@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 
 from wearlab.model import quantities
 from wearlab.model.choices import RadioState
-from wearlab.report.live_record import LiveDoc, live_runs, read_record
+from wearlab.report.live_record import DELAY_PARTS, LiveDoc, live_runs, read_record
 
 BIT_RATE = quantities.UNITS["bit/s"]
 RUN_PREFIX = "wearlab_run_"
@@ -137,6 +137,11 @@ class LiveRuns(Collector):
                                         labels=st)
         queue = GaugeMetricFamily("wearlab_proxy_socket_queue_bytes", "the phone's TCP socket queues",
                                   labels=[*exp, "queue"])
+        part = [*exp, "part", "where"]
+        backlog_b = GaugeMetricFamily("wearlab_proxy_backlog_bytes", "a proxied download's bytes waiting in each "
+                                      "part of the path now (d1-d4, measure.queues)", labels=part)
+        backlog_s = GaugeMetricFamily("wearlab_proxy_backlog_delay_seconds", "the delay each part adds now: its "
+                                      "bytes over the rate the watch receives (Little's law)", labels=part)
         vq = GaugeMetricFamily("wearlab_proxy_virtual_queue_bytes", "the relay's virtual queue (mitigation)", labels=exp)
         vq_bw = GaugeMetricFamily("wearlab_proxy_bt_rate_estimate_bytes_per_second", "the relay's BT rate estimate",
                                   labels=exp)
@@ -178,6 +183,13 @@ class LiveRuns(Collector):
             if w.phone_queues is not None:
                 queue.add_metric([e, "receive"], w.phone_queues.receive_bytes)
                 queue.add_metric([e, "send"], w.phone_queues.send_bytes)
+            if w.delay_split is not None:
+                for p_, where in DELAY_PARTS.items():
+                    b, sec = getattr(w.delay_split, f"{p_}_bytes"), getattr(w.delay_split, f"{p_}_s")
+                    if b is not None:
+                        backlog_b.add_metric([e, p_, where], b)
+                    if sec is not None:
+                        backlog_s.add_metric([e, p_, where], sec)
             if w.virtual_queue is not None:
                 vq.add_metric([e], w.virtual_queue.queue_bytes)
                 vq_bw.add_metric([e], BIT_RATE.to_prometheus(w.virtual_queue.bt_rate_bps))
@@ -198,7 +210,8 @@ class LiveRuns(Collector):
                     for s_ in RadioState:
                         radio.add_metric([e, node, s_.value], 1 if state.radio == s_ else 0)
         yield from (up, done, total, failed, info, number, run_s, rate, delay, loss, down, sent_b, sent_p, drops,
-                    backlog, changes, last_change, owd, owd_max, goodput, messages, delivered, queue, vq, vq_bw,
+                    backlog, changes, last_change, owd, owd_max, goodput, messages, delivered, queue, backlog_b,
+                    backlog_s, vq, vq_bw,
                     throttled, radio)
         yield from self.per_run(docs)
 

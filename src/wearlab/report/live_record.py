@@ -110,10 +110,32 @@ class StreamState(_Record):
 
 
 class SocketQueues(_Record):
-    """The proxying phone's TCP socket queues (`ss`: Recv-Q, Send-Q) at the last sample."""
+    """The proxying phone's TCP socket queues at the last sample (`ss`): the receive queue of its
+    socket towards the server, the send queue of its sockets towards the watch."""
 
     receive_bytes: int
     send_bytes: int
+
+
+# The parts of a proxied download's path (seed 003 Fig. 10), as views name them.
+DELAY_PARTS = {"d1": "server send queue", "d2": "phone TCP receive buffer", "d3": "proxy's own buffer",
+               "d4": "phone send queue (BT)"}
+
+
+class DelaySplit(_Record):
+    """Where a proxied download's backlog sits now (measure.queues): bytes per part, and the
+    delay each adds at the rate the watch receives (None while it receives nothing; d3 None for
+    a proxy that does not report its reads and writes)."""
+
+    drain_bytes_per_s: float | None = None
+    d1_bytes: int | None = None        # the server's send queue
+    d2_bytes: int | None = None        # the phone's TCP receive queue (server side)
+    d3_bytes: int | None = None        # the relay's own buffer
+    d4_bytes: int | None = None        # the phone's send queue towards the watch (BT)
+    d1_s: float | None = None
+    d2_s: float | None = None
+    d3_s: float | None = None
+    d4_s: float | None = None
 
 
 class VirtualQueue(_Record):
@@ -128,6 +150,7 @@ class VirtualQueue(_Record):
 class WorkloadState(_Record):
     streams: list[StreamState] = Field(default_factory=list)
     phone_queues: SocketQueues | None = None
+    delay_split: DelaySplit | None = None
     virtual_queue: VirtualQueue | None = None
 
 

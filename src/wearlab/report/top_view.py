@@ -9,9 +9,10 @@ from rich.table import Table
 from rich.text import Text
 
 from wearlab.model.choices import RadioState
-from wearlab.report.live_record import LiveDoc, NodeState
+from wearlab.report.live_record import DELAY_PARTS, DelaySplit, LiveDoc, NodeState
 
 BARS = "▁▂▃▄▅▆▇█"
+SHARE_BAR = 20               # characters of a part's share of the delay
 
 
 def sparkline(values: list[float], width: int = 60) -> str:
@@ -43,8 +44,11 @@ def render(doc: LiveDoc):
         peak = max(st.owd_30s or [0])
         streams.add_row(st.key, _s(st.owd_s), _s(st.owd_max_s), f"{st.goodput_bps / 1e6:.2f} Mbit/s", str(st.messages))
         lines.append(Text(f"{st.key} OWD, last 30 s (peak {_s(peak)}): {sparkline(st.owd_30s)}"))
+    split = doc.workload.delay_split
     q = doc.workload.phone_queues
-    if q is not None:
+    if split is not None:
+        extra.append(_split_table(split))
+    elif q is not None:
         extra.append(Text(f"phone socket queues: receive {q.receive_bytes:,} B, send {q.send_bytes:,} B"))
     vq = doc.workload.virtual_queue
     if vq is not None:
@@ -65,6 +69,23 @@ def render(doc: LiveDoc):
         links.add_row(ld.direction, str(shown.get("rate", "-")), str(shown.get("delay", "")), str(shown.get("loss", "-")),
                       Text("DOWN", style="bold red") if ld.down else "")
     return Panel(Group(streams, *lines, *extra, nodes, links), title=title, subtitle=doc.results_dir or "")
+
+
+def _split_table(split: DelaySplit) -> Table:
+    """Seed 003 Fig. 10, live: each part's backlog and the delay it adds (bytes / delivery rate)."""
+    rate = f"{split.drain_bytes_per_s * 8 / 1e6:.2f} Mbit/s" if split.drain_bytes_per_s else "-"
+    t = Table(title=f"where the delay sits (queued bytes / the watch's {rate})", expand=True)
+    for col in ("part", "queued", "delay", "share"):
+        t.add_column(col)
+    secs = [getattr(split, f"{p}_s") for p in DELAY_PARTS]
+    total = sum(v for v in secs if v) or None
+    for (p, where), sec in zip(DELAY_PARTS.items(), secs):
+        b = getattr(split, f"{p}_bytes")
+        share = sec / total if total and sec is not None else None
+        bar = "█" * round(share * SHARE_BAR) if share is not None else ""
+        t.add_row(f"{p} {where}", "-" if b is None else f"{b / 1000:,.0f} kB", _s(sec),
+                  f"{bar} {share:.0%}" if share is not None else "-", style="bold" if share and share >= 0.5 else "")
+    return t
 
 
 def _node_state(state: NodeState) -> list[str]:

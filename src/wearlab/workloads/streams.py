@@ -17,7 +17,8 @@ server->watch delay sits (seed 003 Fig. 10): d1 server -> the phone's kernel, d2
 receive buffer, d3 the proxy's own buffer, d4 the phone -> the watch's app, per message, from
 captures on the phone's uplink and the relay's read/write timestamps (series/delay_split.csv);
 for proxies that do not report their reads and writes (haproxy, command) d2+d3 are one number.
-The phone's socket queues are sampled during the run (series/queues.csv), and a relay with
+The phone's and the server's socket queues are sampled during the run (series/queues.csv; live,
+the d1-d4 split of the backlog: measure.queues), and a relay with
 the virtual-queue mitigation contributes its controller's state (series/vq.csv).
 """
 
@@ -233,7 +234,8 @@ class _Streams(Workload):
         account = RunAccount(crypt) if crypt else None
         proxy = self.ctx.nodes.get(cell["path"])
         proxying = self.ctx.plan.proxying(cell["path"], cell)
-        sampler = QueueSampler(self.ctx.net, cell["path"]) if proxying else None
+        sampler = QueueSampler(self.ctx.net, cell["path"], f.server, (self.ctx.address(f.server), self.port(cell)),
+                               getattr(proxy, "events_file", None)) if proxying else None
         vq_start = file_size(getattr(proxy, "series_file", None))
         events_start = file_size(getattr(proxy, "events_file", None))
         t0 = self.ctx.run_start_ns or time.time_ns()   # shared with the timeline's log
@@ -257,10 +259,14 @@ class _Streams(Workload):
             row["tcpcrypt_cpu_s"] = account.cpu_s()
             mine = records.get(f.client, [])
             row["tcpcrypt_encrypted"] = int(bool(mine) and all(r.get("mode") == "tcpcrypt" for r in mine))
-        for spec in specs:
+        for spec, result in zip(specs, results):
             records = read_records(Path(spec["out"]))
             if not records:
-                raise RuntimeError(f"stream {spec['stream']} ({spec['direction']}) delivered no message")
+                # A reconnecting app says how often it tried: an app that never connected (its
+                # SYN lost to a link already down) is told apart from a stream that went silent.
+                tries = (f" ({result['connections']} connections in {result['attempts']} attempts)"
+                         if "attempts" in result else "")
+                raise RuntimeError(f"stream {spec['stream']} ({spec['direction']}) delivered no message{tries}")
             flights += [(r[1], r[2]) for r in records]
             name = spec.get("role_name", "main")
             series["owd"] += [{"stream": name, "direction": spec["direction"], "seq": r[0],
