@@ -149,6 +149,32 @@ def _parser() -> argparse.ArgumentParser:
     ho.add_argument("--node", help="the wearable (default: the only one with a handover)")
     ho.add_argument("--results", type=Path, default=Path("results"))
 
+    dp = sub.add_parser("deploy", help="build a topology and keep it up until `wearlab destroy` or Ctrl-C "
+                                       "(then `wearlab exec NODE -- CMD`, `wearlab shell NODE`, `wearlab inspect`)")
+    dp.add_argument("topology", type=Path)
+    dp.add_argument("--name", help="the deployment's name (default: the topology's)")
+    dp.add_argument("--runtime", choices=values(Runtime), default=Runtime.AUTO.value,
+                    help="where the network lives (default: auto)")
+    dp.add_argument("--shaper", choices=values(Shaper), default=Shaper.NETEM.value,
+                    help="rate shaping by netem's own rate (default) or an htb class above netem")
+    dp.add_argument("--set", dest="overrides", action="append", default=[], metavar="LINK.KEY=VALUE",
+                    help="change a link's shaping from the topology's, e.g. --set watch-phone.delay=50ms; repeatable")
+    ds = sub.add_parser("destroy", help="end a deployed topology (removes everything it made)")
+    ds.add_argument("name", nargs="?", help="the deployment (default: the only one)")
+    ins = sub.add_parser("inspect", help="what is deployed: names, nodes, interfaces, addresses, links and shapes")
+    ins.add_argument("--name", help="one deployment (default: all)")
+    ins.add_argument("--json", action="store_true", help="as JSON (docs/deploy.md describes it)")
+    nx = sub.add_parser("exec", help="run a command in a node of a deployed topology: wearlab exec NODE -- CMD "
+                                     "(stdin, stdout, stderr passed through; its exit status)")
+    nx.add_argument("--name", help="the deployment (default: the only one)")
+    nx.add_argument("node")
+    nx.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD")
+    sh = sub.add_parser("shell", help="an interactive shell in a node of a deployed topology (a real terminal)")
+    sh.add_argument("--name", help="the deployment (default: the only one)")
+    sh.add_argument("node")
+
+    _add_capture_parser(sub)
+
     # `runtime-exec` runs a command in the runtime (the UML guest here), outside every node; `exec
     # NODE -- CMD` (a command in one node of a deployed topology) is a different verb.
     e = sub.add_parser("runtime-exec", help="run a command in the runtime where the emulated network would live "
@@ -160,8 +186,47 @@ def _parser() -> argparse.ArgumentParser:
     # of the help: nobody types it.
     g = sub.add_parser("guest-run")
     g.add_argument("job", type=Path)
-    sub.metavar = "{" + ",".join(c for c in sub.choices if c != "guest-run") + "}"
+    gd = sub.add_parser("guest-deploy")   # internal too: `wearlab deploy`'s job in its guest (run.deploy)
+    gd.add_argument("job", type=Path)
+    sub.metavar = "{" + ",".join(c for c in sub.choices if c not in ("guest-run", "guest-deploy")) + "}"
     return p
+
+
+# -- wearlab capture (run/live_capture.py) ------------------------------------------------------
+
+def _add_capture_parser(sub) -> None:
+    cp = sub.add_parser("capture", help="one pcapng stream of a live topology's interfaces, to a file or to "
+                                        "stdout: wearlab capture watch-phone -w - | wireshark -k -i -")
+    cp.add_argument("targets", nargs="*", metavar="NODE[:IF] | LINK",
+                    help="a node (all its interfaces), NODE:IF (IF: eth0, a peer node or a link), a link "
+                         "(a-b: both ends); none: every interface")
+    cp.add_argument("-w", dest="write", default="-", metavar="FILE|-", help="where the pcapng goes (default -: stdout)")
+    cp.add_argument("--name", help="a deployed topology (default: the experiment running under --results, "
+                                   "else the only deployment)")
+    cp.add_argument("--results", type=Path, help="the running experiment's results directory (default: results)")
+    cp.add_argument("-c", "--count", type=int, help="stop after this many packets")
+    cp.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
+    cp.add_argument("-s", "--snaplen", type=int, default=0, help="bytes kept of each packet (default: all)")
+    cp.add_argument("-f", "--filter", default="", metavar="BPF", help="a tcpdump filter, e.g. 'tcp port 80'")
+
+
+def _capture(args: argparse.Namespace) -> int:
+    from wearlab.report.live_record import live_runs
+    from wearlab.run import control, live_capture
+
+    _positive(args.count, "--count")
+    if args.duration is not None and args.duration <= 0:
+        raise InputError([Problem(WHERE, None, "--duration", f"must be positive, got {args.duration:g}")])
+    results = args.results
+    if args.name is not None or (results is None and not live_runs(Path("results"))):
+        from wearlab.run import deployments   # a deployment: named, or the only one when no run is live
+
+        if args.name is not None or deployments.deployments():
+            results = deployments.STATE / deployments.pick(args.name)[0]
+    results = results or Path("results")
+    return live_capture.capture(lambda req: control.request(results, req), args.targets, args.write,
+                                count=args.count, duration=args.duration, snaplen=args.snaplen, bpf=args.filter,
+                                say=lambda m: err_console.print(escape(m)))
 
 
 def _experiment_options(p: argparse.ArgumentParser) -> None:
@@ -252,6 +317,24 @@ def dispatch(args: argparse.Namespace) -> int:
         from wearlab.runtime.doctor import doctor
 
         return doctor(console)
+    if cmd in ("deploy", "guest-deploy", "destroy", "inspect", "exec", "shell"):
+        from wearlab.run import deploy
+
+        if cmd == "deploy":
+            opts = deploy.DeployOptions(**{k: v for k, v in vars(args).items() if k != "command"})
+            return deploy.deploy_command(opts, CATALOG, console, err_console)
+        if cmd == "guest-deploy":
+            return deploy.guest_deploy(args.job, CATALOG, console, err_console)
+        if cmd == "destroy":
+            return deploy.destroy(args.name, console, err_console)
+        if cmd == "inspect":
+            return deploy.inspect(args.name, args.json, console, err_console)
+        argv = args.argv[1:] if cmd == "exec" and args.argv[:1] == ["--"] else getattr(args, "argv", [])
+        if cmd == "exec" and not argv:
+            raise InputError([Problem(WHERE, None, "exec", "give a command after --, e.g. wearlab exec watch -- ping server")])
+        return deploy.node_command(args.name, args.node, argv, shell=cmd == "shell")
+    if cmd == "capture":
+        return _capture(args)
     if cmd == "runtime-exec":
         from wearlab.runtime.placement import exec_where_network_lives
 

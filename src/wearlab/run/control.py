@@ -61,8 +61,11 @@ def _write_text_atomic(path: Path, text: str) -> None:
 class ControlServer:
     """In the runner: answers requests in `directory` until stopped."""
 
-    def __init__(self, directory: Path, ctx):
+    def __init__(self, directory: Path, ctx, *, poll_s: float = POLL_S, live_s: float = LIVE_S):
+        """`poll_s`, `live_s`: how often it looks for requests and writes live.json (a deployment
+        that only holds a network looks less often: its guest's host CPU stays idle)."""
         self.dir, self.ctx = directory, ctx
+        self.poll_s, self.live_s = poll_s, live_s
         self.dir.mkdir(parents=True, exist_ok=True)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="control", daemon=True)
@@ -77,7 +80,7 @@ class ControlServer:
 
     def _live_loop(self) -> None:
         last = 0.0
-        while not self._stop.wait(LIVE_S):
+        while not self._stop.wait(self.live_s):
             if time.monotonic() - last >= COUNTERS_S and self.ctx.links is not None:
                 try:
                     self.counters = self.ctx.links.counters()
@@ -91,7 +94,7 @@ class ControlServer:
 
     def _serve(self) -> None:
         last_beat = time.monotonic()
-        while not self._stop.wait(POLL_S):
+        while not self._stop.wait(self.poll_s):
             if time.monotonic() - last_beat >= HEARTBEAT_S:
                 self._beat()
                 last_beat = time.monotonic()
@@ -141,6 +144,9 @@ class ControlServer:
         action = req.get("action")
         if action in NODE_ACTIONS:
             return self._node_action(action, req)
+        if action == "capture":   # `wearlab capture`: its packets flow on a channel of their own
+            from wearlab.run import live_capture
+            return live_capture.start(self.ctx, req)
         if action == "show":
             return {"ok": True, "shapes": links.shapes(), "changed": links.is_changed()}
         if action not in ACTIONS:
@@ -195,6 +201,8 @@ class ControlServer:
 
     def stop(self) -> None:
         self._stop.set()
+        from wearlab.run import live_capture
+        live_capture.stop_all()
         for th in (self._thread, self._live_thread):
             if th.is_alive():
                 th.join(timeout=5)

@@ -34,7 +34,8 @@ echo "wearlab-guest: ready"
 sh "$job/cmd.sh" &
 child=$!
 # Host Ctrl-C arrives as a file (the host cannot signal guest processes): forward it as SIGINT.
-( while [ ! -e "$job/stop" ]; do sleep 0.3; done; kill -INT "$child" 2>/dev/null ) &
+# WEARLAB_STOP_POLL_S: how often it looks (a guest holding a deployed network looks less often).
+( while [ ! -e "$job/stop" ]; do sleep "${WEARLAB_STOP_POLL_S:-0.3}"; done; kill -INT "$child" 2>/dev/null ) &
 watcher=$!
 wait "$child"
 rc=$?

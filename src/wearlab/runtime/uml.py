@@ -102,12 +102,15 @@ def _install_init(rootfs: Path) -> None:
 
 
 def run_in_guest(argv: list[str] | Callable[[Path], list[str]], *, mounts: Iterable[Path], cwd: Path,
-                 mem_mb: int = 2048, env: dict[str, str] | None = None, out=None, attach=None) -> int:
+                 mem_mb: int = 2048, env: dict[str, str] | None = None, out=None, attach=None,
+                 low_latency: bool = True) -> int:
     """Run argv in a fresh guest; stream its console to `out`; return its exit status. `argv` may
     be a function of the job directory (seen at the same path in the guest) that puts what the
     command reads there and returns the command.
     `attach(job)`: a context manager entered before the boot and left after the guest stopped,
-    giving extra kernel arguments and environment (e.g. realize.containers.for_guest)."""
+    giving extra kernel arguments and environment (e.g. realize.containers.for_guest).
+    `low_latency`: the guest's host CPU polls when idle while the guest lives (hostcpu: what a
+    run measures needs it); a guest that only holds a network (`wearlab deploy`) leaves it idle."""
     check_ready()
     # The tree the link names now: a rebuild (images/uml/build-rootfs.sh) makes a new tree and
     # moves the link, never changing this guest's files under it.
@@ -136,8 +139,10 @@ def run_in_guest(argv: list[str] | Callable[[Path], list[str]], *, mounts: Itera
         if attach is not None:
             extra_args, extra_env = stack.enter_context(attach(job))
             guest_env.update(extra_env)
-        idle = stack.enter_context(hostcpu.low_latency_idle(cpu))
-        guest_env["WEARLAB_HOST_IDLE"] = idle
+        if low_latency:
+            guest_env["WEARLAB_HOST_IDLE"] = stack.enter_context(hostcpu.low_latency_idle(cpu))
+        else:
+            guest_env["WEARLAB_HOST_IDLE"] = "not changed (the guest holds a network; nothing is measured)"
         (job / "mounts.txt").write_text("".join(f"{p}\n" for p in _minimal_mounts([*mounts, cwd])))
         (job / "env.sh").write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in guest_env.items()))
         if callable(argv):
