@@ -177,10 +177,17 @@ test-compose: $(STAMPS)/apt-docker setup
 	$(PY) bench/bench_compose.py
 
 # Every file in experiments/ to the end, each cell once, durations shortened where the file allows
-# (tests/test_shipped_experiments.py). container-server.yaml needs the images.
+# (tests/test_shipped_experiments.py), in two shards side by side (each experiment boots its own
+# guest and mostly waits on its links' timers). container-server.yaml needs the images.
 test-experiments: $(STAMPS)/apt-docker setup tcpcrypt
 	@$(STACK) images
-	$(PY) -m pytest -m shipped -q -s tests/test_shipped_experiments.py
+	@mkdir -p .test-logs
+	@echo "test-experiments: two shards side by side; shard 1's log follows shard 2's output"
+	@WEARLAB_SHARD=1/2 $(PY) -m pytest -m shipped -q -s --basetemp=.test-logs/shard-1 tests/test_shipped_experiments.py \
+	    > .test-logs/shipped-1.log 2>&1 & one=$$!; \
+	  WEARLAB_SHARD=2/2 $(PY) -m pytest -m shipped -q -s --basetemp=.test-logs/shard-2 tests/test_shipped_experiments.py; two=$$?; \
+	  wait $$one; first=$$?; cat .test-logs/shipped-1.log; \
+	  echo "test-experiments: shard 1 exit $$first, shard 2 exit $$two"; [ $$first -eq 0 ] && [ $$two -eq 0 ]
 
 # Runs on the host: each benchmark goes where it must (`wearlab runtime-exec` for the netem parts; the
 # host-launched `wearlab run` of bench_overhead boots its own guest). Results: bench/results/.

@@ -181,6 +181,7 @@ def client_reconnecting(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.time_ns()
     end = time.monotonic() + float(spec["duration_s"])
     connections = attempts = messages = received = 0
+    errors: list[str] = []   # the first few failed connects: when and why (a run's diagnosis)
     with open(spec["out"], "w", buffering=1) as out:
         out.write("seq,send_ns,recv_ns,size\n")
         while time.monotonic() < end:
@@ -188,7 +189,9 @@ def client_reconnecting(spec: dict[str, Any]) -> dict[str, Any]:
             attempts += 1
             try:
                 sock = _connect(spec, rc["retry_s"])
-            except OSError:
+            except OSError as e:
+                if len(errors) < 3:
+                    errors.append(f"{time.monotonic() - (end - float(spec['duration_s'])):.2f} s: {type(e).__name__}: {e}")
                 time.sleep(max(0.0, min(end, attempt + rc["retry_s"]) - time.monotonic()))
                 continue
             connections += 1
@@ -206,7 +209,8 @@ def client_reconnecting(spec: dict[str, Any]) -> dict[str, Any]:
                 except (OSError, ValueError):
                     pass   # silence or a dead connection: the app reconnects at once
     return {"stream": spec["stream"], "ok": True, "start_ns": t0, "received_messages": messages,
-            "received_bytes": received, "connections": connections, "attempts": attempts}
+            "received_bytes": received, "connections": connections, "attempts": attempts,
+            "connect_errors": errors}
 
 
 def client_stream(spec: dict[str, Any]) -> dict[str, Any]:

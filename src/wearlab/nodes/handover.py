@@ -105,6 +105,13 @@ class HandoverController:
         self._stop.clear()
         wifi_on = self.s["handover"] == "wifi-always"
         self.net.sh(self.watch, f"ip link set {self.wifi_dev} {'up' if wifi_on else 'down'}")
+        # Each run starts with fresh neighbour caches on both ends of the watch's links: the last
+        # run's teardown (its BT link still dropping everything until the links are reset) can
+        # leave an entry FAILED, and a connect through it fails at once with EHOSTUNREACH - which
+        # the tinyCam app would answer by waiting its 60 s before trying again.
+        for node, peer in ((self.watch, self.phone), (self.phone, self.watch), (self.watch, self.ap),
+                           (self.ap, self.watch)):
+            self.net.sh(node, f"ip neigh flush dev {self.net.addresses.interface_to(node, peer).name}", check=False)
         if self.s["handover"] == "proactive":
             server = self.kind.ctx.plan.endpoints["server"]
             wifi_ip = self.net.addresses.interface_to(self.watch, self.ap).ip

@@ -264,7 +264,8 @@ class _Streams(Workload):
             if not records:
                 # A reconnecting app says how often it tried: an app that never connected (its
                 # SYN lost to a link already down) is told apart from a stream that went silent.
-                tries = (f" ({result['connections']} connections in {result['attempts']} attempts)"
+                tries = (f" ({result['connections']} connections in {result['attempts']} attempts"
+                         + "".join(f"; {e}" for e in result.get("connect_errors", [])) + ")"
                          if "attempts" in result else "")
                 raise RuntimeError(f"stream {spec['stream']} ({spec['direction']}) delivered no message{tries}")
             flights += [(r[1], r[2]) for r in records]
