@@ -5,7 +5,7 @@ Physics, by hand: a bulk download through the phone, whose receive buffer is R =
 the start (rmem_default: max) with window_share 0.5. The server sends faster than BT drains
 (b ~ 1.05 Mbit/s of goodput), so the phone's receive queue fills to 0.5 R = 262,144 B within a
 second and stays there (this kernel alone would fill ~90 % of R: 470 kB). Every byte then waits
-that queue out: d2 = 0.5 R / b = 262,144 * 8 / 1.05e6 = 2.0 s. Bounds: the queue's peak within
+that queue out: d2 = 0.5 R / b = 262,144 * 8 / 1.05e6 = 2.0 s. Bounds: the queue's median over the run's second half within
 [0.45 R, 0.55 R] (the relay re-sets the buffer when its measured ratio moves by 2 %), d2's median
 within [1.5 s, 2.4 s] (the first second fills it; the rest of the run sits at 2.0 s), and the
 one-way delay at most d2 + one relay buffer and the BT socket and queue (64 KiB + 64 KiB + 50
@@ -51,8 +51,14 @@ workload: {{kind: stream, client: watch, server: server, path: phone, direction:
     # The phone's socket towards the server: its peer is the server's stream port.
     towards_server = [int(q["recv_q"]) for q in queues if q["node"] == "phone" and q["socket"].endswith(f":{STREAM}")]
     assert towards_server, queues[:5]
-    peak = max(towards_server)
-    assert 0.45 * R <= peak <= 0.55 * R, (peak, SHARE * R)
+    # The plateau (the run's second half): the share of the buffer. Before the relay's first read
+    # has measured its socket, the kernel may already have offered its own window (~0.9 R here) and
+    # a window once offered is never taken back, so the first second may overshoot - under load
+    # the first read comes later (366 kB seen beside three other guests) - but never past R.
+    plateau = sorted(towards_server[len(towards_server) // 2:])
+    median = plateau[len(plateau) // 2]
+    assert 0.45 * R <= median <= 0.55 * R, (median, SHARE * R)
+    assert max(towards_server) <= R, max(towards_server)
     d2 = float(row["d2_median_s"])
     expected = SHARE * R * 8 / goodput                              # ~2.0 s
     assert 0.75 * expected <= d2 <= 1.2 * expected, (d2, expected)
