@@ -4,6 +4,8 @@ Which tests skip where, and the skips CI refuses (CI=true), are tests/skip_polic
 
 from __future__ import annotations
 
+import csv
+
 import io
 import os
 import shutil
@@ -31,6 +33,19 @@ WEARLAB = [sys.executable, "-m", "wearlab"]
 def wearlab(*args: str, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([*WEARLAB, *args], capture_output=True, text=True, timeout=timeout,
                           cwd=kw.pop("cwd", ROOT), **kw)
+
+
+def run_rows(experiment: Path, out: Path, name: str, timeout: float = 400, all_ok: bool = True):
+    """`wearlab run EXPERIMENT --out OUT`: its results directory (OUT/NAME/latest) and runs.csv's
+    rows, every run `ok` unless all_ok is False."""
+    res = wearlab("run", str(experiment), "--out", str(out), timeout=timeout)
+    assert res.returncode == 0, res.stdout + res.stderr
+    latest = out / name / "latest"
+    with (latest / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    if all_ok:
+        assert rows and all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    return latest, rows
 
 
 @pytest.fixture

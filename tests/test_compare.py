@@ -137,13 +137,17 @@ def test_missing_directory_is_bad_input(tmp_path, capsys):
 
 # -- end to end: the `make compare-proxy` workflow on a real experiment -------------------------
 
+# Five repetitions of 1.5 s each side: the smallest samples whose complete separation Mann-Whitney
+# still calls significant with a margin (two-sided p = 2 / C(10, 5) = 0.008 < alpha 0.05; four
+# would give 0.029, six 0.002), and 15 messages per run, whose median is the OWD of any one of
+# them: the link is a constant-delay path and the proxy's sleep is the same for every message.
 PROXY_EXPERIMENT = """
 name: proxy-mini
 topology: {topology}
-repetitions: 6
+repetitions: 5
 seed: 5
 workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
-           rate: 40kbit, message_size: 500, duration: 3s}}   # 10 messages/s: the proxy's 50 ms sleep per chunk never queues
+           rate: 40kbit, message_size: 500, duration: 1500ms}}   # 10 messages/s: the proxy's 50 ms sleep per chunk never queues
 """
 
 

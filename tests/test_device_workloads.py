@@ -13,7 +13,7 @@ import statistics
 
 import pytest
 
-from conftest import wearlab
+from conftest import run_rows, wearlab
 from wearlab.model.devices import builtin_devices
 from wearlab.nodes.tcpcrypt import BINARY
 
@@ -164,12 +164,7 @@ workload: {{kind: http-get, client: watch, server: server, size: 500KB, path: ap
 matrix:
   protocol: [http, https]
 """)
-    res = wearlab("run", str(d / "paper.yaml"), "--out", str(d / "results"), timeout=400)
-    assert res.returncode == 0, res.stdout + res.stderr
-    latest = d / "results" / "paper" / "latest"
-    with (latest / "runs.csv").open() as f:
-        rows = list(csv.DictReader(f))
-    assert rows and all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    latest, rows = run_rows(d / "paper.yaml", d / "results", "paper")
     with (latest / "series" / "devicecpu.csv").open() as f:
         ops = list(csv.DictReader(f))
     return rows, ops
@@ -198,41 +193,41 @@ def test_the_papers_set_up_calibrates_the_handshake_and_sends_the_chain(paper):
 
 @pytest.fixture(scope="module")
 def relayed(tmp_path_factory):
-    """A watch fetching 1 MB through its phone's relay (20 Mbit/s links: the client's capture keeps
-    every packet), the phone a Nexus 4 or no device."""
+    """A watch fetching 1 MB through a phone's relay (20 Mbit/s links: the client's capture keeps
+    every packet), the phone a Nexus 4 (`phone`) or no device (`bare`): two phones beside each
+    other with the same links, one experiment whose matrix picks the path (one network build)."""
     d = tmp_path_factory.mktemp("relay")
-    out = {}
-    for name, device in (("phone-device", "nexus-4"), ("phone-none", None)):
-        device_line = f", device: {device}" if device else ""
-        (d / f"{name}.yaml").write_text(f"""
-name: {name}
+    (d / "relayed.yaml").write_text("""
+name: relayed
 topology:
   nodes:
-    watch: {{role: wearable}}
-    phone: {{role: phone, kind: relay{device_line}}}
-    ap: {{role: ap}}
-    server: {{role: server}}
+    watch: {role: wearable}
+    phone: {role: phone, kind: relay, device: nexus-4}
+    bare: {role: phone, kind: relay}
+    ap: {role: ap}
+    server: {role: server}
   links:
-    - {{between: [watch, phone], delay: 1ms, rate: 20Mbit, medium: bt}}
-    - {{between: [phone, ap], delay: 1ms, rate: 20Mbit, medium: wifi}}
-    - {{between: [ap, server], delay: 0ms}}
+    - {between: [watch, phone], delay: 1ms, rate: 20Mbit, medium: bt}
+    - {between: [phone, ap], delay: 1ms, rate: 20Mbit, medium: wifi}
+    - {between: [watch, bare], delay: 1ms, rate: 20Mbit, medium: bt}
+    - {between: [bare, ap], delay: 1ms, rate: 20Mbit, medium: wifi}
+    - {between: [ap, server], delay: 0ms}
 repetitions: 3
 seed: 4
-workload: {{kind: http-get, client: watch, server: server, size: 1MB, path: phone, protocol: http}}
+workload: {kind: http-get, client: watch, server: server, size: 1MB, protocol: http}
+matrix:
+  path: [phone, bare]
 """)
-        res = wearlab("run", str(d / f"{name}.yaml"), "--out", str(d / "results"), timeout=400)
-        assert res.returncode == 0, res.stdout + res.stderr
-        latest = d / "results" / name / "latest"
-        with (latest / "runs.csv").open() as f:
-            rows = list(csv.DictReader(f))
-        assert rows and all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
-        out[name] = (rows, json.loads((latest / "metadata.json").read_text()))
-    return out
+    latest, rows = run_rows(d / "relayed.yaml", d / "results", "relayed")
+    meta = json.loads((latest / "metadata.json").read_text())
+    return {"phone-device": ([r for r in rows if r["path"] == "phone"], meta),
+            "phone-none": ([r for r in rows if r["path"] == "bare"], meta)}
 
 
 def test_phone_relay_computes_by_the_devices_cpu_factor(relayed):
     rows, meta = relayed["phone-device"]
     bare, _ = relayed["phone-none"]
+    assert len(rows) == len(bare) == 3
     # The Nexus 4's CPU factor by hand: seed 002's integer work 5.3x slower than this machine, x seed
     # 001's phone/computer RSA private-key ratio 25 / 43.29 ms (0.5775), x the clocks 1.6 / 1.5 GHz.
     factor = 5.3 * 0.5775 * 1.0667                                   # 3.2649
@@ -240,11 +235,14 @@ def test_phone_relay_computes_by_the_devices_cpu_factor(relayed):
     total = [float(r["wire_total_s"]) for r in rows]
     relay = meta["nodes"]["phone"][0]["device"][0]
     assert relay["device"] == "nexus-4" and relay["cpu_factor"] == pytest.approx(factor, rel=1e-4)
+    assert not meta["nodes"]["bare"][0].get("device")                 # the other phone: no device
     # The relay's own computation between its system calls, on the phone's device: present, and
     # (factor times a share of the run's time on this machine) never more than the run lasted
     # times the factor.
     assert all(0 < c <= t * factor for c, t in zip(cpu, total)), (cpu, total)
-    assert all(r["proxy_device_cpu_s"] == "" for r in bare)
+    # The rows of the cells through `bare` carry the column of the Nexus 4's relay beside it, which
+    # relayed nothing there: (next to) no device time, where the relaying phone's is > 0.
+    assert all(float(r["proxy_device_cpu_s"] or 0) < 0.01 * min(cpu) for r in bare), ([r["proxy_device_cpu_s"] for r in bare], cpu)
     # Time, both sides from the physics: 1 MB through two 20 Mbit/s hops takes at least 0.4 s on
     # the slower hop plus the connection's round trips (2 x 2 x 1 ms); the device adds at most
     # what its padding adds - the relay's device time less the host's share of it (1 - 1/factor) -

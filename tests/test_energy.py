@@ -173,7 +173,7 @@ topology:
     - {{between: [phone, ap], profile: wifi-5g-good}}
     - {{between: [ap, server], profile: wan, delay: 1ms}}
     - {{between: [other, ap], profile: wifi-2g4-good}}
-repetitions: 2
+repetitions: {repetitions}
 workload:
   kind: http-get
   client: {client}
@@ -192,8 +192,8 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _run(tmp_path: Path, client: str, paths: str, size: str = "20KB") -> Path:
-    (tmp_path / "exp.yaml").write_text(EXPERIMENT.format(client=client, paths=paths, size=size))
+def _run(tmp_path: Path, client: str, paths: str, size: str = "20KB", repetitions: int = 2) -> Path:
+    (tmp_path / "exp.yaml").write_text(EXPERIMENT.format(client=client, paths=paths, size=size, repetitions=repetitions))
     r = subprocess.run([sys.executable, "-m", "wearlab", "run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r")],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -215,10 +215,13 @@ def test_a_runs_energy_is_seed_000s_levels_on_its_phases(tmp_path):
     byte) - plus the 200 mW x 200 ms tail; the relaying phone 1,359.68 mW from SYN to last byte.
     And the physics, by hand: on WiFi the watch cannot consume 500 KB faster than its 2.6 / 2.1
     Mbit/s, so its data phase is at least 1.6099 / 1.9977 s - at 534.12 / 516.38 mW."""
-    d = _run(tmp_path, "watch", "[ap, phone]", "500KB")
+    # One run per cell (protocol x path): every check below is of one run on its own - its energy
+    # against its own phases, its data phase against the physics - none a statistic over
+    # repetitions, so a second repetition would check the same bounds again (at 500 KB, ~3 s each).
+    d = _run(tmp_path, "watch", "[ap, phone]", "500KB", repetitions=1)
     rows = _rows(d / "runs.csv")
     series = _rows(d / "series" / "energy.csv")
-    assert len(rows) == 8 and all(row["status"] == "ok" for row in rows), [r["error"] for r in rows]
+    assert len(rows) == 4 and all(row["status"] == "ok" for row in rows), [r["error"] for r in rows]
     for row in rows:
         level = LEVEL_WIFI if row["path"] == "ap" else LEVEL_BT
         https = row["protocol"] == "https"
