@@ -5,9 +5,9 @@ kernel lacks netem), printed beside the papers' tables (seed 002's `openssl spee
 with the ratios: ours / the device's profile says how true the mechanism is, ours / the paper
 how the device relates to the papers' hardware.
 
-`openssl speed` times digests and ciphers per block size (16 B ... 16 KB), public-key operations
-per operation, with wall-clock time (`-elapsed`; without it, it divides by CPU time, which the
-guest counts in 10 ms ticks and which padding by sleeping does not use at all).
+A front-end for a look at a device: it writes no results. The same operations as an experiment's
+runs, whose results `wearlab check` scores, are the `crypto-ops` workload
+(workloads.crypto_ops, experiments/seeds/001-crypto.yaml); both run measure.openssl_speed.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from wearlab.errors import EnvironmentProblem, InputError, Problem
+from wearlab.errors import InputError, Problem
+from wearlab.measure.openssl_speed import GROUP_NAMES, GROUPS, Group, Result, parse_speed, run_groups, target
 from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime
 from wearlab.model.devices import Device, builtin_devices
@@ -30,54 +30,13 @@ from wearlab.nodes.devicecpu import PAD_ENV, PADS, DeviceProcess
 from wearlab.report.device_table import known_devices
 from wearlab.runtime import placement, signals, uml
 
+# parse_speed and target are kept importable from here (tests/test_devicecpu.py), where they were.
+__all__ = ["GROUPS", "GROUP_NAMES", "REFERENCES", "crypto_bench", "parse_speed", "reference", "speed", "table",
+           "target"]
 
-@dataclass(frozen=True)
-class Group:
-    """One `openssl speed` invocation and the profile keys it times."""
-
-    name: str
-    argv: tuple[str, ...]
-    keys: tuple[str, ...]       # per-operation: (sign, verify) or (derive,); per-byte: (digest:x,)
-
-
-GROUPS = (
-    *(Group(f"rsa{b}", (f"rsa{b}",), (f"sign:rsa{b}", f"verify:rsa{b}")) for b in (1024, 2048, 4096)),
-    *(Group(f"ecdsa{c}", (f"ecdsa{c}",), (f"sign:{c}", f"verify:{c}")) for c in ("p256", "p384", "p521")),
-    *(Group(f"ecdh{c}", (f"ecdh{c}",), (f"derive:{c}",)) for c in ("p256", "p384", "p521", "x25519")),
-    *(Group(d, ("-evp", d), (f"digest:{d}",)) for d in ("md5", "sha1", "sha256", "sha512")),
-    *(Group(c, ("-evp", c), (f"cipher:{c}",)) for c in ("aes-128-cbc", "aes-256-cbc", "aes-128-gcm", "aes-256-gcm",
-                                                         "chacha20-poly1305")),
-)
-GROUP_NAMES = [g.name for g in GROUPS]
 # Where the papers' own figures are: the built-in devices whose numbers were measured there.
 REFERENCES = (("seed 002", "vehicle-embedded-computer"), ("seed 001 watch", "sony-smartwatch-3"),
               ("seed 001 phone", "galaxy-s4"))
-
-
-@dataclass(frozen=True)
-class Result:
-    key: str
-    size: int               # bytes per call; 0 for a public-key operation
-    per_s: float            # operations per second, or bytes per second
-
-
-def parse_speed(text: str, group: Group) -> list[Result]:
-    """`openssl speed -mr` output -> results (its +H block sizes, +F digest/cipher bytes/s, +F2
-    RSA and +F4 ECDSA sign/s and verify/s, +F5 ECDH ops/s)."""
-    sizes: list[int] = []
-    out: list[Result] = []
-    for line in text.splitlines():
-        parts = line.strip().split(":")
-        tag = parts[0]
-        if tag == "+H":
-            sizes = [int(x) for x in parts[1:]]
-        elif tag == "+F" and len(parts) > 3:
-            out += [Result(group.keys[0], s, float(v)) for s, v in zip(sizes, parts[3:])]
-        elif tag in ("+F2", "+F4") and len(parts) >= 5:
-            out += [Result(group.keys[0], 0, float(parts[3])), Result(group.keys[1], 0, float(parts[4]))]
-        elif tag == "+F5" and len(parts) >= 4:
-            out.append(Result(group.keys[0], 0, float(parts[3])))
-    return out
 
 
 def speed(device: Device, groups: list[Group], seconds: int, pad: str, workdir: Path) -> list[Result]:
@@ -85,24 +44,8 @@ def speed(device: Device, groups: list[Group], seconds: int, pad: str, workdir: 
     proc = DeviceProcess(device, workdir, "crypto-bench")
     env = proc.env()
     env[PAD_ENV] = pad
-    out: list[Result] = []
-    for g in groups:
-        argv = ["openssl", "speed", "-mr", "-elapsed", "-seconds", str(seconds), *g.argv]
-        res = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-        got = parse_speed(res.stdout, g)
-        if res.returncode != 0 or not got:
-            raise EnvironmentProblem(f"`{' '.join(argv)}` failed: {(res.stderr or res.stdout).strip()[-300:]}")
-        out += got
-    return out
-
-
-def target(device: Device, r: Result) -> float | None:
-    """The device profile's own figure for a result: operations/s, or bytes/s at its block size."""
-    c = device.cost(r.key)
-    if c is None:
-        return None
-    t = c.seconds(r.size)
-    return (r.size / t if r.size else 1 / t) if t > 0 else None
+    return run_groups(lambda argv: subprocess.run(argv, env=env, capture_output=True, text=True, check=False),
+                      groups, seconds)
 
 
 def reference(r: Result, name: str) -> float | None:
