@@ -110,14 +110,21 @@ class ClientCapture:
         return max(flows.values(), key=lambda f: f["top"])["points"]
 
     def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        end_tcpdumps(self.procs, grace_s=5)
+
+
+def end_tcpdumps(procs, grace_s: float) -> None:
+    """SIGTERM every capture process (tcpdump flushes its buffer), then SIGKILL what is still
+    there after `grace_s`."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def tap_name(intf: str) -> str:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from wearlab.errors import EnvironmentProblem, InputError, Problem
+from wearlab.measure.capture import end_tcpdumps
 from wearlab.measure.pcap import PcapStream
 from wearlab.measure.pcapng import Interface, PcapngWriter
 
@@ -336,15 +337,8 @@ class Session(threading.Thread):
         return "the run ended"
 
     def _stop_tcpdumps(self) -> None:
+        end_tcpdumps(self.procs, grace_s=3)
         for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
             for f in (p.stdout, p.stderr):
                 f.close()
         try:
