@@ -143,6 +143,12 @@ def http_results(d: Path, *, claims_json: bool = True, energy: bool = True, repe
     if energy:
         _write_csv(d / "series" / "energy.csv", energy_rows)
     _write_csv(d / "series" / "timeline.csv", [], ["run", "repetition", *HTTP_PARAMS, "t_s", "source", "link", "change"])
+    # Each run's seeds (runner.SEED_COLUMNS): its identity's, and one netem direction's draws.
+    _write_csv(d / "series" / "seeds.csv",
+               [{"run": r["run"], "repetition": r["repetition"], **{k: r[k] for k in HTTP_PARAMS}, **s}
+                for r in runs for s in ({"what": "run", "target": "{}", "seed": 1000 + r["run"], "packets": "", "drops": ""},
+                                        {"what": "netem", "target": "watch->ap", "seed": 2000 + r["run"],
+                                         "packets": 400 + r["run"], "drops": r["run"] % 2})])
     specs = [{**{k: v for k, v in r.items() if k in ("id", "claim", "source", "evidence", "why", "note", "metric",
                                                       "unit", "statistic", "paper_low", "paper_high", "paper_text",
                                                       "tolerance", "band_low", "band_high")},

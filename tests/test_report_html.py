@@ -226,6 +226,9 @@ def test_report_pages_are_self_contained_with_every_claim_filled(fetch_dir, stre
     assert "−0.372 (−21.3 %)" in fetch                                  # the difference
     for shown in ("plan digest", "ef" * 32, "Linux 6.12.117", "netem seeds", "voltage_assumed", "cubic"):
         assert shown in fetch, shown
+    # Every run's own seeds (series/seeds.csv: 3 repetitions x 4 cells, 2 rows each), not only the build's.
+    assert "12 runs, 24 seeds (series/seeds.csv)" in fetch
+    assert all(f"<code>{2000 + n}</code>" in fetch for n in range(1, 13))
     index = _parse(out / "index.html")
     assert not index.external
     idx = (out / "index.html").read_text()

@@ -309,6 +309,32 @@ def _kv_details(doc: dict[str, Any], what: str) -> str:
                 + "</tbody></table></details>")
 
 
+RUN_SEEDS_SHOWN = 400   # rows of series/seeds.csv on the page; the file has them all
+
+
+def _run_seeds(results: Path) -> Any:
+    """Every seed each run used (series/seeds.csv, plan.seeds: from the run's identity) and what
+    each netem direction sent and dropped in the run: what the build's seeds above became."""
+    import csv
+
+    f = results / "series" / "seeds.csv"
+    if not f.is_file():
+        return "–"
+    with f.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows:
+        return "–"
+    runs = sorted({r.get("run", "") for r in rows}, key=lambda x: int(x) if x.isdigit() else 0)
+    body = "".join(
+        f"<tr><td>{_e(r.get('run'))}</td><td>{_e(r.get('what'))}</td><td>{_e(r.get('target') if r.get('what') != 'run' else 'identity')}</td>"
+        f"<td><code>{_e(r.get('seed'))}</code></td><td>{_e(r.get('packets'))}</td><td>{_e(r.get('drops'))}</td></tr>"
+        for r in rows[:RUN_SEEDS_SHOWN])
+    more = f"<p>{len(rows) - RUN_SEEDS_SHOWN} more rows in series/seeds.csv</p>" if len(rows) > RUN_SEEDS_SHOWN else ""
+    return _Raw("<details><summary>" + _e(f"{len(runs)} runs, {len(rows)} seeds (series/seeds.csv)") + "</summary>"
+                "<table><thead><tr><th>run</th><th>what</th><th>target</th><th>seed</th><th>packets</th><th>drops</th>"
+                "</tr></thead><tbody>" + body + "</tbody></table>" + more + "</details>")
+
+
 def reproducibility(p: Page) -> str:
     m, mach = p.meta, p.meta.get("machine", {}) or {}
     seeds = m.get("netem_seeds") or {}
@@ -344,7 +370,8 @@ def reproducibility(p: Page) -> str:
         ("shaper", m.get("shaper")),
         ("kernel features", ", ".join(m.get("kernel_features") or [])),
         ("seed", m.get("seed")),
-        ("netem seeds", seed_text),
+        ("netem seeds at the build", seed_text),
+        ("seeds of each run", _run_seeds(p.results)),
         ("repetitions", m.get("repetitions")),
         ("versions", ver_text),
         ("qdiscs before the runs", _qdiscs(m.get("qdiscs_before") or {})),
