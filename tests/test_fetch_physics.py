@@ -23,6 +23,10 @@ RTT = 2 * ONE_WAY + 2 * SYN_FRAME * 8 / RATE
 # system call costs ~15-20 us and libcurl makes ~30 between its name lookup and its connect
 # timestamps. That is the client's CPU, not the network: bounded here, measured in bench/.
 CURL_CPU = 0.005  # median ~1 ms; the tail grows when the host is busy
+# And a process woken by its socket runs at the guest's next scheduler tick when the guest's CPU
+# was taken meanwhile (UML: HZ 100, one tick 10 ms; seen once in CI: 110.4 ms for a 100.1 ms
+# handshake, the wire's view exact). Still far below a second round trip (+100 ms).
+GUEST_TICK = 0.010
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +79,7 @@ def test_connect_takes_one_round_trip(runs):
     assert_handshakes(runs, RTT)
     for r in runs:
         # curl's view adds the client's own time around the handshake.
-        assert _f(r, "wire_connect_s") <= _f(r, "time_connect") - _f(r, "time_namelookup") <= RTT + CURL_CPU
+        assert _f(r, "wire_connect_s") <= _f(r, "time_connect") - _f(r, "time_namelookup") <= RTT + CURL_CPU + GUEST_TICK
 
 
 @pytest.mark.parametrize("version,round_trips", [("1.3", 1), ("1.2", 2)])
