@@ -20,6 +20,7 @@ tcp_wmem of the phone's namespace, the knob of the paper's Table 4).
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import subprocess
@@ -184,6 +185,15 @@ class ProxyKind(NodeKind):
 
     def run_started(self, t0_ns: int) -> None:
         self._counters = [RunCounters(d) for d in getattr(self, "device", [])]
+
+    def run_ended(self) -> None:
+        """With a device: the run's device time closes with the run's connections. The client is
+        done when its last byte arrives, but the proxy still computes the connection's end (the
+        last reads and writes, the close) for a few ms; read now, that time showed in the next
+        run through the same phone. So wait (at most CLOSE_WAIT_S) until no proxy process holds
+        a connected socket."""
+        if getattr(self, "_counters", None):
+            _wait_connections_closed(getattr(self, "procs", []), CLOSE_WAIT_S)
 
     def run_metrics(self) -> dict[str, Any]:
         counters = getattr(self, "_counters", [])
@@ -373,3 +383,59 @@ class CommandProxy(ProxyKind):
                                             .replace("{upstream}", f"{u.address}:{u.port}")
             out.append(shlex.split(line))
         return out
+
+
+CLOSE_WAIT_S = 2.0   # a proxy's connections end within a few round trips of the client's last byte
+
+
+def _wait_connections_closed(procs: list[subprocess.Popen], limit_s: float) -> bool:
+    """Wait until the processes (and their children) hold no TCP socket other than listening
+    ones; False when `limit_s` passed first. The kernel offers no event for "a process closed its
+    last socket", so this looks every 5 ms."""
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while any(_connected_sockets(p.pid) for p in procs):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def _connected_sockets(pid: int) -> int:
+    """TCP sockets of a process tree that are not listening. Read from /proc/PID/net/tcp{,6}, the
+    tables of the process's own network namespace (psutil reads the caller's, a node's is
+    another), matched by inode to the sockets its descriptors hold."""
+    import psutil
+
+    try:
+        tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return 0
+    inodes = set()
+    for proc in tree:
+        fd_dir = Path(f"/proc/{proc.pid}/fd")
+        try:
+            for fd in fd_dir.iterdir():
+                try:
+                    target = os.readlink(fd)
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    if not inodes:
+        return 0
+    n = 0
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            # sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...; st 0A = LISTEN
+            if len(f) > 9 and f[9] in inodes and f[3] != "0A":
+                n += 1
+    return n
