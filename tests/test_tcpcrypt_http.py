@@ -75,6 +75,8 @@ def test_direct_path_is_encrypted_with_one_session_id(runs):
         pair = [x for x in records if x["run"] == r["run"]]
         assert {x["node"] for x in pair} == {"watch", "server"}
         assert {x["mode"] for x in pair} == {"tcpcrypt"}
+        assert {x["state"] for x in pair} == {"closed"}            # tcpcrypt_encrypted needs a clean close
+        assert {x["reason"] for x in pair} == {""}
         ids = {x["session_id"] for x in pair}
         assert len(ids) == 1 and len(ids.pop()) == 66  # 33 bytes (RFC 8548 3.4), the same at both ends
         assert {x["tep"] for x in pair} == {"TCPCRYPT_ECDHE_Curve25519"}  # 0x23, the required TEP
@@ -113,6 +115,10 @@ def test_a_splitting_phone_proxy_falls_back_to_plain_tcp(runs):
     for r in cell(rows, "tcpcrypt", "phone"):
         assert r["tcpcrypt_encrypted"] == "0"
         assert {x["mode"] for x in records if x["run"] == r["run"]} == {"plain"}
+        # the fallback is reported with its reason: the phone's proxy answered the watch's SYN
+        # without TCP-ENO (RFC 8547 4.6)
+        watch = next(x for x in records if x["run"] == r["run"] and x["node"] == "watch")
+        assert watch["reason"] == "eno-bpf: SynAckWithoutEno", watch
         assert int(r["bytes_down_tls_handshake"]) == 0
     # Plain TCP on the wire: no Init messages, no frames - the watch receives what plain HTTP's
     # watch receives (the response and its headers; ACK counts vary by a few packets).
@@ -156,3 +162,38 @@ matrix:
         assert ONE_WAY <= owd <= ONE_WAY + 0.004, (r["tcpcrypt"], owd)
         assert 0.95e6 <= float(r["down_goodput_bps"]) <= 1.05e6, r["down_goodput_bps"]
     assert float(crypt["down_owd_median_s"]) - float(plain["down_owd_median_s"]) <= 0.002
+
+
+def test_a_node_that_requires_encryption_resets_the_fallback(tmp_path):
+    """`tcpcrypt: require` on the watch (tcpcryptd --require-encryption all): the direct path is
+    encrypted as before; through the splitting phone, whose proxy answers the watch's SYN without
+    TCP-ENO, the watch's daemon resets the connection instead of sending the request in clear -
+    curl sees a reset and the run fails, where an opportunistic watch falls back (above)."""
+    (tmp_path / "topo.yaml").write_text(f"""
+nodes:
+  watch: {{role: wearable, tcpcrypt: require}}
+  phone: {{role: phone}}
+  ap: {{role: ap}}
+  server: {{role: server}}
+links:
+  - {{between: [watch, ap], delay: {int(ONE_WAY * 500)}ms}}
+  - {{between: [ap, server], delay: {int(ONE_WAY * 500)}ms}}
+  - {{between: [watch, phone], delay: 5ms}}
+  - {{between: [phone, ap], delay: 5ms}}
+""")
+    (tmp_path / "exp.yaml").write_text("""
+name: tcpcrypt-require
+topology: topo.yaml
+repetitions: 1
+workload: {kind: http-get, client: watch, server: server, size: 20000, protocol: tcpcrypt}
+matrix:
+  path: [ap, phone]
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    latest = tmp_path / "r" / "tcpcrypt-require" / "latest"
+    assert (latest / "runs.csv").exists(), res.stdout + res.stderr
+    with (latest / "runs.csv").open() as f:
+        rows = {r["path"]: r for r in csv.DictReader(f)}
+    assert rows["ap"]["status"] == "ok" and rows["ap"]["tcpcrypt_encrypted"] == "1", rows["ap"]
+    assert rows["phone"]["status"] == "failed", rows["phone"]
+    assert "reset" in rows["phone"]["error"].lower(), rows["phone"]["error"]

@@ -54,3 +54,6 @@ class Tcpcrypt(Need):
 
     port: int = 0
     side: str = "outbound"
+    # Reset a connection to `port` that would fall back to plain TCP instead of relaying it
+    # (tcpcryptd --require-encryption PORT); a node's `tcpcrypt: require` does it for all.
+    require: bool = False

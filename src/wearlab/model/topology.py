@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
@@ -94,6 +94,10 @@ class NodeSpec(BaseModel):
     kind: str | None = None
     image: str | None = None
     device: str | None = None   # what hardware its computation runs on (wearlab.model.devices)
+    # tcpcrypt on this node (when a workload runs tcpcryptd there; nodes.tcpcrypt): opportunistic
+    # (fall back to plain TCP when the peer has no TCP-ENO, RFC 8547 4.6) or require (reset
+    # such connections instead: tcpcryptd --require-encryption all)
+    tcpcrypt: Literal["opportunistic", "require"] = "opportunistic"
     sysctls: dict[str, Annotated[str, BeforeValidator(_sysctl_value)]] = Field(default_factory=dict)
 
     @field_validator("device")
@@ -153,6 +157,7 @@ class Node(BaseModel):
     sysctls: dict[str, str] = Field(default_factory=dict)
     image: str | None = None  # runs as a Docker container of this image (realize.containers)
     device: str | None = None  # a device's name; the plan resolves it (built-in or the topology's)
+    tcpcrypt: str = "opportunistic"  # opportunistic | require (NodeSpec.tcpcrypt)
 
 
 class Link(BaseModel):
@@ -235,6 +240,8 @@ class Topology(BaseModel):
                 nodes[node.name]["image"] = node.image
             if node.device:
                 nodes[node.name]["device"] = node.device
+            if node.tcpcrypt != "opportunistic":
+                nodes[node.name]["tcpcrypt"] = node.tcpcrypt
             if node.sysctls:
                 nodes[node.name]["sysctls"] = dict(node.sysctls)
         links = []
@@ -416,7 +423,7 @@ def _resolve_node(name: str, spec: NodeSpec, problem: _Report, catalog: Catalog)
                 f"kind {kind_name} cannot run in a container: its software is wearlab's own and runs in the "
                 f"node's namespace (kinds that can: {', '.join(able) or 'none for this role'})")
     return Node(name=name, role=spec.role, kind=kind_name, options=options, sysctls=dict(spec.sysctls),
-                image=spec.image, device=spec.device)
+                image=spec.image, device=spec.device, tcpcrypt=spec.tcpcrypt)
 
 
 def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, Any],
@@ -435,7 +442,7 @@ def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, 
     options: dict[str, Any] = {k: v for k, v in (normalised or {}).items() if k in kind.options}
     for key, value in given.items():
         if key not in kind.options:
-            allowed = ["role", "kind", "image", "sysctls", *kind.options.names()]
+            allowed = ["role", "kind", "image", "device", "tcpcrypt", "sysctls", *kind.options.names()]
             hint = did_you_mean(key, allowed) or f" (kind {kind_name} takes: {', '.join(kind.options.names()) or 'no options'})"
             problems.append((key, f"unknown key '{key}'{hint}"))
             continue

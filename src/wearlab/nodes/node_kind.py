@@ -64,7 +64,9 @@ class NodeKind(NodeKindDecl):
         self.start()
         if self._crypt:
             device = self.ctx.plan.device_of(self.node) if self.ctx.plan is not None else None
-            self.tcpcrypt = TcpcryptDaemon(self.net, self.node, self.workdir, self._crypt, device)
+            spec = self.net.topo.nodes.get(self.node) if getattr(self.net, "topo", None) is not None else None
+            self.tcpcrypt = TcpcryptDaemon(self.net, self.node, self.workdir, self._crypt, device,
+                                           require_all=getattr(spec, "tcpcrypt", "opportunistic") == "require")
             self.tcpcrypt.start()
 
     def shut_down(self) -> None:

@@ -10,6 +10,12 @@ through the daemon's sock_ops program, attached to the daemon's own cgroup v2 (o
 under wearlab's); the daemon reports one JSON line per closed connection (mode, TEP, cipher,
 session ID, handshake time, byte counters) into its stats file, and its CPU time is read from
 /proc around each run.
+
+Fail closed and verify (issue 22): a connection the daemon cannot prove unencrypted by the peer
+(its ENO record missing) is reset, never relayed in plaintext; a node with `tcpcrypt: require`
+(topology) or a need with `require` resets connections that would fall back to plain TCP
+(`--require-encryption`); a run counts as encrypted (`encrypted()`) only when the client's
+connection closed cleanly and both daemons report the same session ID.
 """
 
 from __future__ import annotations
@@ -51,8 +57,12 @@ def binary() -> Path:
 class TcpcryptDaemon:
     """One tcpcryptd in one node."""
 
-    def __init__(self, net, node: str, workdir: Path, needs: list[Tcpcrypt], device: Device | None = None):
+    def __init__(self, net, node: str, workdir: Path, needs: list[Tcpcrypt], device: Device | None = None,
+                 require_all: bool = False):
         self.net, self.node, self.dir = net, node, workdir
+        # --require-encryption: every connection (the node's `tcpcrypt: require`), or the ports
+        # whose needs ask for it.
+        self.require: list[str] = ["all"] if require_all else [str(p) for p in sorted({n.port for n in needs if n.require})]
         # On a node with a device the daemon pads its own cryptography to the device's times
         # (tcpcryptd --device-profile; tcpcrypt/tcpcryptd/src/device.rs), on the node's cores with
         # the node's other processes (--device-cores: nodes.devicecpu.node_cpu).
@@ -88,6 +98,8 @@ class TcpcryptDaemon:
             argv += ["--out-dport", ",".join(map(str, out))]
         if inb:
             argv += ["--service-port", ",".join(map(str, inb))]
+        if self.require:
+            argv += ["--require-encryption", ",".join(self.require)]
         if self.device_profile is not None:
             argv += ["--device-profile", str(self.device_profile), "--device-cores", str(self.device_cores)]
         return argv
@@ -152,6 +164,32 @@ class TcpcryptDaemon:
                 self.cgroup.rmdir()
             except OSError:
                 pass
+
+
+def encrypted(client: dict[str, Any] | None, server: dict[str, Any] | None) -> bool:
+    """Whether a connection was encrypted end to end, from the two daemons' close records: the
+    client's connection ran tcpcrypt and closed cleanly (an aborted session - a reset, a bad
+    tag, a handshake that never finished - does not count) and both daemons report the same
+    session ID (RFC 8548 3.4: equal IDs mean both ends derived the same keys from the same
+    transcript; a splitting middlebox gives two sessions with different IDs, or plain TCP)."""
+    if not client or not server:
+        return False
+    sid = client.get("session_id")
+    return (client.get("mode") == "tcpcrypt" and client.get("state") == "closed" and bool(sid)
+            and server.get("session_id") == sid)
+
+
+def fallback_reason(client: dict[str, Any] | None) -> str | None:
+    """Why the client's connection was not encrypted (ENO's fallback, or why it was reset)."""
+    if not client:
+        return "no close record"
+    if encrypted_alone(client):
+        return None
+    return client.get("reason") or client.get("fallback") or client.get("state")
+
+
+def encrypted_alone(r: dict[str, Any]) -> bool:
+    return r.get("mode") == "tcpcrypt" and r.get("state") == "closed"
 
 
 class RunAccount:

@@ -29,7 +29,7 @@ from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.certs import CERT_KINDS, leaf_key
 from wearlab.nodes.devicecpu import DeviceProcess, RunCounters, node_cpu
 from wearlab.nodes.nginx import content_path
-from wearlab.nodes.tcpcrypt import RunAccount
+from wearlab.nodes.tcpcrypt import RunAccount, encrypted, fallback_reason
 from wearlab.workloads.workload import Outcome, Workload
 from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
 from wearlab.workloads.paths import PATH, check_nodes
@@ -117,7 +117,9 @@ class HttpGet(Workload):
         Metric("packets_down_total", "packets", doc="frames server -> client over the whole connection (capture)"),
         Metric("local_port", "count", better="none", doc="the client's TCP source port (finds the run in the capture)"),
         Metric("tcpcrypt_encrypted", "count", better="none",
-               doc="tcpcrypt cells: 1 when ENO negotiated tcpcrypt end to end, 0 when it fell back to plain TCP"),
+               doc="tcpcrypt cells: 1 when the connection ran tcpcrypt, closed cleanly and both daemons report the "
+                   "same session ID (RFC 8548 3.4); 0 otherwise - a fallback to plain TCP, a reset (series "
+                   "tcpcrypt: state and reason)"),
         Metric("tcpcrypt_handshake_s", "s", doc="tcpcrypt cells: the client daemon's connect -> keys ready"),
         Metric("tcpcrypt_cpu_s", "s", label="tcpcrypt CPU", summarised=True,
                doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run "
@@ -134,11 +136,14 @@ class HttpGet(Workload):
                    "of before the client's second flight; 0 normally"),
         *energy_metrics(handshake=True),
     )
-    series = (ENERGY_SERIES, Series("tcpcrypt", ("node", "mode", "tep", "aead", "session_id", "handshake_ms", "plaintext_sent",
+    series = (ENERGY_SERIES, Series("tcpcrypt", ("node", "mode", "state", "reason", "tep", "aead", "session_id",
+                                  "handshake_ms", "plaintext_sent",
                                   "ciphertext_sent", "handshake_bytes_sent", "frames_sent", "eno_syn", "eno_synack",
                                   "device_ms"),
-                     doc="tcpcrypt cells: each daemon's record of the run's connection (device_ms: on a node with "
-                         "a device, the device's time for the connection's cryptography)"),)
+                     doc="tcpcrypt cells: each daemon's record of the run's connection: mode tcpcrypt, plain (ENO fell "
+                         "back; reason says why) or none (reset before any byte: its ENO record missing, or "
+                         "encryption required); state closed or aborted; the session ID both ends must share "
+                         "(device_ms: on a node with a device, the device's time for the connection's cryptography)"),)
     series += (Series("devicecpu", ("node", "op", "calls", "bytes", "host_s", "device_s"),
                       doc="a client with a device: what the devicecpu library charged in the run, per operation "
                           "(calls, bytes, time here, time on the device; platform:* the platform's costs, "
@@ -268,7 +273,7 @@ class HttpGet(Workload):
             records = _close_records(account, self.fields.client, m["local_port"])
             extra["tcpcrypt_cpu_s"] = account.cpu_s()
             mine = records.get(self.fields.client, {})
-            extra["tcpcrypt_encrypted"] = int(mine.get("mode") == "tcpcrypt")
+            extra["tcpcrypt_encrypted"] = int(encrypted(mine, records.get(self.fields.server)))
             if mine.get("handshake_ms") is not None:
                 extra["tcpcrypt_handshake_s"] = mine["handshake_ms"] / 1000
             series["tcpcrypt"] = [_series_row(n, r) for n, r in records.items()]
@@ -345,7 +350,8 @@ def _close_records(account: RunAccount, client: str, app_port: int) -> dict[str,
 def _series_row(node: str, r: dict[str, Any]) -> dict[str, Any]:
     c = r.get("counters", {})
     eno = r.get("eno") or {}
-    return {"node": node, "mode": r.get("mode"), "tep": r.get("tep"), "aead": r.get("cipher"),
+    return {"node": node, "mode": r.get("mode"), "state": r.get("state"), "reason": fallback_reason(r),
+            "tep": r.get("tep"), "aead": r.get("cipher"),
             "session_id": r.get("session_id"), "handshake_ms": r.get("handshake_ms"),
             "plaintext_sent": c.get("plaintext_sent"), "ciphertext_sent": c.get("ciphertext_sent"),
             "handshake_bytes_sent": c.get("handshake_bytes_sent"), "frames_sent": c.get("frames_sent"),

@@ -52,7 +52,7 @@ from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.quantities import format_duration, format_rate, format_size
-from wearlab.nodes.tcpcrypt import RunAccount
+from wearlab.nodes.tcpcrypt import RunAccount, encrypted
 from wearlab.workloads.workload import Outcome, Workload
 from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
 from wearlab.workloads.paths import PATH, check_nodes
@@ -111,7 +111,8 @@ def _stream_metrics() -> tuple[Metric, ...]:
                    doc=doc) for i, doc in ((1, "server -> phone kernel"), (2, "phone TCP receive buffer"),
                                            (3, "proxy application buffer"), (4, "phone -> watch app"))]
     out += [Metric("tcpcrypt_encrypted", "count", better="none",
-                   doc="tcpcrypt cells: 1 when every connection of the run was encrypted end to end"),
+                   doc="tcpcrypt cells: 1 when every connection of the run was encrypted end to end: it ran tcpcrypt, "
+                       "closed cleanly, and the server's daemon reports the same session ID"),
             Metric("tcpcrypt_cpu_s", "s", label="tcpcrypt CPU", summarised=True,
                    doc="tcpcrypt cells: CPU time of the client's and the server's tcpcryptd during the run "
                        "(the kernel's accounting: 10 ms ticks in the UML guest, whose HZ is 100)")]
@@ -258,7 +259,8 @@ class _Streams(Workload):
             records = account.records(lambda out: all(len(rs) >= len(specs) for rs in out.values()))
             row["tcpcrypt_cpu_s"] = account.cpu_s()
             mine = records.get(f.client, [])
-            row["tcpcrypt_encrypted"] = int(bool(mine) and all(r.get("mode") == "tcpcrypt" for r in mine))
+            theirs = {r.get("session_id"): r for r in records.get(f.server, []) if r.get("session_id")}
+            row["tcpcrypt_encrypted"] = int(bool(mine) and all(encrypted(r, theirs.get(r.get("session_id"))) for r in mine))
         for spec, result in zip(specs, results):
             records = read_records(Path(spec["out"]))
             if not records:

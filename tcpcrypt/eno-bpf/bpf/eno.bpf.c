@@ -14,8 +14,19 @@
  *
  * Everything the daemon needs (both SYN-form options exactly as on the wire,
  * role, whether the first received ACK carried ENO, fallback reason) is kept
- * in the LRU hash "eno_conns" keyed by the 4-tuple.  Layouts below must match
- * src/lib.rs.
+ * in socket storage ("eno_sk_rec", BPF_MAP_TYPE_SK_STORAGE) of the
+ * connection's own socket: it lives and dies with the socket, and no other
+ * connection -- no SYN flood -- can evict it.  The daemon reads it through
+ * the socket's fd.  Layouts below must match src/lib.rs.
+ *
+ * Half-open connections hold no state of ours: a request sock has no socket
+ * storage, so the passive side decides its SYN-ACK option statelessly from
+ * the SYN (TCP_BPF_SYN: the SYN itself, or on a retransmitted SYN-ACK the SYN
+ * the kernel saved -- the listener gets TCP_SAVE_SYN), and writes its record
+ * only at PASSIVE_ESTABLISHED, from the SYN saved with the new socket (the
+ * same deterministic computation, so the same option) and the ACK in hand.
+ * A SYN the kernel did not save (a SYN cookie) gives FB_SYN_NOT_SAVED; the
+ * daemon then resets the connection if the ACK carried ENO (fail closed).
  */
 #include <linux/bpf.h>
 #include <linux/types.h>
@@ -66,13 +77,14 @@
 #define FB_NO_COMMON_TEP   7  /* no valid TEP / vacuous option (4.6 rule 2) */
 #define FB_NO_SPACE        8  /* not enough TCP option space for our option */
 #define FB_NO_CONFIG       9  /* no TEP configured and no override */
+#define FB_SYN_NOT_SAVED  10  /* passive: the SYN was not saved (SYN cookie, old listener) */
 
-struct eno_key {
-	__u32 local_ip;     /* network byte order */
-	__u32 remote_ip;    /* network byte order */
-	__u16 local_port;   /* network byte order */
-	__u16 remote_port;  /* network byte order */
-};
+#ifndef TCP_SAVE_SYN
+#define TCP_SAVE_SYN 27
+#endif
+#ifndef ENOENT
+#define ENOENT 2
+#endif
 
 struct eno_rec {
 	__u8 role;
@@ -105,12 +117,13 @@ struct {
 	__type(value, struct eno_cfg);
 } eno_cfg SEC(".maps");
 
+/* one record per connection, in the connection's socket */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct eno_key);
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct eno_rec);
-} eno_conns SEC(".maps");
+} eno_sk_rec SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -306,12 +319,28 @@ int eno_find(const struct obuf *ob, __u32 start, __u32 olen, struct obuf *out)
 	return flen;
 }
 
-static __always_inline void make_key(struct bpf_sock_ops *skops, struct eno_key *k)
+/* The record in the socket's storage (full sockets only; NULL for a request
+ * sock or without one). */
+static __always_inline struct eno_rec *sk_rec(struct bpf_sock_ops *skops)
 {
-	k->local_ip = skops->local_ip4;
-	k->remote_ip = skops->remote_ip4;
-	k->local_port = bpf_htons((__u16)skops->local_port);
-	k->remote_port = bpf_htons((__u16)bpf_ntohl(skops->remote_port));
+	struct bpf_sock *sk = skops->sk;
+
+	if (!sk)
+		return NULL;
+	return bpf_sk_storage_get(&eno_sk_rec, sk, NULL, 0);
+}
+
+/* Create (or overwrite) the socket's record with *rec. */
+static __always_inline void sk_rec_put(struct bpf_sock_ops *skops, const struct eno_rec *rec)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct eno_rec *p;
+
+	if (!sk)
+		return;
+	p = bpf_sk_storage_get(&eno_sk_rec, sk, (void *)rec, BPF_SK_STORAGE_GET_F_CREATE);
+	if (p)
+		__builtin_memcpy(p, rec, sizeof(*rec));
 }
 
 static __always_inline int skip(struct bpf_sock_ops *skops)
@@ -389,36 +418,33 @@ static __always_inline void store_opt(struct bpf_sock_ops *skops, const __u8 *op
 
 static __attribute__((noinline)) void active_connect(struct bpf_sock_ops *skops)
 {
-	struct eno_key key = {};
 	struct eno_rec rec = {};
 
-	make_key(skops, &key);
 	rec.role = ROLE_ACTIVE;
 	rec.state = ST_A_SYN_SENT;
 	if (build_syn(skops, &rec)) {
 		rec.state = ST_DONE;
 		rec.fallback = FB_NO_CONFIG;
 		rec.syn_len = 0;
-		bpf_map_update_elem(&eno_conns, &key, &rec, BPF_ANY);
+		sk_rec_put(skops, &rec);
 		return;
 	}
 	rec.flags |= F_SYN_ENO;
-	bpf_map_update_elem(&eno_conns, &key, &rec, BPF_ANY);
+	sk_rec_put(skops, &rec);
+	/* no record, no ENO: the SYN goes out plain (hdr_opt finds nothing) */
 	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
 				  BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
 }
 
 static __attribute__((noinline)) void active_established(struct bpf_sock_ops *skops)
 {
-	struct eno_key key = {};
 	struct eno_rec *rec;
 	struct obuf opts = {}, eno = {};
 	struct obuf *mine = &opts;   /* reused once the SYN-ACK options are parsed */
 	struct parsed a, b;
 	int olen = 0, n;
 
-	make_key(skops, &key);
-	rec = bpf_map_lookup_elem(&eno_conns, &key);
+	rec = sk_rec(skops);
 	if (!rec || rec->role != ROLE_ACTIVE || rec->state != ST_A_SYN_SENT) {
 		bpf_sock_ops_cb_flags_set(skops, 0);
 		return;
@@ -491,15 +517,28 @@ static __attribute__((noinline)) void active_established(struct bpf_sock_ops *sk
 
 /* ---- passive opener --------------------------------------------------- */
 
-/* Called for the SYN-ACK (skops->sk is the request sock). Fills rec. */
-static __always_inline void passive_synack(struct bpf_sock_ops *skops, struct eno_rec *rec)
+/*
+ * The passive opener's decision, from the SYN: for the SYN-ACK (skops->sk is
+ * the request sock; TCP_BPF_SYN is the SYN being answered, or the saved SYN
+ * on a retransmission) and again at PASSIVE_ESTABLISHED (the SYN saved with
+ * the new socket).  Deterministic in the SYN and the config, so every call
+ * gives the same option (4.6: a retransmitted SYN-ACK MUST NOT change it).
+ */
+static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops, struct eno_rec *rec)
 {
 	struct obuf hdr = {}, eno = {};
 	struct parsed a;
 	__u32 zero = 0;
 	int hl, n;
 
+	if (!rec)
+		return;
 	hl = bpf_getsockopt(skops, SOL_TCP, TCP_BPF_SYN, hdr.b, 60);
+	if (hl == -ENOENT) {
+		rec->fallback = FB_SYN_NOT_SAVED;
+		rec->state = ST_DONE;
+		return;
+	}
 	if (hl < 20) {
 		rec->fallback = FB_SYN_NO_ENO;
 		rec->state = ST_DONE;
@@ -565,62 +604,62 @@ static __always_inline void passive_synack(struct bpf_sock_ops *skops, struct en
 	rec->state = ST_B_SYNACK_SENT;
 }
 
+/*
+ * B's first non-SYN segment (A's third segment) made the connection: decide
+ * again from the saved SYN, look at the ACK, and write the record into the
+ * new socket's storage.
+ */
 static __attribute__((noinline)) void passive_established(struct bpf_sock_ops *skops)
 {
-	struct eno_key key = {};
-	struct eno_rec *rec;
+	struct eno_rec nrec = {};
 	__u8 buf[ENO_MAX] = { TCPOPT_ENO, 0 };
 	long r;
 
 	bpf_sock_ops_cb_flags_set(skops, 0);   /* B received a non-SYN segment: done */
-	make_key(skops, &key);
-	rec = bpf_map_lookup_elem(&eno_conns, &key);
-	if (!rec || rec->role != ROLE_PASSIVE)
-		return;
+	nrec.role = ROLE_PASSIVE;
+	passive_synack(skops, &nrec);
 	r = bpf_load_hdr_opt(skops, buf, sizeof(buf), 0);
 	if (r > 0 || r == -28 /* -ENOSPC: present but long */)
-		rec->flags |= F_ACK_HAD_ENO;
+		nrec.flags |= F_ACK_HAD_ENO;
 	else
-		rec->flags &= ~F_ACK_HAD_ENO;
-	if (rec->state == ST_B_SYNACK_SENT) {
-		if (!(rec->flags & F_ACK_HAD_ENO) && !rec->fallback)
-			rec->fallback = FB_ACK_NO_ENO;
-		rec->state = ST_DONE;
+		nrec.flags &= ~F_ACK_HAD_ENO;
+	if (nrec.state == ST_B_SYNACK_SENT) {
+		if (!(nrec.flags & F_ACK_HAD_ENO) && !nrec.fallback)
+			nrec.fallback = FB_ACK_NO_ENO;
+		nrec.state = ST_DONE;
 	}
+	sk_rec_put(skops, &nrec);
 }
 
 /*
- * HDR_OPT_LEN_CB of a SYN-ACK: decide, reserve, record.  Called straight from
- * the entry point to keep the call chain's combined stack under 512 bytes
- * (6.12 counts it more strictly than 6.18).
+ * HDR_OPT_LEN_CB of a SYN-ACK: decide and reserve; nothing is stored (a
+ * request sock has no socket storage, and half-open connections must not
+ * cost state a flood could fill).  Called straight from the entry point to
+ * keep the call chain's combined stack under 512 bytes (6.12 counts it more
+ * strictly than 6.18).
  */
 static __attribute__((noinline)) int synack_len(struct bpf_sock_ops *skops)
 {
 	struct eno_rec nrec = {};
-	struct eno_key key = {};
-	struct eno_rec *rec;
-	__u8 probe[8];
-
-	make_key(skops, &key);
-	rec = bpf_map_lookup_elem(&eno_conns, &key);
-	/* retransmitted SYN-ACK: syn_skb is gone, reuse the option we sent
-	 * first (4.6: MUST NOT alter) */
-	if (rec && rec->role == ROLE_PASSIVE &&
-	    bpf_getsockopt(skops, SOL_TCP, TCP_BPF_SYN, probe, sizeof(probe)) == -2 /* -ENOENT */) {
-		if (rec->synack_len && reserve(skops, rec->synack_len))
-			rec->fallback = FB_NO_SPACE;
-		return CG_OK;
-	}
 
 	nrec.role = ROLE_PASSIVE;
 	passive_synack(skops, &nrec);
-	if (nrec.synack_len && reserve(skops, nrec.synack_len)) {
-		nrec.fallback = FB_NO_SPACE;
-		nrec.synack_len = 0;
-		nrec.flags &= ~F_SYNACK_ENO;
-		nrec.state = ST_DONE;
-	}
-	bpf_map_update_elem(&eno_conns, &key, &nrec, BPF_ANY);
+	/* no room: the SYN-ACK goes out without ENO (no write callback follows);
+	 * A then sends no ENO in its ACK and both ends fall back */
+	if (nrec.synack_len)
+		reserve(skops, nrec.synack_len);
+	return CG_OK;
+}
+
+/* WRITE_HDR_OPT_CB of a SYN-ACK: the same decision, written. */
+static __attribute__((noinline)) int synack_write(struct bpf_sock_ops *skops)
+{
+	struct eno_rec nrec = {};
+
+	nrec.role = ROLE_PASSIVE;
+	passive_synack(skops, &nrec);
+	if (nrec.synack_len)
+		store_opt(skops, nrec.synack_opt, nrec.synack_len);
 	return CG_OK;
 }
 
@@ -628,22 +667,11 @@ static __attribute__((noinline)) int synack_len(struct bpf_sock_ops *skops)
 
 static __attribute__((noinline)) int hdr_opt(struct bpf_sock_ops *skops, int write)
 {
-	struct eno_key key = {};
 	struct eno_rec *rec;
 	__u8 flags = skops->skb_tcp_flags;
 
-	make_key(skops, &key);
-
-	if ((flags & (TCPHDR_SYN | TCPHDR_ACK)) == (TCPHDR_SYN | TCPHDR_ACK)) {
-		/* SYN-ACK from one of our listeners (sk is the request sock);
-		 * the length callback is handled by synack_len() */
-		rec = bpf_map_lookup_elem(&eno_conns, &key);
-		if (rec && rec->role == ROLE_PASSIVE && rec->synack_len)
-			store_opt(skops, rec->synack_opt, rec->synack_len);
-		return CG_OK;
-	}
-
-	rec = bpf_map_lookup_elem(&eno_conns, &key);
+	/* SYN-ACKs of our listeners are handled by synack_len()/synack_write() */
+	rec = sk_rec(skops);
 	if (!rec || rec->role != ROLE_ACTIVE)
 		return CG_OK;
 
@@ -684,10 +712,16 @@ int eno_sockops(struct bpf_sock_ops *skops)
 		return CG_OK;
 
 	switch (skops->op) {
-	case BPF_SOCK_OPS_TCP_LISTEN_CB:
+	case BPF_SOCK_OPS_TCP_LISTEN_CB: {
+		/* keep each SYN with its request sock and then its socket, for
+		 * retransmitted SYN-ACKs and PASSIVE_ESTABLISHED */
+		int one = 1;
+
+		bpf_setsockopt(skops, SOL_TCP, TCP_SAVE_SYN, &one, sizeof(one));
 		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
 					  BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
 		break;
+	}
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 		active_connect(skops);
 		break;
@@ -696,6 +730,8 @@ int eno_sockops(struct bpf_sock_ops *skops)
 			return synack_len(skops);
 		return hdr_opt(skops, 0);
 	case BPF_SOCK_OPS_WRITE_HDR_OPT_CB:
+		if ((skops->skb_tcp_flags & (TCPHDR_SYN | TCPHDR_ACK)) == (TCPHDR_SYN | TCPHDR_ACK))
+			return synack_write(skops);
 		return hdr_opt(skops, 1);
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 		active_established(skops);
@@ -705,11 +741,9 @@ int eno_sockops(struct bpf_sock_ops *skops)
 		break;
 	case BPF_SOCK_OPS_PARSE_HDR_OPT_CB: {
 		/* active opener received its first non-SYN segment (4.6) */
-		struct eno_key key = {};
 		struct eno_rec *rec;
 
-		make_key(skops, &key);
-		rec = bpf_map_lookup_elem(&eno_conns, &key);
+		rec = sk_rec(skops);
 		if (rec && rec->role == ROLE_ACTIVE && rec->state == ST_A_ACK_ENO)
 			rec->state = ST_DONE;
 		bpf_sock_ops_cb_flags_set(skops, 0);

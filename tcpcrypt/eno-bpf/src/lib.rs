@@ -12,8 +12,15 @@
 //! | anything else | | nothing (the callbacks are switched off per socket) |
 //!
 //! The program records, per connection, everything the daemon needs for the negotiation
-//! transcript (§4.8) in an LRU hash keyed by the 4-tuple; read it with [`EnoBpf::record`] once
-//! `connect()`/`accept()` has returned, and drop it with [`EnoBpf::forget`].
+//! transcript (§4.8) in socket storage (`BPF_MAP_TYPE_SK_STORAGE`) of the connection's own
+//! socket: read it with [`EnoBpf::record`] (by the socket's fd) once `connect()`/`accept()`
+//! has returned. It is freed with the socket; no other connection, and no SYN flood, can evict
+//! it (half-open connections hold no state of ours: the passive side decides statelessly from
+//! the SYN, which the kernel saves with the request sock and the new socket, `TCP_SAVE_SYN`).
+//!
+//! `unsafe`: this library denies it except at two sites, each with its own `allow` and a
+//! `SAFETY:` comment: the `Pod` impl of the config record shared with the C program, and the
+//! raw `bpf(2)` call on the socket-storage maps (aya has no type for them).
 //!
 //! Lifetime: [`EnoBpf::attach`] attaches with a `bpf_link` (`BPF_LINK_CREATE`) and pins
 //! nothing, so the program is detached as soon as the [`EnoBpf`] is dropped or the process
@@ -24,9 +31,10 @@
 //! b=1 gives, no SYN data. The listener must be created after [`EnoBpf::attach`] (the program
 //! enables the SYN-ACK callback in `BPF_SOCK_OPS_TCP_LISTEN_CB`).
 
+#![deny(unsafe_code)]
+
 use std::{
     fs::File,
-    net::SocketAddrV4,
     os::fd::{AsFd, AsRawFd, BorrowedFd},
     path::Path,
     sync::Mutex,
@@ -34,7 +42,7 @@ use std::{
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::{
-    maps::{Array, HashMap, Map, MapData, MapError},
+    maps::{Array, Map, MapData},
     programs::{links::CgroupAttachMode, SockOps},
     Ebpf, EbpfLoader, Pod,
 };
@@ -90,6 +98,10 @@ pub enum EnoFallback {
     NoSpace,
     /// Active: no TEP configured and no per-socket override; the SYN carried no ENO.
     NoConfig,
+    /// Passive: the kernel did not save the SYN (a SYN cookie, or a listener created before
+    /// the program was attached), so the transcript is unknown. If the ACK carried ENO the
+    /// peer enabled encryption: the daemon resets such a connection.
+    SynNotSaved,
     /// A value this version does not know.
     Other(u8),
 }
@@ -107,6 +119,7 @@ impl EnoFallback {
             7 => EnoFallback::NoCommonTep,
             8 => EnoFallback::NoSpace,
             9 => EnoFallback::NoConfig,
+            10 => EnoFallback::SynNotSaved,
             x => EnoFallback::Other(x),
         })
     }
@@ -160,28 +173,6 @@ impl EnoRecord {
 
 // ---- shared layouts with bpf/eno.bpf.c -------------------------------------------------
 
-/// Key of the `eno_conns` map. All fields in network byte order (as in `sockaddr_in`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EnoKey {
-    pub local_ip: u32,
-    pub remote_ip: u32,
-    pub local_port: u16,
-    pub remote_port: u16,
-}
-unsafe impl Pod for EnoKey {}
-
-impl EnoKey {
-    pub fn new(local: SocketAddrV4, remote: SocketAddrV4) -> EnoKey {
-        EnoKey {
-            local_ip: u32::from_ne_bytes(local.ip().octets()),
-            remote_ip: u32::from_ne_bytes(remote.ip().octets()),
-            local_port: local.port().to_be(),
-            remote_port: remote.port().to_be(),
-        }
-    }
-}
-
 const ROLE_PASSIVE: u8 = 2;
 const ST_DONE: u8 = 4;
 const F_ACK_HAD_ENO: u8 = 0x01;
@@ -203,7 +194,28 @@ struct RawRec {
     syn_opt: [u8; ENO_MAX],
     synack_opt: [u8; ENO_MAX],
 }
-unsafe impl Pod for RawRec {}
+const RAW_REC_LEN: usize = 8 + 2 * ENO_MAX;
+
+impl RawRec {
+    fn from_bytes(b: &[u8; RAW_REC_LEN]) -> RawRec {
+        let mut syn_opt = [0u8; ENO_MAX];
+        let mut synack_opt = [0u8; ENO_MAX];
+        syn_opt.copy_from_slice(&b[8..8 + ENO_MAX]);
+        synack_opt.copy_from_slice(&b[8 + ENO_MAX..]);
+        RawRec {
+            role: b[0],
+            state: b[1],
+            flags: b[2],
+            fallback: b[3],
+            syn_len: b[4],
+            synack_len: b[5],
+            tep: b[6],
+            pad: b[7],
+            syn_opt,
+            synack_opt,
+        }
+    }
+}
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -212,14 +224,11 @@ struct RawCfg {
     flags: u8,
     teps: [u8; MAX_CFG_TEPS],
 }
+// SAFETY: RawCfg is #[repr(C)], Copy, made only of u8 fields and arrays (no padding, no
+// pointers, every bit pattern valid), and has the layout of `struct eno_cfg` in eno.bpf.c:
+// aya may copy it to and from the kernel as plain bytes.
+#[allow(unsafe_code)]
 unsafe impl Pod for RawCfg {}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct RawSkSyn {
-    len: u8,
-    opt: [u8; ENO_MAX],
-}
 
 impl From<RawRec> for EnoRecord {
     fn from(r: RawRec) -> EnoRecord {
@@ -257,7 +266,7 @@ fn raw_cfg(cfg: &EnoConfig) -> Result<RawCfg> {
 
 /// The loaded and attached program. Dropping it detaches the program.
 pub struct EnoBpf {
-    conns: Mutex<HashMap<MapData, EnoKey, RawRec>>,
+    sk_rec: MapData,
     cfg: Mutex<Array<MapData, RawCfg>>,
     sk_syn: Option<MapData>,
     // Owns the program and its link; must outlive nothing else, dropped last.
@@ -278,9 +287,10 @@ impl EnoBpf {
         let mut cfg_map: Array<MapData, RawCfg> =
             Array::try_from(ebpf.take_map("eno_cfg").ok_or_else(|| anyhow!("no eno_cfg map"))?)?;
         cfg_map.set(0, raw, 0).context("writing eno_cfg")?;
-        let conns: HashMap<MapData, EnoKey, RawRec> = HashMap::try_from(
-            ebpf.take_map("eno_conns").ok_or_else(|| anyhow!("no eno_conns map"))?,
-        )?;
+        let sk_rec = match ebpf.take_map("eno_sk_rec") {
+            Some(Map::Unsupported(m)) => m,
+            _ => bail!("no eno_sk_rec socket-storage map"),
+        };
         let sk_syn = match ebpf.take_map("eno_sk_syn") {
             Some(Map::Unsupported(m)) => Some(m),
             _ => None,
@@ -296,7 +306,7 @@ impl EnoBpf {
         prog.attach(&cgroup, CgroupAttachMode::Single)
             .with_context(|| format!("attaching eno_sockops to {}", cgroup_dir.display()))?;
 
-        Ok(EnoBpf { conns: Mutex::new(conns), cfg: Mutex::new(cfg_map), sk_syn, _ebpf: ebpf })
+        Ok(EnoBpf { sk_rec, cfg: Mutex::new(cfg_map), sk_syn, _ebpf: ebpf })
     }
 
     /// Replaces the TEP configuration; affects connections opened from now on.
@@ -306,25 +316,33 @@ impl EnoBpf {
         Ok(())
     }
 
-    /// What the program recorded for the connection `local` ↔ `remote` (addresses as seen by
-    /// this host: `getsockname`/`getpeername`). `Ok(None)`: no record (not one of our
-    /// sockets, loopback, already forgotten, or evicted from the LRU).
+    /// What the program recorded for the connection of the TCP socket `sock` (one created in
+    /// the cgroup, or accepted from a listener created there after [`EnoBpf::attach`]).
+    /// `Ok(None)`: no record (not one of our sockets, IPv6, loopback, or deleted with
+    /// [`EnoBpf::forget`]).
     ///
     /// Call it after `connect()` / `accept()` returned: by then the active side has parsed
-    /// the SYN-ACK and the passive side has seen the first ACK.
-    pub fn record(&self, local: SocketAddrV4, remote: SocketAddrV4) -> Result<Option<EnoRecord>> {
-        let key = EnoKey::new(local, remote);
-        match self.conns.lock().unwrap().get(&key, 0) {
-            Ok(r) => Ok(Some(r.into())),
-            Err(MapError::KeyNotFound) => Ok(None),
-            Err(e) => Err(e.into()),
+    /// the SYN-ACK and the passive side has seen the first ACK (the kernel runs the
+    /// ESTABLISHED callbacks before either returns).
+    pub fn record(&self, sock: BorrowedFd<'_>) -> Result<Option<EnoRecord>> {
+        let mut v = [0u8; RAW_REC_LEN];
+        let key: i32 = sock.as_raw_fd();
+        match bpf_map_elem(BPF_MAP_LOOKUP_ELEM, self.sk_rec.fd().as_fd(), &key, &mut v) {
+            Ok(()) => Ok(Some(RawRec::from_bytes(&v).into())),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(anyhow::Error::new(e).context("reading eno_sk_rec for the socket")),
         }
     }
 
-    /// Drops the record of a connection (call it when the daemon is done with it; the map is
-    /// an LRU of 65536 entries, so forgotten `forget`s only cost memory, not correctness).
-    pub fn forget(&self, local: SocketAddrV4, remote: SocketAddrV4) {
-        let _ = self.conns.lock().unwrap().remove(&EnoKey::new(local, remote));
+    /// Deletes the record of a connection. Not needed for clean-up (the record is freed
+    /// with its socket); tests use it to delete a record mid-handshake.
+    pub fn forget(&self, sock: BorrowedFd<'_>) -> Result<()> {
+        let key: i32 = sock.as_raw_fd();
+        match bpf_map_elem(BPF_MAP_DELETE_ELEM, self.sk_rec.fd().as_fd(), &key, &mut []) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Err(e) => Err(anyhow::Error::new(e).context("deleting eno_sk_rec for the socket")),
+        }
     }
 
     /// Overrides, for one not-yet-connected socket, the complete SYN-form ENO option of its
@@ -338,16 +356,23 @@ impl EnoBpf {
             bail!("SYN option must be 69, len, contents with len == total length <= {ENO_MAX}");
         }
         let map = self.sk_syn.as_ref().ok_or_else(|| anyhow!("sk_storage map not available"))?;
-        let mut v = RawSkSyn { len: opt.len() as u8, opt: [0; ENO_MAX] };
-        v.opt[..opt.len()].copy_from_slice(opt);
+        // struct eno_sk_syn { __u8 len; __u8 opt[ENO_MAX]; }
+        let mut v = [0u8; 1 + ENO_MAX];
+        v[0] = opt.len() as u8;
+        v[1..1 + opt.len()].copy_from_slice(opt);
         let key: i32 = sock.as_raw_fd();
-        map_update_raw(map.fd().as_fd(), &key as *const i32 as u64, &v as *const RawSkSyn as u64)
-            .context("updating eno_sk_syn for the socket")
+        bpf_map_elem(BPF_MAP_UPDATE_ELEM, map.fd().as_fd(), &key, &mut v).context("updating eno_sk_syn for the socket")
     }
 }
 
-/// bpf(BPF_MAP_UPDATE_ELEM) for maps aya has no type for (sk_storage: key is a socket fd).
-fn map_update_raw(map_fd: BorrowedFd<'_>, key: u64, value: u64) -> std::io::Result<()> {
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+
+/// bpf(BPF_MAP_{LOOKUP,UPDATE,DELETE}_ELEM) on a socket-storage map (aya has no type for
+/// them): the key is a socket fd, `value` the value's bytes (read for UPDATE, written by
+/// LOOKUP, unused by DELETE) and must be exactly the map's value size for LOOKUP/UPDATE.
+fn bpf_map_elem(cmd: libc::c_long, map_fd: BorrowedFd<'_>, key: &i32, value: &mut [u8]) -> std::io::Result<()> {
     #[repr(C)]
     struct Attr {
         map_fd: u32,
@@ -356,15 +381,17 @@ fn map_update_raw(map_fd: BorrowedFd<'_>, key: u64, value: u64) -> std::io::Resu
         value: u64,
         flags: u64,
     }
-    let attr = Attr { map_fd: map_fd.as_raw_fd() as u32, _pad: 0, key, value, flags: 0 };
-    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+    let value_ptr = if cmd == BPF_MAP_DELETE_ELEM { 0 } else { value.as_mut_ptr() as u64 };
+    let attr = Attr { map_fd: map_fd.as_raw_fd() as u32, _pad: 0, key: key as *const i32 as u64, value: value_ptr, flags: 0 };
+    // SAFETY: `attr` is the BPF_MAP_*_ELEM layout of `union bpf_attr` (map_fd, key, value,
+    // flags), valid for the duration of the call; `key` points to a live i32 (the socket fd)
+    // and `value` to a live, exclusively borrowed buffer. The caller passes a buffer of the
+    // map's value size (RAW_REC_LEN for eno_sk_rec, 1 + ENO_MAX for eno_sk_syn), so the
+    // kernel writes (LOOKUP) or reads (UPDATE) only inside it; DELETE passes no value.
+    // `map_fd` is a borrowed, open fd. The kernel touches no other memory of ours.
+    #[allow(unsafe_code)]
     let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_MAP_UPDATE_ELEM,
-            &attr as *const Attr,
-            std::mem::size_of::<Attr>() as u32,
-        )
+        libc::syscall(libc::SYS_bpf, cmd, &attr as *const Attr, std::mem::size_of::<Attr>() as u32)
     };
     if r < 0 {
         Err(std::io::Error::last_os_error())
@@ -376,13 +403,6 @@ fn map_update_raw(map_fd: BorrowedFd<'_>, key: u64, value: u64) -> std::io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn key_layout_is_network_order() {
-        let k = EnoKey::new("10.99.0.1:4660".parse().unwrap(), "10.99.0.2:80".parse().unwrap());
-        let bytes: [u8; 12] = unsafe { std::mem::transmute(k) };
-        assert_eq!(bytes, [10, 99, 0, 1, 10, 99, 0, 2, 0x12, 0x34, 0, 80]);
-    }
 
     #[test]
     fn record_decoding() {

@@ -236,8 +236,8 @@ fn parse_frame(f: &[u8], port: u16) -> Option<Seg> {
 struct Conn {
     client: TcpStream,
     server: TcpStream,
-    a_local: SocketAddrV4,
-    b_local: SocketAddrV4,
+    _a_local: SocketAddrV4,
+    _b_local: SocketAddrV4,
 }
 
 fn v4(a: std::net::SocketAddr) -> SocketAddrV4 {
@@ -268,7 +268,7 @@ fn connect(lab: &Lab, port: u16, before_connect: impl FnOnce(&OwnedFd)) -> (Conn
     let (server, _) = listener.accept().unwrap();
     let a_local = v4(client.local_addr().unwrap());
     let b_local = v4(server.local_addr().unwrap());
-    (Conn { client, server, a_local, b_local }, listener)
+    (Conn { client, server, _a_local: a_local, _b_local: b_local }, listener)
 }
 
 impl Lab {
@@ -302,8 +302,8 @@ fn exchange(c: &mut Conn) {
 }
 
 fn records(a: &EnoBpf, b: Option<&EnoBpf>, c: &Conn) -> (EnoRecord, Option<EnoRecord>) {
-    let ra = a.record(c.a_local, c.b_local).unwrap().expect("A has a record");
-    let rb = b.map(|b| b.record(c.b_local, c.a_local).unwrap().expect("B has a record"));
+    let ra = a.record(c.client.as_fd()).unwrap().expect("A has a record");
+    let rb = b.map(|b| b.record(c.server.as_fd()).unwrap().expect("B has a record"));
     (ra, rb)
 }
 
@@ -376,10 +376,10 @@ fn eno_negotiates() {
     assert_eq!((ra.tep, rb.tep), (Some(0x22), Some(0x22)));
     assert!(ra.encrypted() && rb.encrypted() && ra.complete && rb.complete);
 
-    a.forget(c.a_local, c.b_local);
-    b.forget(c.b_local, c.a_local);
-    assert!(a.record(c.a_local, c.b_local).unwrap().is_none());
-    assert!(b.record(c.b_local, c.a_local).unwrap().is_none());
+    a.forget(c.client.as_fd()).unwrap();
+    b.forget(c.server.as_fd()).unwrap();
+    assert!(a.record(c.client.as_fd()).unwrap().is_none());
+    assert!(b.record(c.server.as_fd()).unwrap().is_none());
 }
 
 /// B without the program: the SYN-ACK has no ENO, A sends no ENO in its ACK, records say
@@ -420,7 +420,7 @@ fn fallback_plain_client() {
     let segs = cap.segments(7003);
     let d = dump(&segs);
     assert!(segs.iter().all(|s| s.eno().is_empty()), "{d}");
-    let rb = b.record(c.b_local, c.a_local).unwrap().expect("B record");
+    let rb = b.record(c.server.as_fd()).unwrap().expect("B record");
     eprintln!("B: {rb:?}");
     assert!(rb.passive && rb.syn_option.is_empty() && rb.synack_option.is_empty());
     assert_eq!(rb.fallback, Some(EnoFallback::SynWithoutEno));
@@ -535,4 +535,38 @@ fn kill_9_detaches() {
     }
     assert!(gone, "prog {id} still loaded");
     let _ = fs::remove_dir(&dir);
+}
+
+/// A listener created before the program was attached never had TCP_SAVE_SYN set nor the
+/// SYN-ACK callback enabled: its SYN-ACKs carry no ENO, and the new socket's record says the
+/// SYN is unknown (`SynNotSaved`) without ENO in the ACK - a legitimate plain fallback (the
+/// daemon resets only when the ACK carried ENO). Records are per socket: deleting one leaves
+/// another connection's record alone.
+#[test]
+fn listener_before_attach_and_per_socket_records() {
+    require_root!();
+    let _g = lock();
+    let lab = Lab::new();
+    let a = EnoBpf::attach(&lab.cg_a, &EnoConfig { teps: vec![0x23] }).unwrap();
+    let mut b = None;
+    let (mut c, _l) = connect(&lab, 7006, |_| {
+        b = Some(EnoBpf::attach(&lab.cg_b, &EnoConfig { teps: vec![0x23] }).unwrap());
+    });
+    let b = b.unwrap();
+    exchange(&mut c);
+    let (ra, rb) = records(&a, Some(&b), &c);
+    let rb = rb.unwrap();
+    eprintln!("A: {ra:?}\nB: {rb:?}");
+    assert_eq!(ra.fallback, Some(EnoFallback::SynAckWithoutEno));
+    assert!(rb.passive && !rb.ack_had_eno && rb.complete);
+    assert_eq!(rb.fallback, Some(EnoFallback::SynNotSaved));
+    // A second connection through a listener created after attach negotiates; deleting the
+    // first connection's records does not touch the second's.
+    let (mut c2, _l2) = connect(&lab, 7007, |_| {});
+    exchange(&mut c2);
+    a.forget(c.client.as_fd()).unwrap();
+    b.forget(c.server.as_fd()).unwrap();
+    assert!(a.record(c.client.as_fd()).unwrap().is_none() && b.record(c.server.as_fd()).unwrap().is_none());
+    let (ra2, rb2) = records(&a, Some(&b), &c2);
+    assert!(ra2.encrypted() && rb2.unwrap().encrypted());
 }

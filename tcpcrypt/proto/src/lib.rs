@@ -40,7 +40,7 @@ pub mod suite;
 pub use eno::{Fallback, Role};
 pub use error::Error;
 pub use resume::{KeyMode, Plan, ResumeTicket, SessionCache};
-pub use session::{Config, Event, Session, Stats, MAX_FRAME_DATA};
+pub use session::{Config, Event, Session, Stats, DEFAULT_MAX_PENDING, DEFAULT_REKEY_AFTER_BYTES, MAX_FRAME_DATA};
 pub use suite::{Aead, Tep};
 
 /// Session ID as lowercase hex.

@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 
 use rand_core::{CryptoRng, RngCore};
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::consts::*;
 use crate::eno::Role;
@@ -34,12 +35,36 @@ pub struct Config {
     /// Application bytes per frame (1..=MAX_FRAME_DATA).
     pub max_frame_data: usize,
     /// Initiate rekeying after this many application bytes under one key (None: never).
+    /// Default [`DEFAULT_REKEY_AFTER_BYTES`].
     pub rekey_after_bytes: Option<u64>,
     /// Resumption nonce length, 0..=8 (§3.5: default 8).
     pub resume_nonce_len: usize,
     /// Produce a resumption ticket (ss[i+1]) when keys are set (§3.5 policy 2 when false).
     pub cache_sessions: bool,
+    /// Most application bytes [`Session::send`] queues before keys are set (a peer that never
+    /// sends Init1/Init2 must not make us hold more): beyond it `send` fails with
+    /// [`Error::TooLarge`]. Callers should apply back-pressure well before (see
+    /// [`Session::pending_len`]).
+    pub max_pending: usize,
+    /// Record key-log lines ([`Session::take_key_log`]) - for debugging and teaching only;
+    /// never on by default.
+    pub key_log: bool,
 }
+
+/// Default automatic rekey interval: 2^36 application bytes (64 GiB) under one key.
+///
+/// Why: AES-GCM's security degrades with the amount of data under one key. NIST SP 800-38D
+/// and the TLS 1.3 analysis (RFC 8446 §5.5) put the limit at about 2^24.5 full 16 KiB records,
+/// i.e. 2^38.5 bytes, for an attacker advantage of 2^-57 (confidentiality and integrity
+/// together, per key); 2^36 bytes is 2^22 frames at our default 16 KiB frames, a factor ~5.7
+/// below, which keeps that margin with frames of any size (the bound counts blocks, and our
+/// frames are at most ~4x the default). 12-byte nonces from the offset never repeat within a
+/// key anyway (§3.6). ChaCha20-Poly1305 has no such practical bound, but one interval for all
+/// AEADs is simpler and a rekey costs two HKDF calls. RFC 8548 §3.8 leaves the when to us.
+pub const DEFAULT_REKEY_AFTER_BYTES: u64 = 1 << 36;
+
+/// Default [`Config::max_pending`]: 1 MiB.
+pub const DEFAULT_MAX_PENDING: usize = 1 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -47,9 +72,11 @@ impl Default for Config {
             teps: Tep::ALL.to_vec(),
             aeads: Aead::ALL.to_vec(),
             max_frame_data: 16 * 1024,
-            rekey_after_bytes: None,
+            rekey_after_bytes: Some(DEFAULT_REKEY_AFTER_BYTES),
             resume_nonce_len: MAX_RESUME_NONCE_LEN,
             cache_sessions: true,
+            max_pending: DEFAULT_MAX_PENDING,
+            key_log: false,
         }
     }
 }
@@ -136,6 +163,7 @@ pub struct Session {
     peer_fin: bool,
     events: VecDeque<Event>,
     stats: Stats,
+    key_log: Vec<Zeroizing<String>>,
     #[cfg(test)]
     pub(crate) nonce_log: Vec<([u8; 32], bool, [u8; 12])>,
 }
@@ -202,6 +230,7 @@ impl Session {
             peer_fin: false,
             events: VecDeque::new(),
             stats: Stats::default(),
+            key_log: Vec::new(),
             #[cfg(test)]
             nonce_log: Vec::new(),
         };
@@ -246,7 +275,12 @@ impl Session {
     /// ss[i] -> mk[0], session ID, next ticket; set generation-0 traffic keys.
     fn install_keys(&mut self, ss: Secret, sn: &[u8], aead: Aead, orig_role: Role, index: u64) -> Result<(), Error> {
         let mk0 = keys::first_master_key(&ss, sn);
-        self.session_id = Some(keys::session_id(self.tep_byte, &ss, sn));
+        let sid = keys::session_id(self.tep_byte, &ss, sn);
+        if self.cfg.key_log {
+            let ss_hex = keys::secret_hex(&ss);
+            self.key_log.push(Zeroizing::new(format!("TCPCRYPT_SS {} {index} {}", crate::hex(&sid), ss_hex.as_str())));
+        }
+        self.session_id = Some(sid);
         if self.cfg.cache_sessions {
             self.ticket = Some(ResumeTicket::new(self.tep, aead, orig_role, index + 1, keys::next_session_secret(&ss)));
         }
@@ -262,7 +296,7 @@ impl Session {
     }
 
     fn after_established(&mut self) -> Result<(), Error> {
-        let pending = std::mem::take(&mut self.pending);
+        let pending = Zeroizing::new(std::mem::take(&mut self.pending));
         self.seal_data(&pending)?;
         if self.fin_queued {
             self.send_fin()?;
@@ -274,6 +308,8 @@ impl Session {
         if !matches!(self.state, State::Failed(_)) {
             self.state = State::Failed(e);
         }
+        self.eph = None;
+        self.pending.zeroize();
         self.send_key = None;
         self.recv_key = None;
         self.send_mk = None;
@@ -339,6 +375,13 @@ impl Session {
         }
     }
 
+    /// Key log: the key-agreement result ES, named by N_A (which Init1 carries in clear).
+    fn log_es(&mut self, n_a: &[u8], es: &[u8]) {
+        if self.cfg.key_log {
+            self.key_log.push(Zeroizing::new(format!("TCPCRYPT_ES {} {}", crate::hex(n_a), crate::hex(es))));
+        }
+    }
+
     fn on_init1(&mut self, m: Init1, raw: Vec<u8>) -> Result<(), Error> {
         let aead = self
             .cfg
@@ -351,6 +394,7 @@ impl Session {
         let init2 = Init2 { sym_cipher: aead.id(), nonce: self.my_nonce, pub_key: eph.public_field(), ignored: Vec::new() }
             .encode()?;
         let es = eph.agree(&m.pub_key)?;
+        self.log_es(&m.nonce, &es);
         let prk = keys::prk(&m.nonce, &self.transcript, &raw, &init2, &es);
         self.emit_handshake(&init2);
         self.install_keys(prk, &[], aead, Role::B, 0)?;
@@ -364,6 +408,8 @@ impl Session {
         let aead = Aead::from_id(m.sym_cipher).ok_or(Error::CipherNotOffered(m.sym_cipher))?;
         let eph = self.eph.take().ok_or(Error::Internal("no ephemeral key"))?;
         let es = eph.agree(&m.pub_key)?;
+        let n_a = self.my_nonce;
+        self.log_es(&n_a, &es);
         let prk = keys::prk(&self.my_nonce, &self.transcript, &self.init1, &raw, &es);
         self.init1 = Vec::new();
         self.install_keys(prk, &[], aead, Role::A, 0)?;
@@ -475,6 +521,9 @@ impl Session {
             return Err(Error::InvalidState("send after FIN"));
         }
         if self.state != State::Established {
+            if self.pending.len().saturating_add(data.len()) > self.cfg.max_pending {
+                return Err(self.fail(Error::TooLarge("data queued before the key exchange completed")));
+            }
             self.pending.extend_from_slice(data);
             return Ok(());
         }
@@ -557,6 +606,20 @@ impl Session {
     pub fn outgoing_len(&self) -> usize {
         self.outgoing.len()
     }
+    /// Application bytes queued by [`Session::send`] until keys are set (at most
+    /// [`Config::max_pending`]).
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+    /// Key-log lines recorded since the last call (only with [`Config::key_log`]): one line
+    /// per secret, `TCPCRYPT_ES <N_A hex> <ES hex>` (fresh key exchange: the key-agreement
+    /// result, named by the nonce Init1 carries) and `TCPCRYPT_SS <session ID hex> <i>
+    /// <ss[i] hex>` (the session secret behind a session ID: ss[0] = PRK for a fresh
+    /// exchange). From ES and a capture's ENO options, Init1 and Init2, every key follows
+    /// (RFC 8548 §3.3-§3.6). The strings are zeroed on drop.
+    pub fn take_key_log(&mut self) -> Vec<Zeroizing<String>> {
+        std::mem::take(&mut self.key_log)
+    }
     /// Whether there are bytes to write.
     pub fn has_outgoing(&self) -> bool {
         !self.outgoing.is_empty()
@@ -615,6 +678,16 @@ impl Session {
     /// The ticket (ss[i+1]) to cache for resuming with this peer; taken once.
     pub fn take_ticket(&mut self) -> Option<ResumeTicket> {
         self.ticket.take()
+    }
+}
+
+impl Drop for Session {
+    /// Application data queued or received but not yet taken is wiped with the keys (which
+    /// wipe themselves).
+    fn drop(&mut self) {
+        self.pending.zeroize();
+        self.plaintext.zeroize();
+        self.my_nonce.zeroize();
     }
 }
 

@@ -1,17 +1,19 @@
 //! The production ENO source: the `tcpcrypt-eno-bpf` sock_ops program attached to the
-//! daemon's cgroup. Its SYN-ACK carries one fresh-key-exchange TEP, so a daemon behind it
-//! never resumes sessions (it still caches nothing it cannot use: `supports_resumption`
-//! is false).
+//! daemon's cgroup. Its records live in socket storage (`BPF_MAP_TYPE_SK_STORAGE`) of the
+//! connection's own socket, so no other connection (or SYN flood) can evict them; the daemon
+//! reads them through the socket's fd. Its SYN-ACK carries one fresh-key-exchange TEP, so a
+//! daemon behind it never resumes sessions (it caches nothing it cannot use:
+//! `supports_resumption` is false).
 
 use std::net::{SocketAddr, SocketAddrV4};
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tcpcrypt_eno_bpf::{EnoBpf, EnoConfig};
+use tcpcrypt_eno_bpf::{EnoBpf, EnoConfig, EnoFallback};
 use tcpcrypt_proto::Tep;
 
-use crate::eno_source::{EnoRecord, EnoSource};
+use crate::eno_source::{EnoLookup, EnoRecord, EnoSource};
 
 struct Bpf(EnoBpf);
 
@@ -26,21 +28,33 @@ impl EnoSource for Bpf {
     fn name(&self) -> &'static str {
         "bpf"
     }
-    fn record(&self, local: SocketAddr, remote: SocketAddr, passive: bool) -> anyhow::Result<Option<EnoRecord>> {
-        let (Some(l), Some(r)) = (v4(local), v4(remote)) else { return Ok(None) };
-        // After accept() the first ACK has been processed; allow the record a moment anyway.
-        let mut rec = self.0.record(l, r)?;
-        for _ in 0..20 {
-            match &rec {
-                Some(x) if !x.complete => {
-                    std::thread::sleep(Duration::from_millis(1));
-                    rec = self.0.record(l, r)?;
-                }
-                _ => break,
-            }
+    fn record(&self, sock: BorrowedFd<'_>, local: SocketAddr, remote: SocketAddr, _passive: bool) -> anyhow::Result<EnoLookup> {
+        // What the program leaves alone never carried ENO: plain TCP by design.
+        let (Some(l), Some(r)) = (v4(local), v4(remote)) else {
+            return Ok(EnoLookup::NotApplicable("IPv6: eno-bpf runs on IPv4 sockets only".into()));
+        };
+        if matches!(local, SocketAddr::V6(_)) {
+            return Ok(EnoLookup::NotApplicable("v4-mapped IPv6 socket: eno-bpf runs on AF_INET sockets only".into()));
         }
-        Ok(rec.map(|x| EnoRecord {
-            passive: x.passive || passive && x.syn_option.is_empty(),
+        if l.ip().is_loopback() || r.ip().is_loopback() {
+            return Ok(EnoLookup::NotApplicable("loopback: eno-bpf skips 127/8".into()));
+        }
+        // The program writes the record before connect()/accept() return (ACTIVE_ESTABLISHED
+        // runs before the connect completes, PASSIVE_ESTABLISHED before the child is queued
+        // for accept), so there is nothing to wait for: missing or incomplete = fail closed.
+        let Some(x) = self.0.record(sock)? else {
+            return Ok(EnoLookup::Missing("no ENO record for the socket".into()));
+        };
+        if !x.complete {
+            return Ok(EnoLookup::Missing(format!("ENO record incomplete: {x:?}")));
+        }
+        if x.fallback == Some(EnoFallback::SynNotSaved) && x.ack_had_eno {
+            // The SYN-ACK carried ENO and A's ACK too, but the SYN (hence the transcript) is
+            // not known here (e.g. a SYN cookie): A has encryption enabled; we cannot run it.
+            return Ok(EnoLookup::Missing("SYN not saved (SYN cookie?) but the ACK carried ENO".into()));
+        }
+        Ok(EnoLookup::Record(EnoRecord {
+            passive: x.passive,
             encrypted_hint: Some(x.encrypted()),
             fallback: x.fallback.map(|f| format!("eno-bpf: {f:?}")),
             syn_option: x.syn_option,
@@ -49,10 +63,8 @@ impl EnoSource for Bpf {
             resume_ticket: None,
         }))
     }
-    fn forget(&self, local: SocketAddr, remote: SocketAddr, _passive: bool) {
-        if let (Some(l), Some(r)) = (v4(local), v4(remote)) {
-            self.0.forget(l, r);
-        }
+    fn forget(&self, sock: BorrowedFd<'_>, _local: SocketAddr, _remote: SocketAddr, _passive: bool) {
+        let _ = self.0.forget(sock);
     }
 }
 

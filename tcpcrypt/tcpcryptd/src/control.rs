@@ -1,5 +1,13 @@
-//! The control socket: a Unix stream socket; a client sends one line (`sessions`) and reads
-//! one JSON document back.
+//! The control socket: a Unix stream socket; a client sends one line and reads one JSON
+//! document back:
+//!
+//! * `sessions` (or `status`, or an empty line): `{"daemon": {...}, "connections": [...]}`,
+//!   every live connection.
+//! * `session ADDR`: `{"connections": [...]}`, the live or recently closed (last 1024)
+//!   connections one of whose addresses is ADDR (`IP:PORT`): an application passes its own
+//!   socket's local address (a client) or peer address (a service) and learns the session ID
+//!   (RFC 8547 §5.1: the session ID MUST be available to the application), `mode`, `state`
+//!   and, for a fallback, its `reason`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,9 +34,12 @@ pub async fn serve(path: PathBuf, registry: Arc<Registry>, info: Value) -> anyho
             let (r, mut w) = stream.into_split();
             let mut line = String::new();
             let _ = BufReader::new(r).read_line(&mut line).await;
-            let reply = match line.trim() {
-                "sessions" | "status" | "" => json!({"daemon": info, "connections": registry.snapshot()}),
-                other => json!({"error": format!("unknown request {other:?}")}),
+            let reply = match line.trim().split_once(' ') {
+                Some(("session", addr)) => json!({"connections": registry.find(addr.trim())}),
+                _ => match line.trim() {
+                    "sessions" | "status" | "" => json!({"daemon": info, "connections": registry.snapshot()}),
+                    other => json!({"error": format!("unknown request {other:?}")}),
+                },
             };
             let _ = w.write_all(format!("{reply}\n").as_bytes()).await;
             let _ = w.shutdown().await;
@@ -36,10 +47,15 @@ pub async fn serve(path: PathBuf, registry: Arc<Registry>, info: Value) -> anyho
     }
 }
 
-/// Ask a running daemon.
+/// Ask a running daemon for every live connection.
 pub async fn query(path: &Path) -> anyhow::Result<Value> {
+    request(path, "sessions").await
+}
+
+/// Send one request line to a running daemon.
+pub async fn request(path: &Path, line: &str) -> anyhow::Result<Value> {
     let mut s = UnixStream::connect(path).await.with_context(|| format!("connect {} (is tcpcryptd running?)", path.display()))?;
-    s.write_all(b"sessions\n").await?;
+    s.write_all(format!("{line}\n").as_bytes()).await?;
     let mut buf = String::new();
     tokio::io::AsyncReadExt::read_to_string(&mut s, &mut buf).await?;
     Ok(serde_json::from_str(&buf)?)

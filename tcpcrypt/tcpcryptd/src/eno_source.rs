@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
 use tcpcrypt_proto::eno::TepSuboption;
@@ -32,6 +33,21 @@ pub struct EnoRecord {
     pub fallback: Option<String>,
 }
 
+/// What an ENO source knows about one connection.
+#[derive(Debug, Clone)]
+pub enum EnoLookup {
+    /// The kernel side's record (which may itself say that ENO fell back, and why).
+    Record(EnoRecord),
+    /// ENO does not run on this connection by design (`--eno none`, IPv6 or loopback with
+    /// eno-bpf): our SYN/SYN-ACK carried no ENO, so the peer cannot have enabled encryption
+    /// and plain TCP is the legitimate fallback of RFC 8547 §4.6. The reason.
+    NotApplicable(String),
+    /// The record should exist and does not, or is incomplete (deleted, evicted, the SYN was
+    /// not saved): we cannot know whether the peer enabled encryption, so the connection is
+    /// reset - never relayed in plaintext. The reason.
+    Missing(String),
+}
+
 /// A source of per-connection ENO records.
 pub trait EnoSource: Send + Sync + 'static {
     /// Short name for logs.
@@ -45,10 +61,14 @@ pub trait EnoSource: Send + Sync + 'static {
     fn prepare_connect(&self, _local: SocketAddr, _remote: SocketAddr, _resume: Option<&TepSuboption>) -> bool {
         false
     }
-    /// The record for an established connection (None: ENO saw nothing, i.e. plain TCP).
-    fn record(&self, local: SocketAddr, remote: SocketAddr, passive: bool) -> anyhow::Result<Option<EnoRecord>>;
-    /// Drop per-connection state.
-    fn forget(&self, _local: SocketAddr, _remote: SocketAddr, _passive: bool) {}
+    /// The record of an established connection (`sock`: its socket, after connect()/accept()).
+    fn record(&self, sock: BorrowedFd<'_>, local: SocketAddr, remote: SocketAddr, passive: bool) -> anyhow::Result<EnoLookup>;
+    /// Drop per-connection state (eno-bpf: the socket's storage; tests use it to delete a
+    /// record mid-handshake).
+    fn forget(&self, _sock: BorrowedFd<'_>, _local: SocketAddr, _remote: SocketAddr, _passive: bool) {}
+    /// The daemon is done with the connection (its socket may be gone): drop what is kept by
+    /// address (eno-bpf keeps nothing: its storage dies with the socket).
+    fn done(&self, _local: SocketAddr, _remote: SocketAddr, _passive: bool) {}
 }
 
 /// No ENO at all: every connection is relayed as plain TCP.
@@ -58,8 +78,8 @@ impl EnoSource for NoEno {
     fn name(&self) -> &'static str {
         "none"
     }
-    fn record(&self, _: SocketAddr, _: SocketAddr, _: bool) -> anyhow::Result<Option<EnoRecord>> {
-        Ok(None)
+    fn record(&self, _: BorrowedFd<'_>, _: SocketAddr, _: SocketAddr, _: bool) -> anyhow::Result<EnoLookup> {
+        Ok(EnoLookup::NotApplicable("ENO disabled (--eno none)".into()))
     }
 }
 
@@ -154,13 +174,20 @@ impl EnoSource for FakeEno {
         st.records.insert((k, false), base);
         resume.is_some() && !syn.is_empty()
     }
-    fn record(&self, local: SocketAddr, remote: SocketAddr, passive: bool) -> anyhow::Result<Option<EnoRecord>> {
+    fn record(&self, _sock: BorrowedFd<'_>, local: SocketAddr, remote: SocketAddr, passive: bool) -> anyhow::Result<EnoLookup> {
         let mut st = self.net.lock();
         // The passive side's record is consumed (it holds the resumption ticket).
         let k = (key(local, remote, passive), passive);
-        Ok(if passive { st.records.remove(&k) } else { st.records.get(&k).cloned() })
+        let r = if passive { st.records.remove(&k) } else { st.records.get(&k).cloned() };
+        Ok(match r {
+            Some(r) => EnoLookup::Record(r),
+            None => EnoLookup::Missing("no record of the connection in the fake ENO network".into()),
+        })
     }
-    fn forget(&self, local: SocketAddr, remote: SocketAddr, passive: bool) {
+    fn forget(&self, _sock: BorrowedFd<'_>, local: SocketAddr, remote: SocketAddr, passive: bool) {
+        self.done(local, remote, passive);
+    }
+    fn done(&self, local: SocketAddr, remote: SocketAddr, passive: bool) {
         self.net.lock().records.remove(&(key(local, remote, passive), passive));
     }
 }

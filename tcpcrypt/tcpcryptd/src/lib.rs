@@ -12,6 +12,7 @@ pub mod iptables;
 pub mod proxy;
 pub mod registry;
 
-pub use eno_source::{EnoRecord, EnoSource, FakeEno, FakeEnoNet, ListenerPolicy, NoEno};
+pub use eno_source::{EnoLookup, EnoRecord, EnoSource, FakeEno, FakeEnoNet, ListenerPolicy, NoEno};
+pub use proxy::{DropEnoRecord, RequirePolicy};
 pub use proxy::{Daemon, DaemonConfig, Destination};
 pub use registry::Registry;

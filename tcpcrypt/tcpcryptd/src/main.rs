@@ -18,6 +18,8 @@ USAGE:
   tcpcryptd run [OPTIONS]        run the daemon (foreground; SIGTERM/SIGINT remove its rules)
   tcpcryptd status [--json]      print the running daemon's connections
   tcpcryptd sessions [--json]    same as status
+  tcpcryptd session ADDR         the connection(s) with this address (IP:PORT; an application's own
+                                 socket address finds its connection): session ID, mode, reason (JSON)
   tcpcryptd cleanup              remove what a killed daemon left (iptables chains, socket, cgroup)
   tcpcryptd help
 
@@ -37,7 +39,15 @@ RUN OPTIONS:
   --teps LIST             TEPs, most preferred first (default 0x23,0x21,0x22)
   --ciphers LIST          AEADs, most preferred first: aes128gcm,aes256gcm,chacha20poly1305
   --frame-size N          application bytes per frame (default 16384)
-  --rekey-after-bytes N   rekey after N bytes under one key (default: never)
+  --rekey-after-bytes N   rekey after N bytes under one key (default 2^36 = 68719476736, AES-GCM's
+                          per-key data limit with margin; 0 = never)
+  --require-encryption R  reset a connection that would fall back to plain TCP instead of relaying it,
+                          for the destinations R (repeatable, comma-separated): all, PORT, IP, IP/PREFIX,
+                          IP:PORT or IP/PREFIX:PORT (inbound: the peer's address and the service port)
+  --handshake-timeout S   reset a tcpcrypt connection whose keys are not set S seconds after the TCP
+                          connection opened (default 10; fractions allowed)
+  --key-log FILE          append every session's secrets to FILE (debugging/teaching only, like
+                          SSLKEYLOGFILE; never on by default; format in tcpcrypt/README.md)
   --no-resume             no session caching/resumption
   --stats-file PATH       append one JSON line per closed connection
   --control PATH          control socket (default /run/tcpcryptd/control.sock)
@@ -49,6 +59,11 @@ RUN OPTIONS:
                           the daemon's computation queues onto the device's cores with theirs
   --forward-to ADDR       outbound destination instead of SO_ORIGINAL_DST
   --service-addr ADDR     inbound service instead of SO_ORIGINAL_DST
+
+TESTING ONLY:
+  --test-drop-eno-record out|in|both
+                          delete the ENO record of outbound/inbound connections right after
+                          connect()/accept() (as an eviction would): such connections must be reset
 
 CLEANUP/STATUS OPTIONS: --iptables CMD, --chain-prefix P, --control PATH, --cgroup DIR, --json
 ";
@@ -139,6 +154,7 @@ fn main() {
     let r = match cmd.as_str() {
         "run" => run(opts),
         "status" | "sessions" => status(opts),
+        "session" => session(opts),
         "cleanup" | "--cleanup" => cleanup(opts),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
@@ -166,6 +182,16 @@ fn status(mut o: Opts) -> anyhow::Result<()> {
     } else {
         print!("{}", control::format_table(&v));
     }
+    Ok(())
+}
+
+fn session(mut o: Opts) -> anyhow::Result<()> {
+    let path = PathBuf::from(o.value("--control")?.unwrap_or(DEFAULT_CONTROL.into()));
+    let _ = o.flag("--json");
+    let addr = if o.args.is_empty() { bail!("session needs an address (IP:PORT)") } else { o.args.remove(0) };
+    o.done()?;
+    let v = runtime()?.block_on(control::request(&path, &format!("session {addr}")))?;
+    println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
 }
 
@@ -230,7 +256,41 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
         v => v.iter().map(|s| parse_aead(s)).collect::<Result<_, _>>()?,
     };
     let frame = parse_num(&o.value("--frame-size")?.unwrap_or("16384".into()))? as usize;
-    let rekey = o.value("--rekey-after-bytes")?.map(|v| parse_num(&v)).transpose()?;
+    let rekey = match o.value("--rekey-after-bytes")? {
+        None => Some(tcpcrypt_proto::DEFAULT_REKEY_AFTER_BYTES),
+        Some(v) => Some(parse_num(&v)?).filter(|&n| n != 0),
+    };
+    let mut require = tcpcryptd::RequirePolicy::default();
+    for r in o.list("--require-encryption")? {
+        require.add(&r)?;
+    }
+    let handshake_timeout = match o.value("--handshake-timeout")? {
+        None => tcpcryptd::proxy::DEFAULT_HANDSHAKE_TIMEOUT,
+        Some(v) => {
+            let secs: f64 = v.parse().with_context(|| format!("--handshake-timeout {v}"))?;
+            if !(secs > 0.0 && secs.is_finite()) {
+                bail!("--handshake-timeout must be positive");
+            }
+            std::time::Duration::from_secs_f64(secs)
+        }
+    };
+    let key_log = o
+        .value("--key-log")?
+        .map(|p| {
+            std::fs::OpenOptions::new().create(true).append(true).open(&p).with_context(|| format!("--key-log {p}"))
+        })
+        .transpose()?;
+    let key_log_on = key_log.is_some();
+    if key_log_on {
+        eprintln!("tcpcryptd: WARNING: --key-log writes every session's secrets to a file (debugging only)");
+    }
+    let drop_eno_record = match o.value("--test-drop-eno-record")?.as_deref() {
+        None => tcpcryptd::DropEnoRecord::default(),
+        Some("out") => tcpcryptd::DropEnoRecord { outbound: true, inbound: false },
+        Some("in") => tcpcryptd::DropEnoRecord { outbound: false, inbound: true },
+        Some("both") => tcpcryptd::DropEnoRecord { outbound: true, inbound: true },
+        Some(x) => bail!("--test-drop-eno-record {x}: out, in or both"),
+    };
     let no_resume = o.flag("--no-resume");
     let stats_file = o.value("--stats-file")?.map(PathBuf::from);
     let control_path = PathBuf::from(o.value("--control")?.unwrap_or(DEFAULT_CONTROL.into()));
@@ -247,9 +307,13 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
     }
 
     let cfg = DaemonConfig {
-        proto: Config { teps: teps.clone(), aeads: aeads.clone(), max_frame_data: frame, rekey_after_bytes: rekey, cache_sessions: !no_resume, ..Config::default() },
+        proto: Config { teps: teps.clone(), aeads: aeads.clone(), max_frame_data: frame, rekey_after_bytes: rekey, cache_sessions: !no_resume, key_log: key_log_on, ..Config::default() },
         mark,
         resumption: !no_resume,
+        require: require.clone(),
+        handshake_timeout,
+        key_log: key_log.map(|f| Arc::new(std::sync::Mutex::new(f))),
+        drop_eno_record,
         device: match (device, device_cores) {
             (Some(p), Some(c)) => Some(Arc::new(tcpcryptd::device::Pacer::on_cores(p, c))),
             (Some(p), None) => Some(Arc::new(tcpcryptd::device::Pacer::new(p))),
@@ -298,6 +362,9 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
             "ciphers": aeads.iter().map(|a| a.name()).collect::<Vec<_>>(),
             "stats_file": registry.stats_path.as_ref().map(|p| p.display().to_string()),
             "device": device_name,
+            "require_encryption": !require.is_empty(),
+            "handshake_timeout_s": handshake_timeout.as_secs_f64(),
+            "rekey_after_bytes": rekey,
         });
         let ctl = tokio::spawn(control::serve(control_path.clone(), registry.clone(), info));
         if !no_ipt {

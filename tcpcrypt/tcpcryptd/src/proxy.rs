@@ -2,12 +2,19 @@
 //! host A) and inbound (network -> local service, we are the passive opener, host B). Each
 //! connection either runs tcpcrypt (ENO negotiated a tcpcrypt TEP) or relays plain bytes
 //! (ENO fell back). Once ENO succeeded there is no way back to plaintext: any error resets.
+//!
+//! Fail closed: plain relaying needs positive knowledge that the peer did not enable
+//! encryption (the ENO record says ENO fell back, or ENO does not run on the connection by
+//! design). A record that is missing or incomplete resets the connection, as does a fallback
+//! where `--require-encryption` covers the destination.
 
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
+use anyhow::{anyhow, bail, Context};
 use serde_json::json;
 use socket2::SockRef;
 use tcpcrypt_proto::{resume, Config, Session, SessionCache};
@@ -17,7 +24,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Notify;
 
 use crate::device::{session_ops, tep_key, Pacer};
-use crate::eno_source::{EnoRecord, EnoSource};
+use crate::eno_source::{EnoLookup, EnoSource};
 use crate::registry::{Conn, Registry};
 
 /// Daemon settings.
@@ -35,11 +42,131 @@ pub struct DaemonConfig {
     /// A device's time for the cryptography (`--device-profile`; crate::device): None, this
     /// machine's.
     pub device: Option<Arc<Pacer>>,
+    /// Destinations that must be encrypted: a connection to them that would fall back to
+    /// plain TCP is reset instead (`--require-encryption`).
+    pub require: RequirePolicy,
+    /// A tcpcrypt connection whose keys are not set this long after the TCP connection was
+    /// established (no Init1/Init2 from the peer) is reset (`--handshake-timeout`).
+    pub handshake_timeout: Duration,
+    /// Opt-in key log (`--key-log FILE`): never set by default.
+    pub key_log: Option<Arc<Mutex<std::fs::File>>>,
+    /// Test hook (`--test-drop-eno-record`): delete the ENO record of these connections right
+    /// after connect()/accept(), as an eviction would.
+    pub drop_eno_record: DropEnoRecord,
 }
+
+/// Default `--handshake-timeout`: 10 s (a few RTTs of the slowest wearable link plus a
+/// device's key agreement are well under a second; the rest is slack for loss).
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for DaemonConfig {
     fn default() -> Self {
-        DaemonConfig { proto: Config::default(), mark: 0, resumption: true, buf_size: 64 * 1024, device: None }
+        DaemonConfig {
+            proto: Config::default(),
+            mark: 0,
+            resumption: true,
+            buf_size: 64 * 1024,
+            device: None,
+            require: RequirePolicy::default(),
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            key_log: None,
+            drop_eno_record: DropEnoRecord::default(),
+        }
+    }
+}
+
+/// Which connections' ENO records the test hook deletes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DropEnoRecord {
+    /// Outbound connections (we are host A).
+    pub outbound: bool,
+    /// Inbound connections (we are host B).
+    pub inbound: bool,
+}
+
+/// `--require-encryption`: where a fallback to plain TCP is not acceptable.
+#[derive(Clone, Debug, Default)]
+pub struct RequirePolicy {
+    rules: Vec<RequireRule>,
+}
+
+#[derive(Clone, Debug)]
+enum RequireRule {
+    All,
+    /// Peer address prefix (None: any) and port (None: any).
+    Dest { net: Option<(IpAddr, u8)>, port: Option<u16> },
+}
+
+impl RequirePolicy {
+    /// Every connection must be encrypted.
+    pub fn all() -> Self {
+        RequirePolicy { rules: vec![RequireRule::All] }
+    }
+    /// Parse one rule: `all`, `PORT`, `IP`, `IP/PREFIX`, `IP:PORT` or `IP/PREFIX:PORT` (IPv6
+    /// addresses in brackets with a port: `[::1]:80`).
+    pub fn add(&mut self, spec: &str) -> anyhow::Result<()> {
+        let spec = spec.trim();
+        if spec.eq_ignore_ascii_case("all") || spec == "*" {
+            self.rules.push(RequireRule::All);
+            return Ok(());
+        }
+        if let Ok(p) = spec.parse::<u16>() {
+            self.rules.push(RequireRule::Dest { net: None, port: Some(p) });
+            return Ok(());
+        }
+        let (addr, port) = if let Some(rest) = spec.strip_prefix('[') {
+            let (a, p) = rest.split_once(']').ok_or_else(|| anyhow!("bad --require-encryption {spec}"))?;
+            (a.to_string(), p.strip_prefix(':').map(|p| p.parse::<u16>()).transpose()?)
+        } else if spec.matches(':').count() == 1 {
+            let (a, p) = spec.split_once(':').unwrap_or((spec, ""));
+            (a.to_string(), Some(p.parse::<u16>().with_context(|| format!("bad port in --require-encryption {spec}"))?))
+        } else {
+            (spec.to_string(), None)
+        };
+        let (ip, prefix) = match addr.split_once('/') {
+            Some((ip, pl)) => (ip.parse::<IpAddr>()?, pl.parse::<u8>()?),
+            None => {
+                let ip = addr.parse::<IpAddr>().with_context(|| format!("bad --require-encryption {spec}"))?;
+                (ip, if ip.is_ipv4() { 32 } else { 128 })
+            }
+        };
+        if prefix > if ip.is_ipv4() { 32 } else { 128 } {
+            bail!("bad prefix length in --require-encryption {spec}");
+        }
+        self.rules.push(RequireRule::Dest { net: Some((ip, prefix)), port });
+        Ok(())
+    }
+    /// Whether a connection with this peer address and service port (outbound: the
+    /// destination port; inbound: the intercepted service port) must be encrypted.
+    pub fn requires(&self, peer: IpAddr, port: u16) -> bool {
+        self.rules.iter().any(|r| match r {
+            RequireRule::All => true,
+            RequireRule::Dest { net, port: p } => {
+                p.is_none_or(|p| p == port) && net.is_none_or(|(ip, len)| in_prefix(peer, ip, len))
+            }
+        })
+    }
+    /// No rule.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+}
+
+fn in_prefix(a: IpAddr, net: IpAddr, len: u8) -> bool {
+    let a = match a {
+        IpAddr::V6(v) => v.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v)),
+        v => v,
+    };
+    match (a, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len as u32) };
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - len as u32) };
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
     }
 }
 
@@ -104,6 +231,18 @@ fn abort(app_r: OwnedReadHalf, app_w: OwnedWriteHalf, net_r: OwnedReadHalf, net_
     let _ = SockRef::from(net_r.as_ref()).set_linger(Some(Duration::ZERO));
     app_w.forget();
     net_w.forget();
+}
+
+/// Abort before any byte was relayed: both connections reset, the reason recorded.
+fn abort_early(conn: &Conn, app: &TcpStream, net: &TcpStream, reason: String) -> anyhow::Error {
+    {
+        let mut st = conn.lock();
+        st.state = "aborted";
+        st.reason = Some(reason.clone());
+    }
+    reset(app);
+    reset(net);
+    anyhow!(reason)
 }
 
 fn lock(s: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
@@ -202,9 +341,14 @@ impl Daemon {
         net.set_nodelay(true)?;
         let local = net.local_addr()?;
         let conn = self.registry.add("out", local, dst, app_peer);
-        let rec = self.eno.record(local, dst, false);
-        let r = self.clone().run(&conn, app, net, rec, ticket).await;
-        self.eno.forget(local, dst, false);
+        conn.lock().app_local = app.local_addr().ok();
+        if self.cfg.drop_eno_record.outbound {
+            self.eno.forget(net.as_fd(), local, dst, false);
+        }
+        let rec = self.eno.record(net.as_fd(), local, dst, false);
+        let port = dst.port();
+        let r = self.clone().run(&conn, app, net, rec, ticket, port).await;
+        self.eno.done(local, dst, false);
         self.registry.close(&conn);
         r
     }
@@ -214,43 +358,58 @@ impl Daemon {
     pub async fn inbound(self: Arc<Self>, net: TcpStream, service: SocketAddr) -> anyhow::Result<()> {
         net.set_nodelay(true)?;
         let (local, remote) = (net.local_addr()?, net.peer_addr()?);
-        let mut rec = self.eno.record(local, remote, true);
-        let ticket = rec.as_mut().ok().and_then(|r| r.as_mut()).and_then(|r| r.resume_ticket.take());
+        if self.cfg.drop_eno_record.inbound {
+            self.eno.forget(net.as_fd(), local, remote, true);
+        }
+        let mut rec = self.eno.record(net.as_fd(), local, remote, true);
+        let ticket = match rec.as_mut() {
+            Ok(EnoLookup::Record(r)) => r.resume_ticket.take(),
+            _ => None,
+        };
         let sock = self.marked_socket(service)?;
         let app = match sock.connect(service).await {
             Ok(s) => s,
             Err(e) => {
                 reset(&net);
-                self.eno.forget(local, remote, true);
+                self.eno.done(local, remote, true);
                 return Err(e).context("connect to service");
             }
         };
         app.set_nodelay(true)?;
         let conn = self.registry.add("in", local, remote, service);
-        let r = self.clone().run(&conn, app, net, rec, ticket).await;
-        self.eno.forget(local, remote, true);
+        conn.lock().app_local = app.local_addr().ok();
+        // The intercepted service port (with REDIRECT `service` is the original destination).
+        let port = service.port();
+        let r = self.clone().run(&conn, app, net, rec, ticket, port).await;
+        self.eno.done(local, remote, true);
         self.registry.close(&conn);
         r
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run(
         self: Arc<Self>,
         conn: &Conn,
         app: TcpStream,
         net: TcpStream,
-        rec: anyhow::Result<Option<EnoRecord>>,
+        rec: anyhow::Result<EnoLookup>,
         ticket: Option<tcpcrypt_proto::ResumeTicket>,
+        port: u16,
     ) -> anyhow::Result<()> {
+        let required = self.cfg.require.requires(conn.remote.ip(), port);
+        conn.lock().required = required;
         let rec = match rec {
-            Ok(r) => r,
-            Err(e) => {
-                // We cannot know whether the peer enabled encryption: never guess plaintext.
-                conn.lock().state = "aborted";
-                conn.lock().reason = Some(format!("ENO record: {e:#}"));
-                reset(&app);
-                reset(&net);
-                return Err(e);
+            Ok(EnoLookup::Record(r)) => Some(r),
+            Ok(EnoLookup::NotApplicable(why)) => {
+                conn.lock().fallback = Some(why.clone());
+                if required {
+                    return Err(abort_early(conn, &app, &net, format!("encryption required, but {why}")));
+                }
+                None
             }
+            // We cannot know whether the peer enabled encryption: never guess plaintext.
+            Ok(EnoLookup::Missing(why)) => return Err(abort_early(conn, &app, &net, format!("fail closed: {why}"))),
+            Err(e) => return Err(abort_early(conn, &app, &net, format!("fail closed: ENO record: {e:#}"))),
         };
         let plan = match &rec {
             None => Err(tcpcrypt_proto::Fallback::NoLocalOption),
@@ -282,10 +441,18 @@ impl Daemon {
         let plan = match plan {
             Ok(p) => p,
             Err(fallback) => {
+                let fallback = conn.lock().fallback.clone().unwrap_or(fallback);
+                if required {
+                    // RFC 8547 §4.6 lets a host that requires encryption abort instead of
+                    // falling back.
+                    conn.lock().fallback = Some(fallback.clone());
+                    return Err(abort_early(conn, &app, &net, format!("encryption required, but ENO fell back: {fallback}")));
+                }
                 {
                     let mut st = conn.lock();
                     st.state = "plain";
-                    st.reason = Some(fallback);
+                    st.reason = Some(fallback.clone());
+                    st.fallback = Some(fallback);
                     st.handshake_ms = None;
                 }
                 return relay_plain(conn, app, net, self.cfg.buf_size).await;
@@ -300,7 +467,10 @@ impl Daemon {
             *conn.lock().device_ns.get_or_insert(0) += ns;
         }
         let session = match session {
-            Ok(s) => s,
+            Ok(mut s) => {
+                self.write_key_log(&mut s);
+                s
+            }
             Err(e) => {
                 conn.lock().state = "aborted";
                 conn.lock().reason = Some(e.to_string());
@@ -324,7 +494,20 @@ impl Daemon {
         r
     }
 
+    /// Append the session's key-log lines to `--key-log` (nothing without it).
+    fn write_key_log(&self, s: &mut Session) {
+        let lines = s.take_key_log();
+        if let (Some(f), false) = (&self.cfg.key_log, lines.is_empty()) {
+            let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+            for l in &lines {
+                let _ = writeln!(f, "{}", l.as_str());
+            }
+            let _ = f.flush();
+        }
+    }
+
     fn established(&self, conn: &Conn, s: &mut Session, peer: &[u8]) {
+        self.write_key_log(s);
         let mut st = conn.lock();
         if st.state == "handshaking" && s.is_established() {
             st.state = "established";
@@ -377,6 +560,7 @@ impl Daemon {
                 wake.notified().await;
             }
         };
+        let hs_session = session.clone();
         let up_session = session.clone();
         let app_r_ref = &mut app_r;
         let upload = async move {
@@ -392,7 +576,12 @@ impl Daemon {
                 if n == 0 {
                     return anyhow::Ok(());
                 }
-                while lock(&up_session).outgoing_len() > high_water {
+                // Back-pressure counts what waits for the key exchange too: a peer that never
+                // sends Init1/Init2 makes us hold at most high_water + one read (buf_size).
+                while {
+                    let s = lock(&up_session);
+                    s.outgoing_len() + s.pending_len() > high_water
+                } {
                     drained.notified().await;
                 }
             }
@@ -432,8 +621,21 @@ impl Daemon {
         let mut download = Box::pin(download);
         let mut writer = Box::pin(writer);
         let (mut up_done, mut down_done, mut w_done) = (false, false, false);
+        // Handshake timeout, counted from the TCP connection's start.
+        let timeout = self.cfg.handshake_timeout;
+        let hs_deadline = tokio::time::Instant::from_std(conn.started) + timeout;
+        let hs_timer = tokio::time::sleep_until(hs_deadline);
+        tokio::pin!(hs_timer);
+        let mut hs_armed = !lock(&hs_session).is_established();
         let res: anyhow::Result<()> = loop {
             tokio::select! {
+                _ = &mut hs_timer, if hs_armed => {
+                    if lock(&hs_session).is_established() {
+                        hs_armed = false;
+                    } else {
+                        break Err(anyhow!("handshake timeout: keys not set {timeout:?} after the TCP connection opened"));
+                    }
+                }
                 r = &mut upload, if !up_done => match r { Ok(()) => up_done = true, Err(e) => break Err(e) },
                 r = &mut download, if !down_done => match r { Ok(()) => down_done = true, Err(e) => break Err(e) },
                 r = &mut writer, if !w_done => match r { Ok(()) => w_done = true, Err(e) => break Err(e) },
@@ -472,6 +674,7 @@ async fn relay_plain(conn: &Conn, app: TcpStream, net: TcpStream, buf_size: usiz
             count(n as u64);
         }
     }
+    conn.lock().relayed_plain = true;
     let up = pipe(&mut app_r, &mut net_w, buf_size, |n| conn.lock().plain_up += n);
     let down = pipe(&mut net_r, &mut app_w, buf_size, |n| conn.lock().plain_down += n);
     let r = tokio::try_join!(up, down);

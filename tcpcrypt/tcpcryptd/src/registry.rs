@@ -31,6 +31,14 @@ pub struct ConnState {
     pub eno: Option<Value>,
     /// With a device profile: the device's time for this connection's cryptography (ns).
     pub device_ns: Option<u64>,
+    /// Why the connection did not (or would not) run tcpcrypt: ENO's fallback reason.
+    pub fallback: Option<String>,
+    /// `--require-encryption` covers the connection.
+    pub required: bool,
+    /// Plain bytes were relayed (a fallback that went ahead).
+    pub relayed_plain: bool,
+    /// The daemon's own end of the plaintext (application/service) connection.
+    pub app_local: Option<SocketAddr>,
 }
 
 /// One proxied connection.
@@ -74,6 +82,9 @@ impl Conn {
             "duration_ms": self.started.elapsed().as_secs_f64() * 1e3,
             "handshake_ms": st.handshake_ms,
             "eno": st.eno,
+            "fallback": st.fallback,
+            "require_encryption": st.required,
+            "app_local": st.app_local.map(|a| a.to_string()),
         });
         if let Some(ns) = st.device_ns {
             v["device_ms"] = json!(ns as f64 / 1e6);
@@ -90,6 +101,7 @@ impl Conn {
             v["session_id"] = json!(s.session_id().map(hex));
             v["resumed"] = json!(s.resumed());
             v["generations"] = json!([lg, rg]);
+            v["pending_bytes"] = json!(s.pending_len());
             v["counters"] = json!({
                 "plaintext_sent": x.plaintext_sent,
                 "plaintext_received": x.plaintext_received,
@@ -103,17 +115,23 @@ impl Conn {
                 "rekeys_received": x.rekeys_received,
             });
         } else {
-            v["mode"] = json!("plain");
+            // "none": reset before any byte was relayed (fail closed, or encryption required).
+            v["mode"] = json!(if st.relayed_plain { "plain" } else { "none" });
             v["counters"] = json!({"plaintext_sent": st.plain_up, "plaintext_received": st.plain_down});
         }
         v
     }
 }
 
+/// Close records kept for `session` queries.
+const RECENT: usize = 1024;
+
 /// All live connections and the close-record file.
 pub struct Registry {
     next: AtomicU64,
     conns: Mutex<BTreeMap<u64, Arc<Conn>>>,
+    /// The last RECENT close records, for `session` queries after a connection closed.
+    recent: Mutex<std::collections::VecDeque<Value>>,
     stats_file: Option<Mutex<std::fs::File>>,
     /// Path of the stats file.
     pub stats_path: Option<PathBuf>,
@@ -126,7 +144,13 @@ impl Registry {
             Some(p) => Some(Mutex::new(std::fs::OpenOptions::new().create(true).append(true).open(p)?)),
             None => None,
         };
-        Ok(Registry { next: AtomicU64::new(1), conns: Mutex::new(BTreeMap::new()), stats_file: f, stats_path: stats_file })
+        Ok(Registry {
+            next: AtomicU64::new(1),
+            conns: Mutex::new(BTreeMap::new()),
+            recent: Mutex::new(std::collections::VecDeque::new()),
+            stats_file: f,
+            stats_path: stats_file,
+        })
     }
 
     /// Add a connection.
@@ -150,13 +174,33 @@ impl Registry {
     /// Remove a connection and write its close record.
     pub fn close(&self, c: &Conn) {
         self.conns.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.id);
+        let v = c.to_json();
+        {
+            let mut r = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if r.len() >= RECENT {
+                r.pop_front();
+            }
+            r.push_back(v.clone());
+        }
         if let Some(f) = &self.stats_file {
-            let mut line = c.to_json().to_string();
+            let mut line = v.to_string();
             line.push('\n');
             let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
             let _ = f.write_all(line.as_bytes());
             let _ = f.flush();
         }
+    }
+
+    /// The connections (live, then recently closed, newest first) one of whose addresses is
+    /// `addr`: an application finds its connection by its own socket's address (a client:
+    /// its local address = our `app`; a service: its peer address = our `app_local`) or by
+    /// the network connection's addresses (`local`, `remote`).
+    pub fn find(&self, addr: &str) -> Vec<Value> {
+        let hit = |v: &Value| ["app", "app_local", "local", "remote"].iter().any(|k| v.get(*k).and_then(|x| x.as_str()) == Some(addr));
+        let mut out: Vec<Value> = self.snapshot().into_iter().filter(|v| hit(v)).collect();
+        let r = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        out.extend(r.iter().rev().filter(|v| hit(v)).cloned());
+        out
     }
 
     /// Snapshot of live connections.

@@ -2,6 +2,7 @@
 //! and hold the link until killed (for tests, benchmarks and manual experiments; the daemon
 //! uses the library directly). TEPs are hex or decimal ids, default 0x21 0x22 0x23 0x24.
 //! Prints `attached` on stdout once the program is live.
+#![deny(unsafe_code)]
 use std::{io::Write, path::PathBuf};
 
 use tcpcrypt_eno_bpf::{EnoBpf, EnoConfig};
