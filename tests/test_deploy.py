@@ -1,14 +1,20 @@
-"""`wearlab deploy` keeps a topology up (under the UML runtime here: this host lacks netem), real
-tools the project did not write (ping, iperf3) run in its nodes through `wearlab exec` and meet
-the links' configuration, `wearlab shell` is a real terminal (driven in tmux), and every way a
-deployment ends - `wearlab destroy`, a hang-up, `kill -9` then the next command - leaves nothing.
+"""`wearlab deploy` keeps a topology up (under the UML runtime here: this host lacks netem) with
+its nodes' kinds running, real tools the project did not write (ping, curl, iperf3) run in its
+nodes through `wearlab exec` and meet the links' configuration and the phone's relay (a connect
+answered by the phone, a connection the server sees from the phone), `wearlab shell` is a real
+terminal (driven in tmux), live control (`link`, `radio`, `handover`, `top`, the exporter) acts on
+a deployment as on a run, an experiment file deploys its cell's node settings and timeline,
+`wearlab run EXP --hold` holds its network after complete results, and every way a deployment
+ends - `wearlab destroy`, a hang-up, `kill -9` then the next command - leaves nothing.
 
-One deployment serves the module (booting a guest takes ~10 s); the hang-up and kill -9 tests
-make their own.
+One deployment serves the module (booting a guest takes ~10 s); the radio/handover, experiment,
+hold, hang-up and kill -9 tests make their own. The `netem`-marked test deploys and holds in the
+kernel pytest runs on (`make test` runs it inside its guest): the host runtime's path.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -16,11 +22,13 @@ import shlex
 import signal
 import subprocess
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import ROOT, WEARLAB, need_tool, wearlab
-from test_cleanup import _leftovers
+from test_cleanup import _leftovers, pm_qos
 from wearlab.run import deploy
 
 pytestmark = pytest.mark.root
@@ -42,14 +50,24 @@ BT_RATE = 1.1e6
 # 1.052 Mbit/s at most; 4 s from a cold start lose some of it to slow start.
 GOODPUT_MAX = BT_RATE * 1448 / 1514 * 1.02
 GOODPUT_MIN = BT_RATE * 0.75
+# A connect through the phone's relay is answered by the phone: one BT round trip (2 x 15 ms) plus
+# the SYN's and the SYN-ACK's 74-byte frames at 1.1 Mbit/s, and one 10 ms guest tick - well below
+# the 54 ms round trip to the server that a routed connect takes.
+SYN_MS = 2 * 74 * 8 / 1.1e3
+RELAY_CONNECT_MS = 2 * 15
+RELAY_CONNECT_MAX_MS = RELAY_CONNECT_MS + SYN_MS + 10
+# topologies/cproxy.yaml's phone: its address on the phone-ap link, where its own connections to
+# the server come from (the addressing plan: one /24 per link, in link order).
+PHONE_WIFI_IP = "10.10.1.1"
 
 
-def _start(name: str) -> subprocess.Popen:
-    """`wearlab deploy` in a session of its own (as from its own terminal), its output to a file:
-    a pipe nobody reads would stop it once full."""
+def _start(name: str, target=TOPOLOGY, *extra: str, argv: list[str] | None = None) -> subprocess.Popen:
+    """`wearlab deploy` (or `argv`) in a session of its own (as from its own terminal), its output
+    to a file: a pipe nobody reads would stop it once full."""
     log = open(f"/tmp/{name}.log", "w+")   # noqa: SIM115 - closed with the process (_log)
-    proc = subprocess.Popen([*WEARLAB, "deploy", str(TOPOLOGY), "--name", name], cwd=ROOT, stdout=log,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    argv = argv or ["deploy", str(target), "--name", name, *extra]
+    proc = subprocess.Popen([*WEARLAB, *argv], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     proc.log = log
     return proc
 
@@ -59,10 +77,10 @@ def _log(proc: subprocess.Popen) -> str:
     return proc.log.read()
 
 
-def _wait_ready(proc: subprocess.Popen, name: str) -> dict:
+def _wait_ready(proc: subprocess.Popen, name: str, ready_s: float = READY_S) -> dict:
     """Until the deployment's document exists (written once the network is built)."""
     doc = deploy.STATE / name / deploy.DOC
-    deadline = time.monotonic() + READY_S
+    deadline = time.monotonic() + ready_s
     while not doc.exists():
         if proc.poll() is not None:
             pytest.fail(f"wearlab deploy exited with {proc.returncode}: {_log(proc)}")
@@ -92,18 +110,56 @@ def test_nothing_deployed_or_unknown_name_is_exit_2():
             assert res.returncode == 2 and "nothing is deployed" in res.stderr, (argv, res.stderr)
 
 
+def _end(proc: subprocess.Popen, name: str) -> None:
+    """`wearlab destroy NAME`, and the deploying process gone with status 0."""
+    if proc.poll() is None:
+        res = wearlab("destroy", name, timeout=150)
+        assert res.returncode == 0, res.stderr
+    assert proc.wait(timeout=30) == 0, _log(proc)
+
+
+def _connect_ms(name: str, url: str = "http://server/files/100000.bin") -> float:
+    """A fetch from the watch: its TCP connect's time (ms: from the name's lookup done to the
+    connection's), the whole body received."""
+    res = wearlab("exec", "--name", name, "watch", "--", "curl", "-sS", "-o", "/dev/null", "-w",
+                  "%{http_code} %{size_download} %{time_namelookup} %{time_connect}", url, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    code, size, lookup, connect = res.stdout.split()
+    assert code == "200" and int(size) == int(url.rsplit("/", 1)[1].split(".")[0]), res.stdout
+    return (float(connect) - float(lookup)) * 1e3
+
+
+def _rtt_ms(name: str, node: str, dest: str, count: int = 3) -> tuple[float, float]:
+    res = wearlab("exec", "--name", name, node, "--", "ping", "-c", str(count), "-i", "0.2", dest, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lo, _, hi = (float(x) for x in re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/", res.stdout).groups())
+    return lo, hi
+
+
+def _inspect(name: str) -> dict:
+    res = wearlab("inspect", "--name", name, "--json")
+    assert res.returncode == 0, res.stderr
+    (d,) = json.loads(res.stdout)["deployments"]
+    return d
+
+
 def test_inspect_lists_nodes_interfaces_links(deployed):
     _, doc = deployed
     res = wearlab("inspect", "--name", NAME, "--json")
     assert res.returncode == 0, res.stderr
     (d,) = json.loads(res.stdout)["deployments"]
     assert d["name"] == NAME and d["format"] == 1 and set(d["nodes"]) == {"watch", "phone", "ap", "server"}
+    # The topology's kinds run, with its options: the phone's relay with its 64 KiB wmem_max.
+    assert {n: v["kind"] for n, v in d["nodes"].items()} == {"watch": "wearable", "phone": "relay", "ap": "host",
+                                                             "server": "nginx"}
+    assert d["nodes"]["phone"]["options"]["wmem_max"] == 65536 and d["experiment"] is None and d["run"] is None
     intf = d["nodes"]["watch"]["interfaces"][0]
     assert (intf["name"], intf["ip"], intf["peer"], intf["link"]) == ("eth0", "10.10.0.1", "phone", "watch-phone")
     link = next(l for l in d["links"] if l["name"] == "watch-phone")
     assert link["shapes"]["watch->phone"]["delay"] == "15ms" and link["shapes"]["phone->watch"]["rate"] == "1.1Mbit"
     text = wearlab("inspect", "--name", NAME)
     assert text.returncode == 0 and "watch-phone" in text.stdout and "10.10.0.1/24" in text.stdout
+    assert "relay" in text.stdout and "nginx" in text.stdout
 
 
 def test_bad_input_is_exit_2(deployed):
@@ -111,8 +167,23 @@ def test_bad_input_is_exit_2(deployed):
     assert res.returncode == 2 and "no node 'moon'" in res.stderr and "watch" in res.stderr, res.stderr
     again = wearlab("deploy", str(TOPOLOGY), "--name", NAME, timeout=60)
     assert again.returncode == 2 and f"already deployed as '{NAME}'" in again.stderr, again.stderr
-    for res in (res, again):
-        assert "Traceback" not in res.stderr
+    # A held run may not take a name in use either: refused before anything runs (no results).
+    held = wearlab("run", str(TOPOLOGY.parent.parent / "experiments" / "quickstart.yaml"), "--hold", "--name", NAME,
+                   "--out", f"/tmp/{NAME}-never", timeout=60)
+    assert held.returncode == 2 and "--name" in held.stderr and f"already deployed as '{NAME}'" in held.stderr, \
+        held.stderr
+    assert not os.path.exists(f"/tmp/{NAME}-never")
+    both = wearlab("run", "experiments/quickstart.yaml", "--hold", "--resume", "results/quickstart/latest")
+    assert both.returncode == 2 and "--hold" in both.stderr and "resume" in both.stderr, both.stderr
+    alone = wearlab("run", "experiments/quickstart.yaml", "--name", "x")
+    assert alone.returncode == 2 and "--name" in alone.stderr and "--hold" in alone.stderr, alone.stderr
+    node = wearlab("deploy", str(TOPOLOGY), "--name", f"{NAME}-x", "--set", "phone.kind=nginx")
+    assert node.returncode == 2 and "--set phone.kind" in node.stderr and "server" in node.stderr, node.stderr
+    nothing = wearlab("deploy", str(TOPOLOGY), "--name", f"{NAME}-x", "--set", "moon.delay=5ms")
+    assert nothing.returncode == 2 and "--set" in nothing.stderr and "watch-phone" in nothing.stderr, nothing.stderr
+    for res in (res, again, held, both, alone, node, nothing):
+        assert "Traceback" not in res.stderr and res.stderr.count("\n") <= 2, res.stderr
+    assert f"{NAME}-x" not in deploy.deployments()
 
 
 def test_exec_passes_stdin_stdout_stderr_and_status(deployed):
@@ -133,9 +204,21 @@ def test_ping_rtt_meets_the_links(deployed):
     assert RTT_MS <= rtt_min and rtt_max <= RTT_MAX_MS, res.stdout
 
 
+def test_fetch_goes_through_the_phones_relay(deployed):
+    """curl from the watch: its connect is answered by the phone (one BT round trip), not by the
+    server (54 ms away): the relay intercepted it, and fetched the whole file upstream."""
+    need_tool("curl")
+    connects = [_connect_ms(NAME) for _ in range(3)]
+    print(f"curl watch -> server through the relay: connect {connects} ms (bounds {RELAY_CONNECT_MS}-"
+          f"{RELAY_CONNECT_MAX_MS:.1f} ms; the server is {RTT_MS} ms away)")
+    assert all(RELAY_CONNECT_MS <= c <= RELAY_CONNECT_MAX_MS for c in connects)
+
+
 def test_iperf3_meets_the_bt_rate(deployed):
+    """iperf3 through the phone: the BT link's rate, and the server sees the phone (the relay
+    splits the connection) - `-J` on the server says whom it accepted."""
     need_tool("iperf3")
-    server = subprocess.Popen([*WEARLAB, "exec", "--name", NAME, "server", "--", "iperf3", "-s", "-1"], cwd=ROOT,
+    server = subprocess.Popen([*WEARLAB, "exec", "--name", NAME, "server", "--", "iperf3", "-s", "-1", "-J"], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -147,10 +230,37 @@ def test_iperf3_meets_the_bt_rate(deployed):
         print(f"iperf3 watch -> server: {bps / 1e6:.3f} Mbit/s (link 1.1 Mbit/s; bounds "
               f"{GOODPUT_MIN / 1e6:.3f}-{GOODPUT_MAX / 1e6:.3f})")
         assert GOODPUT_MIN <= bps <= GOODPUT_MAX
-        assert server.wait(timeout=30) == 0
+        out, _ = server.communicate(timeout=30)
+        assert server.returncode == 0, out
+        accepted = json.loads(out)["start"]["accepted_connection"]["host"]
+        print(f"the server's iperf3 accepted a connection from {accepted}")
+        assert accepted == PHONE_WIFI_IP
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def test_live_control_acts_on_the_deployment(deployed):
+    """`wearlab link set` by the deployment's name changes the link's physics; `top` and the
+    exporter show the deployment live."""
+    res = wearlab("link", "set", "ap-server", "delay=40ms", "--name", NAME)
+    assert res.returncode == 0, res.stdout + res.stderr
+    try:
+        lo, hi = _rtt_ms(NAME, "phone", "server")
+        # phone -> ap -> server and back: 2 x (2 + 40) ms, plus serialisation and a tick
+        print(f"ping phone -> server with ap-server at 40 ms: {lo}-{hi} ms (bounds 84-95 ms)")
+        assert 84 <= lo and hi <= 84 + 1 + 10
+    finally:
+        assert wearlab("link", "reset", "--name", NAME).returncode == 0
+    lo, hi = _rtt_ms(NAME, "phone", "server")
+    assert 24 <= lo and hi <= 24 + 1 + 10, (lo, hi)
+    top = wearlab("top", "--once", "--name", NAME)
+    assert top.returncode == 0 and "watch->phone" in top.stdout and "1.1Mbit" in top.stdout, top.stdout + top.stderr
+    metrics = wearlab("exporter", "--once", "--results", str(deploy.STATE))
+    assert metrics.returncode == 0, metrics.stderr
+    delay = re.search(rf'^wearlab_link_delay_seconds\{{(?=[^}}]*direction="watch->phone")(?=[^}}]*experiment="{NAME}")'
+                      r'[^}]*\} (\S+)$', metrics.stdout, re.M)
+    assert delay and float(delay.group(1)) == pytest.approx(0.015), metrics.stdout[:3000]
 
 
 def _pane(tm: list[str]) -> str:
@@ -181,6 +291,13 @@ def test_shell_is_a_real_terminal(deployed):
         # An interactive command, interrupted by Ctrl-C: the shell is back, and says so.
         subprocess.run([*tm, "send-keys", "-t", "t", "sleep 100; echo after-sleep=$?", "Enter"], check=True)
         _wait_pane(tm, r"sleep 100; echo after-sleep=\$\?\s*$")
+        # Ctrl-C once the sleep is the terminal's foreground job (`+` in its state): earlier, the
+        # signal may reach bash between its fork and the child's taking the terminal, and bash
+        # then waits the 100 s out.
+        deadline = time.monotonic() + 30
+        while not re.search(r"^\S*\+\s+sleep 100$", wearlab("exec", "--name", NAME, "watch", "--", "ps", "-eo",
+                                                           "stat=,args=").stdout, re.M):
+            assert time.monotonic() < deadline, "the sleep never became the shell's foreground job"
         subprocess.run([*tm, "send-keys", "-t", "t", "C-c"], check=True)
         # bash aborts the whole list on SIGINT: the echo never runs, the prompt comes back. Type on
         # only at that prompt: the terminal flushes its input on Ctrl-C, and keys typed before the
@@ -225,3 +342,240 @@ def test_kill9_is_healed_by_the_next_command():
     assert res.returncode == 0, res.stderr
     assert "removed what a dead run left" in res.stderr, res.stderr
     assert _leftovers(proc.pid) == [] and not (deploy.STATE / name).exists()
+
+
+# -- node kinds with live control: a watch's radio and its handover --------------------------------
+
+RADIO_WALK = """
+name: radio-walk
+nodes:
+  watch:  {role: wearable, radio: bt, sniff_timer: 30s, phone_timer: 30s, handover: reactive, walk_start: manual,
+           walk_speed: 20}
+  phone:  {role: phone, kind: host}
+  ap:     {role: ap}
+  server: {role: server}
+links:
+  - {between: [watch, phone], profile: bt-classic}
+  - {between: [watch, ap], profile: wifi-2g4-good}
+  - {between: [phone, ap], profile: wifi-5g-good}
+  - {between: [ap, server], profile: wan}
+"""
+# The radio's timers are long (30 s) so that it sleeps when told (`wearlab radio sleep`), not on
+# its own between the test's commands. Asleep (Sniff), the radio holds a packet for the watch in the phone until it wakes, 0.5-1.2 s
+# after the phone's request (recovery_min/max); its controller looks every 20 ms (one look to see
+# the request, one to see the wake-up due, and a third for the looks' own tc queries), the echo
+# crosses the BT link twice (15 ms and 98 bytes at 1.1 Mbit/s each way), plus a 10 ms guest tick.
+ECHO_MS = 2 * 15 + 2 * 98 * 8 / 1.1e3
+WAKE_MIN_MS = 500 + 2 * 15
+WAKE_MAX_MS = 1200 + ECHO_MS + 3 * 20 + 10
+# Walking away at 20 m/s from 1 m, BT's RSSI (-50 dBm at 1 m, path-loss exponent 2.5, 2 dB of
+# shadowing) falls below -85 dBm near 25 m: ~1.2 s into the walk. Before 0.5 s (11 m, -76 dBm) it
+# would take a 4.5-sigma draw; by 2.5 s (51 m, -93 dBm) every sample since 1.5 s would have had to
+# draw 2 sigma or more above the mean.
+CROSSING_MIN_S, CROSSING_MAX_S = 0.5, 2.5
+
+
+def _live(name: str) -> dict:
+    try:
+        return json.loads((deploy.STATE / name / "control" / "live.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def test_radio_and_handover_of_a_deployed_watch(tmp_path):
+    """A topology whose watch has a radio and a manual walk: `wearlab radio sleep` puts the BT
+    link to sleep (a ping from the phone waits for the wake-up), `wearlab handover now` walks the
+    watch away (BT stops carrying when its RSSI crosses the floor, at the mobility model's time)."""
+    need_tool("ping")
+    topo = tmp_path / "radio-walk.yaml"
+    topo.write_text(RADIO_WALK)
+    name = f"{NAME}-walk"
+    proc = _start(name, topo)
+    try:
+        doc = _wait_ready(proc, name)
+        assert doc["nodes"]["watch"]["kind"] == "wearable" and doc["nodes"]["watch"]["options"]["radio"] == "bt"
+        show = wearlab("radio", "show", "--name", name)
+        assert show.returncode == 0 and re.search(r"watch's radio is (active|sniff|waking)", show.stdout), \
+            show.stdout + show.stderr
+        asleep = []
+        for _ in range(2):
+            res = wearlab("radio", "sleep", "--name", name)
+            assert res.returncode == 0, res.stderr
+            res = wearlab("exec", "--name", name, "phone", "--", "ping", "-c", "1", "-W", "5", "watch", timeout=60)
+            assert res.returncode == 0, res.stdout + res.stderr
+            asleep.append(float(re.search(r"time=([\d.]+) ms", res.stdout).group(1)))
+        assert wearlab("radio", "wake", "--name", name).returncode == 0
+        awake = _rtt_ms(name, "phone", "watch", count=2)
+        print(f"ping phone -> watch: {asleep} ms through the radio's Sniff (bounds {WAKE_MIN_MS}-{WAKE_MAX_MS:.0f}), "
+              f"{awake} ms awake")
+        assert all(WAKE_MIN_MS <= t <= WAKE_MAX_MS for t in asleep)
+        assert 2 * 15 <= awake[0] and awake[1] <= ECHO_MS + 10
+
+        waiting = _live(name).get("nodes", {}).get("watch", {}).get("handover") or {}
+        assert waiting.get("last_event") == "waiting", waiting      # manual: nothing until asked
+        now = wearlab("handover", "now", "--name", name)
+        assert now.returncode == 0, now.stderr
+        walk_at = float(re.search(r"\(([\d.]+) s into the run\)", now.stdout).group(1))
+        deadline = time.monotonic() + 20
+        while (h := _live(name).get("nodes", {}).get("watch", {}).get("handover") or {}).get("last_event") in \
+                (None, "waiting", "walk"):
+            assert time.monotonic() < deadline, h
+            time.sleep(0.2)
+        assert h["last_event"] == "P1 start", h
+        crossing = h["at_s"] - walk_at
+        print(f"BT unusable {crossing:.2f} s into the walk (bounds {CROSSING_MIN_S}-{CROSSING_MAX_S} s)")
+        assert CROSSING_MIN_S <= crossing <= CROSSING_MAX_S
+        cut = wearlab("exec", "--name", name, "watch", "--", "ping", "-c", "2", "-W", "1", "phone", timeout=60)
+        assert cut.returncode == 1 and " 100% packet loss" in cut.stdout, cut.stdout
+        again = wearlab("handover", "now", "--name", name)
+        assert again.returncode == 0 and "walking away already" in again.stdout, again.stdout
+    finally:
+        _end(proc, name)
+    assert _leftovers(proc.pid) == [] and not (deploy.STATE / name).exists()
+
+
+# -- an experiment deployed: its cell's node settings (chosen by --set) and its timeline -------------
+
+EXPERIMENT = f"""
+name: deploy-exp
+topology: {TOPOLOGY}
+repetitions: 1
+timeout: 60s
+workload: {{kind: http-get, client: watch, server: server, protocol: http, size: 100KB, path: phone}}
+matrix:
+  phone.kind: [relay, haproxy]
+timeline:
+  - {{at: 1s, link: ap-server, set: {{delay: 40ms}}}}
+"""
+
+
+def test_an_experiment_deploys_its_cell_and_timeline(tmp_path):
+    """`deploy EXPERIMENT --set phone.kind=haproxy`: the cell with HAProxy on the phone runs
+    (intercepting the workload's port 80: a connect answered by the phone), and the timeline
+    plays from the moment it is ready (the WAN's delay rises to 40 ms at 1 s)."""
+    exp = tmp_path / "deploy-exp.yaml"
+    exp.write_text(EXPERIMENT)
+    name = f"{NAME}-exp"
+    proc = _start(name, exp, "--set", "phone.kind=haproxy")
+    try:
+        doc = _wait_ready(proc, name)
+        assert doc["experiment"] == str(exp) and doc["topology"] == str(TOPOLOGY)
+        assert doc["nodes"]["phone"]["kind"] == "haproxy" and doc["cell"]["values"]["size"] == 100_000
+        connect = _connect_ms(name)
+        print(f"curl through haproxy: connect {connect:.1f} ms")
+        assert RELAY_CONNECT_MS <= connect <= RELAY_CONNECT_MAX_MS
+        deadline = time.monotonic() + 15
+        while _inspect(name)["links"][2]["shapes"]["ap->server"]["delay"] != "40ms":
+            assert time.monotonic() < deadline, "the timeline's change never came"
+            time.sleep(0.2)
+        lo, hi = _rtt_ms(name, "phone", "server")
+        print(f"ping phone -> server after the timeline's change: {lo}-{hi} ms (bounds 84-95 ms)")
+        assert 84 <= lo and hi <= 84 + 1 + 10
+    finally:
+        _end(proc, name)
+    assert _leftovers(proc.pid) == [] and not (deploy.STATE / name).exists()
+
+
+# -- wearlab run EXP --hold --------------------------------------------------------------------------
+
+HOLD_EXPERIMENT = f"""
+name: hold-exp
+topology: {TOPOLOGY}
+repetitions: 1
+timeout: 60s
+workload: {{kind: http-get, client: watch, server: server, protocol: http, size: 10KB, path: phone}}
+"""
+GUEST_IDLE_MAX = 0.10     # of one core, while held and nothing happens in the network
+
+
+def _guest_cpu(pid: int, seconds: float = 3.0) -> float:
+    """Share of one core the UML guest of wearlab process `pid` uses over `seconds` (every guest
+    process is a host process under its kernel's)."""
+    def procs() -> list[psutil.Process]:
+        out: dict[int, psutil.Process] = {}
+        for p in psutil.process_iter(["cmdline"]):
+            if any(a.startswith(f"umid=wearlab-{pid}-") for a in p.info["cmdline"] or []):
+                try:
+                    out.update({q.pid: q for q in [p, *p.children(recursive=True)]})
+                except psutil.Error:
+                    pass
+        return list(out.values())
+
+    def total(ps: list[psutil.Process]) -> float:
+        t = 0.0
+        for p in ps:
+            try:
+                c = p.cpu_times()
+                t += c.user + c.system
+            except psutil.Error:
+                pass
+        return t
+
+    ps = procs()
+    assert ps, "no UML guest found"
+    before, t0 = total(ps), time.monotonic()
+    time.sleep(seconds)   # a measurement over time, not an ordering
+    return (total(ps) - before) / (time.monotonic() - t0)
+
+
+def _hold_and_check(tmp_path, name: str, *, uml: bool) -> None:
+    exp = tmp_path / "hold-exp.yaml"
+    exp.write_text(HOLD_EXPERIMENT)
+    out = tmp_path / "results"
+    qos = pm_qos()
+    results = None
+    proc = _start(name, argv=["run", str(exp), "--hold", "--name", name, "--out", str(out)])
+    try:
+        doc = _wait_ready(proc, name, ready_s=300)
+        # Complete results before the hold: every run's row, the summary, the metadata's status.
+        results = Path(doc["run"])
+        assert results.parent.parent == out.resolve() and doc["experiment"] == str(exp)
+        with (results / "runs.csv").open() as f:
+            rows = list(csv.DictReader(f))
+        assert [r["status"] for r in rows] == ["ok"], rows
+        assert (results / "summary.json").is_file()
+        assert json.loads((results / "metadata.json").read_text())["status"] == "complete"
+        log = _log(proc)
+        assert log.index("results: ") < log.index(f"holding {name}"), log
+        # The node kinds still run: the relay answers the watch's connect.
+        connect = _connect_ms(name, "http://server/files/10000.bin")
+        print(f"held: curl through the relay, connect {connect:.1f} ms")
+        assert RELAY_CONNECT_MS <= connect <= RELAY_CONNECT_MAX_MS
+        if uml:
+            deadline = time.monotonic() + 5
+            while pm_qos() != qos:   # the watcher restores it within 0.2 s of the hold
+                assert time.monotonic() < deadline, f"the held guest's CPU still polls: {pm_qos()} (was {qos})"
+                time.sleep(0.1)
+            cpu = _guest_cpu(proc.pid)
+            print(f"held run's guest: {100 * cpu:.1f} % of a core while idle (bound {100 * GUEST_IDLE_MAX:.0f} %)")
+            assert cpu <= GUEST_IDLE_MAX
+    finally:
+        _end(proc, name)
+    assert _leftovers(proc.pid, qos) == [] and not (deploy.STATE / name).exists()
+    assert results is not None and (results / "runs.csv").is_file()   # the results stay
+
+
+def test_run_hold_keeps_the_network_after_complete_results(tmp_path):
+    """`wearlab run EXP --hold` under uml: the results are complete before the hold, the network's
+    node kinds answer `wearlab exec` in the run's own guest, its host CPU no longer polls, and
+    `wearlab destroy` ends it with status 0, leaving nothing but the results."""
+    _hold_and_check(tmp_path, f"{NAME}-hold", uml=True)
+
+
+@pytest.mark.netem
+def test_deploy_and_hold_in_this_kernel(tmp_path):
+    """The host runtime's path (in `make test`'s guest: the network in pytest's own kernel, the
+    node-exec agent on a socket pair): a deployment's relay, then a held run."""
+    need_tool("curl")
+    name = f"{NAME}-here"
+    proc = _start(name)
+    try:
+        doc = _wait_ready(proc, name)
+        assert doc["runtime"] == "host" and doc["nodes"]["phone"]["kind"] == "relay"
+        connect = _connect_ms(name)
+        print(f"curl through the relay, same kernel: connect {connect:.1f} ms")
+        assert RELAY_CONNECT_MS <= connect <= RELAY_CONNECT_MAX_MS
+    finally:
+        _end(proc, name)
+    assert _leftovers(proc.pid) == [] and not (deploy.STATE / name).exists()
+    _hold_and_check(tmp_path, f"{NAME}-held-here", uml=False)

@@ -42,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", type=Path, metavar="DIR",
                    help="continue an interrupted run in its results directory (e.g. results/EXP/latest): its "
                         "finished runs are kept, the others run with the same seeds (same experiment and options)")
+    r.add_argument("--hold", action="store_true",
+                   help="after the last run, keep the network with its nodes' kinds up as a deployment (`wearlab "
+                        "exec`, `shell`, `link`, ...) until `wearlab destroy` or Ctrl-C; the results are written first")
+    r.add_argument("--name", help="the held network's name (with --hold; default: the experiment's)")
 
     rp = sub.add_parser("reproduce", help="run a suite (experiments/seeds/) to the end, resumably: its estimate first, "
                                           "a progress bar with the time left, then `wearlab check` and `wearlab report`")
@@ -71,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--runtime", choices=values(Runtime), help="as `run` takes it; the plan says the runtime chosen")
     pl.add_argument("--out", type=Path, help="as `run` takes it (ignored)")
     pl.add_argument("--resume", type=Path, metavar="DIR", help="as `run` takes it (ignored)")
+    pl.add_argument("--hold", action="store_true", help="as `run` takes it (ignored)")
+    pl.add_argument("--name", help="as `run` takes it (ignored)")
 
     v = sub.add_parser("validate", help="check topology and experiment files: everything a run would check "
                                         "before it starts, the kernel's features included")
@@ -135,30 +141,36 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("--once", action="store_true", help="print one frame and exit")
 
     ex = sub.add_parser("exporter", help="serve Prometheus metrics of the experiments running under a results directory")
-    ex.add_argument("--results", type=Path, default=Path("results"))
+    ex.add_argument("--results", type=Path, default=None,
+                    help="a results directory or base (default: results; /run/wearlab/deploy: every deployment)")
+    ex.add_argument("--name", help="a deployment (wearlab deploy, run --hold) instead of a run")
     ex.add_argument("--listen", default=f"127.0.0.1:{EXPORTER}", help=f"address:port (default 127.0.0.1:{EXPORTER})")
     ex.add_argument("--once", action="store_true", help="print the metrics once and exit")
 
     rd = sub.add_parser("radio", help="force a running experiment's BT radio to sleep or wake (wearable kind, radio: bt)")
     rd.add_argument("action", choices=("show", "sleep", "wake"))
     rd.add_argument("--node", help="the wearable (default: the only one with a radio)")
-    rd.add_argument("--results", type=Path, default=Path("results"))
+    _results_option(rd)
 
     ho = sub.add_parser("handover", help="start a running experiment's walk-away now (wearable kind, walk_start: manual)")
     ho.add_argument("action", choices=("now",))
     ho.add_argument("--node", help="the wearable (default: the only one with a handover)")
-    ho.add_argument("--results", type=Path, default=Path("results"))
+    _results_option(ho)
 
-    dp = sub.add_parser("deploy", help="build a topology and keep it up until `wearlab destroy` or Ctrl-C "
-                                       "(then `wearlab exec NODE -- CMD`, `wearlab shell NODE`, `wearlab inspect`)")
-    dp.add_argument("topology", type=Path)
-    dp.add_argument("--name", help="the deployment's name (default: the topology's)")
-    dp.add_argument("--runtime", choices=values(Runtime), default=Runtime.AUTO.value,
-                    help="where the network lives (default: auto)")
+    dp = sub.add_parser("deploy", help="build a topology (or an experiment's) with its nodes' kinds running and keep "
+                                       "it up until `wearlab destroy` or Ctrl-C (then `wearlab exec NODE -- CMD`, "
+                                       "`wearlab shell NODE`, `wearlab inspect`)")
+    dp.add_argument("file", type=Path, metavar="TOPOLOGY|EXPERIMENT",
+                    help="a topology file, or an experiment file (its first cell's node settings and timeline)")
+    dp.add_argument("--name", help="the deployment's name (default: the topology's or the experiment's)")
+    dp.add_argument("--runtime", choices=values(Runtime), default=None,
+                    help="where the network lives (default: auto; an experiment's own)")
     dp.add_argument("--shaper", choices=values(Shaper), default=Shaper.NETEM.value,
                     help="rate shaping by netem's own rate (default) or an htb class above netem")
-    dp.add_argument("--set", dest="overrides", action="append", default=[], metavar="LINK.KEY=VALUE",
-                    help="change a link's shaping from the topology's, e.g. --set watch-phone.delay=50ms; repeatable")
+    dp.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="LINK.KEY=VALUE changes a link's shaping (--set watch-phone.delay=50ms), NODE.OPTION=VALUE a "
+                         "node's kind or option (--set phone.kind=haproxy); for an experiment, also its parameters "
+                         "as `run --set` (the first cell left is deployed); repeatable")
     ds = sub.add_parser("destroy", help="end a deployed topology (removes everything it made)")
     ds.add_argument("name", nargs="?", help="the deployment (default: the only one)")
     ins = sub.add_parser("inspect", help="what is deployed: names, nodes, interfaces, addresses, links and shapes")
@@ -211,19 +223,12 @@ def _add_capture_parser(sub) -> None:
 
 
 def _capture(args: argparse.Namespace) -> int:
-    from wearlab.report.live_record import live_runs
     from wearlab.run import control, live_capture
 
     _positive(args.count, "--count")
     if args.duration is not None and args.duration <= 0:
         raise InputError([Problem(WHERE, None, "--duration", f"must be positive, got {args.duration:g}")])
-    results = args.results
-    if args.name is not None or (results is None and not live_runs(Path("results"))):
-        from wearlab.run import deployments   # a deployment: named, or the only one when no run is live
-
-        if args.name is not None or deployments.deployments():
-            results = deployments.STATE / deployments.pick(args.name)[0]
-    results = results or Path("results")
+    results = _live_dir(args.results, args.name)
     return live_capture.capture(lambda req: control.request(results, req), args.targets, args.write,
                                 count=args.count, duration=args.duration, snaplen=args.snaplen, bpf=args.filter,
                                 say=lambda m: err_console.print(escape(m)))
@@ -239,8 +244,23 @@ def _experiment_options(p: argparse.ArgumentParser) -> None:
 
 
 def _results_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--results", type=Path, default=Path("results"),
-                   help="the running experiment's results directory (default: the one live under results/)")
+    p.add_argument("--results", type=Path, default=None,
+                   help="the running experiment's results directory (default: the one live under results/, else "
+                        "the only deployment)")
+    p.add_argument("--name", help="a deployment (wearlab deploy, run --hold) instead of a running experiment")
+
+
+def _live_dir(results: Path | None, name: str | None, *, fallback: bool = True) -> Path:
+    """Where a live command asks: a deployment's state directory (`--name`, or - with no
+    `--results` and no run live under results/ - the only deployment), else the results directory."""
+    from wearlab.report.live_record import live_runs
+    from wearlab.run import deployments
+
+    if name is not None:
+        return deployments.STATE / deployments.pick(name)[0]
+    if results is None and fallback and not live_runs(Path("results")) and deployments.deployments():
+        return deployments.STATE / deployments.pick(None)[0]
+    return results or Path("results")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -359,9 +379,10 @@ def dispatch(args: argparse.Namespace) -> int:
     if cmd in ("link", "radio", "handover"):
         from wearlab.run import remote
 
+        results = _live_dir(args.results, args.name)
         if cmd == "link":
-            return remote.link(args.results, args.action, args.link, args.settings, args.direction, console)
-        return remote.node_action(args.results, cmd, args.action, args.node, console)
+            return remote.link(results, args.action, args.link, args.settings, args.direction, console)
+        return remote.node_action(results, cmd, args.action, args.node, console)
     from wearlab.report import terminal
 
     if cmd == "profiles":
@@ -377,9 +398,10 @@ def dispatch(args: argparse.Namespace) -> int:
     if cmd == "report":
         return terminal.report(args.results, args.out, console)
     if cmd == "top":
-        return terminal.top(args.results, args.once, console)
+        return terminal.top(_live_dir(args.results, args.name), args.once, console)
     if cmd == "exporter":
-        return terminal.exporter(args.results, args.listen, args.once, console)
+        # A base of several runs: deployments only when named (or given as --results).
+        return terminal.exporter(_live_dir(args.results, args.name, fallback=False), args.listen, args.once, console)
     if cmd == "check":
         from wearlab.report.check import check_command
 

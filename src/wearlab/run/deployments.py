@@ -3,8 +3,9 @@ what every command that acts on a deployment reads (`inspect`, `exec`, `shell`, 
 capture), apart from the code that builds and holds one.
 
 A deployment is a ledger entry `deploy-NAME` (runtime.ledger) owned by its `wearlab deploy`
-process, listing its state directory STATE/NAME, which holds DOC (deployment.json, the format of
-docs/deploy.md), the node-exec socket and the hosts file.
+process (or the `wearlab run EXP --hold` whose network it is held after the runs), listing its
+state directory STATE/NAME, which holds DOC (deployment.json, the format of docs/deploy.md), the
+node-exec socket and the hosts file, and `control/` (live control, run.control).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def read_doc(name: str, entry: dict[str, Any], wait_s: float = 0.0) -> dict[str,
     deadline = time.monotonic() + wait_s
     while not f.exists():
         if time.monotonic() >= deadline or not ledger.owner_alive(entry):
+            if entry.get("run"):
+                raise EnvironmentProblem(f"'{name}' is held once its experiment's runs are done (results: "
+                                         f"{entry['run']}); they still run: try again then")
             raise EnvironmentProblem(f"deployment '{name}' is still starting (no {f} yet); try again in a moment")
         time.sleep(0.1)
     return json.loads(f.read_text())

@@ -13,14 +13,23 @@ before it starts the links are left to go quiet and every netem is re-seeded in 
 run's own seed; its seeds, with what each direction's netem sent and dropped, go to
 series/seeds.csv, the run's seed to runs.csv (`run_seed`). So a results directory can be resumed
 (`--resume`, run.resume): the runs not yet finished run with the seeds they would have had.
+
+A network may be held open after the runs (`wearlab run EXP --hold`) or for itself (`wearlab
+deploy`, run.deploy): `run_experiment(..., hold=...)` hands the network, with the last cell's node
+kinds still running, to `hold` once the results are complete and written; `held_network` builds a
+plan's network and starts a cell's node kinds without any run (a deployment). Both start kinds
+with `Nodes`, and a hold begins as a run does, without the workload (`begin_hold`/`end_hold`): the
+kinds' run_started, the cell's timeline played once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sys
 import time
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -56,7 +65,8 @@ SEED_COLUMNS = ("what", "target", "seed", "packets", "drops")
 class Nodes:
     """The node kinds running on every node, (re)started when a cell's group changes their settings."""
 
-    def __init__(self, state: RunState, record: RunRecord):
+    def __init__(self, state: RunState, record: RunRecord | None = None):
+        """`record`: the run's metadata, which gets every node's facts (None: a deployment's)."""
         self.state, self.record = state, record
         self.running: dict[str, tuple[tuple, NodeKind]] = {}
         self.facts: dict[str, list[dict[str, Any]]] = {}
@@ -80,7 +90,7 @@ class Nodes:
             kind = self.running[node][1]
             kind.ready()
             self.facts.setdefault(node, []).append(kind.facts())
-        if changed:
+        if changed and self.record is not None:
             self.record.set(nodes=self.facts)
         return changed
 
@@ -99,13 +109,18 @@ class Nodes:
                 pass
 
 
+Hold = Callable[[RunState, CellPlan], None]
+
+
 def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = None,
-                   host_plan_sha256: str | None = None, resume: bool = False) -> int:
+                   host_plan_sha256: str | None = None, resume: bool = False, hold: Hold | None = None) -> int:
     """Run all runs of `plan` on this kernel (the plan's runtime: the host's, or the UML guest's we
     are in) into out_dir (already made, with experiment.yaml and topology.yaml: run.start).
     `host_plan_sha256`: in a guest, the digest of the host's plan (equal to this plan's; recorded).
     `resume`: out_dir holds an interrupted run of this plan (run.start checked it): keep its
-    finished runs and run the others. Returns the exit status."""
+    finished runs and run the others. `hold(state, cell)`: once every run is done and the results
+    are written (summary printed), called with the network and the node kinds of the last run's
+    cell still up; they are stopped and torn down when it returns. Returns the exit status."""
     console = console or Console()
     kept = keep_finished(out_dir, plan) if resume else Kept()
     todo = [(n, rep, cell) for n, rep, cell in schedule(plan) if n not in kept.runs]
@@ -143,106 +158,163 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
         console.print(f"results: {out_dir}")
         return 0
     try:
-        t0 = time.monotonic()
-        seeded = probe.probe_feature("netem seed")
-        if not seeded.works:
-            record.note(f"netem on this kernel cannot be seeded ({seeded.detail}): its loss and jitter draws "
-                        "differ run to run; wearlab's own randomness (file contents) uses `seed`.")
-        net = netns.build(plan.network, run_id=run_id, seed=plan.seed if seeded.works else None)
-        setup: dict[str, Any] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
-        record.set(netem_seeds=net.netem_seeds, setup=setup)
-        wctx = WorkloadContext(plan=plan, net=net, out_dir=out_dir)
-        state = RunState(plan=plan, wctx=wctx)
-        state.series = SeriesFiles(out_dir / "series", {**{s.name: s.columns for s in plan.columns.series},
-                                                         "timeline": changelog.COLUMNS, "seeds": SEED_COLUMNS},
-                                   param_cols, append=resume)
-        state.links = LinkControl(net)
-        state.changes = changelog.ChangeLog()
-        player = timeline_player.TimelinePlayer(state.links, state.changes)
-        live = ControlServer(out_dir / "control", state)
-        live.start()
-        state.progress = {"total": total, "done": len(kept.runs), "failed": 0}
-        workload = W(plan.fields, wctx)
-        state.workload = workload
-        t = time.monotonic()
-        nodes = Nodes(state, record)
-        nodes.apply(todo[0][2])
-        setup["services_s"] = round(time.monotonic() - t, 3)
-        t = time.monotonic()
-        values = [dict(c.values) for c in plan.cells]
-        record.set(workload_facts=workload.start(values))
-        setup["workload_s"] = round(time.monotonic() - t, 3)
-        t = time.monotonic()
-        snap = net.snapshot()
-        record.set(qdiscs_before={n: v["qdiscs"] for n, v in snap.items()},
-                   sysctls={n: v["sysctls"] for n, v in snap.items()},
-                   offloads={n: v["offloads"] for n, v in snap.items()},
-                   addresses={n: [vars(i) for i in intfs] for n, intfs in net.addresses.interfaces.items()},
-                   routes=net.addresses.routes)
-        setup["dumps_s"] = round(time.monotonic() - t, 3)
-        setup["total_s"] = round(time.monotonic() - t0, 3)
-        group_of = {c.index: [g for g in plan.groups() if c in g][0] for c in plan.cells}
-        warmups = [workload.warm_up([dict(c.values) for c in group_of[todo[0][2].index]])]
-        record.set(setup=setup, warmup=warmups)
-        with Progress(console, total, plan.name, W.describe_cell, W.headline, done=len(kept.runs)) as progress:
-            pending, fresh = None, True
-            try:
-                for n, rep, cell in todo:
-                    if nodes.apply(cell):
-                        warmups.append(workload.warm_up([dict(c.values) for c in group_of[cell.index]]))
-                        record.set(warmup=warmups)
-                        fresh = True
-                    nxt = _one_run(state, player, cell, rep, n, settle_first=fresh)
-                    fresh = False
-                    # The previous run's teardown is on the wire by now: finish its row.
+        try:
+            t0 = time.monotonic()
+            seeded = probe.probe_feature("netem seed")
+            if not seeded.works:
+                record.note(f"netem on this kernel cannot be seeded ({seeded.detail}): its loss and jitter draws "
+                            "differ run to run; wearlab's own randomness (file contents) uses `seed`.")
+            net = netns.build(plan.network, run_id=run_id, seed=plan.seed if seeded.works else None)
+            setup: dict[str, Any] = {"network_s": round(time.monotonic() - t0, 3), "shaping_notes": net.notes}
+            record.set(netem_seeds=net.netem_seeds, setup=setup)
+            wctx = WorkloadContext(plan=plan, net=net, out_dir=out_dir)
+            state = RunState(plan=plan, wctx=wctx)
+            state.series = SeriesFiles(out_dir / "series", {**{s.name: s.columns for s in plan.columns.series},
+                                                             "timeline": changelog.COLUMNS, "seeds": SEED_COLUMNS},
+                                       param_cols, append=resume)
+            state.links = LinkControl(net)
+            state.changes = changelog.ChangeLog()
+            player = timeline_player.TimelinePlayer(state.links, state.changes)
+            live = ControlServer(out_dir / "control", state)
+            live.start()
+            state.progress = {"total": total, "done": len(kept.runs), "failed": 0}
+            workload = W(plan.fields, wctx)
+            state.workload = workload
+            t = time.monotonic()
+            nodes = Nodes(state, record)
+            nodes.apply(todo[0][2])
+            setup["services_s"] = round(time.monotonic() - t, 3)
+            t = time.monotonic()
+            values = [dict(c.values) for c in plan.cells]
+            record.set(workload_facts=workload.start(values))
+            setup["workload_s"] = round(time.monotonic() - t, 3)
+            t = time.monotonic()
+            snap = net.snapshot()
+            record.set(qdiscs_before={n: v["qdiscs"] for n, v in snap.items()},
+                       sysctls={n: v["sysctls"] for n, v in snap.items()},
+                       offloads={n: v["offloads"] for n, v in snap.items()},
+                       addresses={n: [vars(i) for i in intfs] for n, intfs in net.addresses.interfaces.items()},
+                       routes=net.addresses.routes)
+            setup["dumps_s"] = round(time.monotonic() - t, 3)
+            setup["total_s"] = round(time.monotonic() - t0, 3)
+            group_of = {c.index: [g for g in plan.groups() if c in g][0] for c in plan.cells}
+            warmups = [workload.warm_up([dict(c.values) for c in group_of[todo[0][2].index]])]
+            record.set(setup=setup, warmup=warmups)
+            with Progress(console, total, plan.name, W.describe_cell, W.headline, done=len(kept.runs)) as progress:
+                pending, fresh = None, True
+                try:
+                    for n, rep, cell in todo:
+                        if nodes.apply(cell):
+                            warmups.append(workload.warm_up([dict(c.values) for c in group_of[cell.index]]))
+                            record.set(warmup=warmups)
+                            fresh = True
+                        nxt = _one_run(state, player, cell, rep, n, settle_first=fresh)
+                        fresh = False
+                        # The previous run's teardown is on the wire by now: finish its row.
+                        if pending is not None:
+                            rows.append(_finish(state, pending, runs, progress))
+                            _count(state, rows[-1])
+                        pending = nxt
+                finally:
                     if pending is not None:
                         rows.append(_finish(state, pending, runs, progress))
                         _count(state, rows[-1])
-                    pending = nxt
+            record.set(status="complete")
+        except KeyboardInterrupt as e:  # errors.Interrupted: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT (runtime.signals)
+            record.set(status=f"interrupted ({getattr(e, 'signal_name', 'SIGINT')})")
+            console.print(f"[yellow]interrupted: {len(rows)} runs are kept in {out_dir}[/yellow]")
+            status = 130
+        except Exception as e:
+            record.set(status=f"error: {e}")
+            raise
+        finally:
+            # What the results need, first: the network and the node kinds stay up for a hold.
+            try:
+                if net is not None:
+                    try:
+                        record.doc["qdiscs_after"] = net.qdisc_dump()
+                    except Exception as e:  # noqa: BLE001
+                        record.doc["qdiscs_after"] = f"unavailable: {e}"
+                for c in (state.wctx.captures.values() if state else ()):
+                    c.stop()
+                if workload is not None:
+                    workload.stop()
+                if state is not None and state.series is not None:
+                    state.series.close()
+                if live is not None:
+                    live.stop()
             finally:
-                if pending is not None:
-                    rows.append(_finish(state, pending, runs, progress))
-                    _count(state, rows[-1])
-        record.set(status="complete")
-    except KeyboardInterrupt as e:  # errors.Interrupted: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT (runtime.signals)
-        record.set(status=f"interrupted ({getattr(e, 'signal_name', 'SIGINT')})")
-        console.print(f"[yellow]interrupted: {len(rows)} runs are kept in {out_dir}[/yellow]")
-        status = 130
-    except Exception as e:
-        record.set(status=f"error: {e}")
-        raise
+                runs.close()
+                if resume:
+                    sort_runs(out_dir / "runs.csv")
+                record.set(finished_utc=datetime.now(timezone.utc).isoformat())
+        _write_summary(out_dir, plan, rows, console)
+        failed = sum(1 for r in rows if r["status"] != "ok")
+        if failed:
+            console.print(f"[red]{failed} of {len(rows)} runs failed; see runs.csv (status, error)[/red]")
+        console.print(f"results: {out_dir}")
+        if hold is not None and status == 0 and state is not None:
+            state.workload = None   # stopped: a live view asks it nothing more
+            hold(state, todo[-1][2])
     finally:
         try:
-            if net is not None:
-                try:
-                    record.doc["qdiscs_after"] = net.qdisc_dump()
-                except Exception as e:  # noqa: BLE001
-                    record.doc["qdiscs_after"] = f"unavailable: {e}"
-            for c in (state.wctx.captures.values() if state else ()):
-                c.stop()
-            if workload is not None:
-                workload.stop()
             if nodes is not None:
                 nodes.stop()
-            if state is not None and state.series is not None:
-                state.series.close()
-            if live is not None:
-                live.stop()
             if state is not None and state.links is not None:
                 state.links.close()
         finally:
             if net is not None:
                 net.teardown()
-            runs.close()
-            if resume:
-                sort_runs(out_dir / "runs.csv")
-            record.set(finished_utc=datetime.now(timezone.utc).isoformat())
-    _write_summary(out_dir, plan, rows, console)
-    failed = sum(1 for r in rows if r["status"] != "ok")
-    if failed:
-        console.print(f"[red]{failed} of {len(rows)} runs failed; see runs.csv (status, error)[/red]")
-    console.print(f"results: {out_dir}")
     return status
+
+
+@contextlib.contextmanager
+def held_network(plan: RunPlan, cell: CellPlan, *, run_id: str, out_dir: Path) -> Iterator[RunState]:
+    """The plan's network built and `cell`'s node kinds running on it, started as a run starts
+    them, with no workload and no run (what `wearlab deploy` holds). Stopped and torn down on
+    leaving."""
+    sys.setswitchinterval(0.0005)   # as in a run (run_experiment): the kinds' controllers are threads
+    seeded = probe.probe_feature("netem seed").works
+    net = netns.build(plan.network, run_id=run_id, seed=plan.seed if seeded else None)
+    state = nodes = None
+    try:
+        state = RunState(plan=plan, wctx=WorkloadContext(plan=plan, net=net, out_dir=out_dir),
+                         links=LinkControl(net), changes=changelog.ChangeLog())
+        nodes = Nodes(state)
+        nodes.apply(cell)
+        yield state
+    finally:
+        try:
+            if nodes is not None:
+                nodes.stop()
+            if state is not None:
+                state.links.close()
+        finally:
+            net.teardown()
+
+
+def begin_hold(state: RunState, cell: CellPlan) -> timeline_player.TimelinePlayer:
+    """A hold begins as a run of `cell` does, without the workload: the node kinds are told a run
+    starts now (a handover walks at its walk_start from now, or on `wearlab handover now`) and the
+    cell's timeline plays once from now, up to the run's length (the workload's, else the
+    timeout). Returns the player, for end_hold."""
+    plan = state.plan
+    player = timeline_player.TimelinePlayer(state.links, state.changes)
+    t0 = state.wctx.run_start_ns = time.time_ns()
+    player.start(cell.timeline, plan.workload.run_length(dict(cell.values)) or plan.timeout_s, t0)
+    for kind in state.nodes.values():
+        kind.run_started(t0)
+    return player
+
+
+def end_hold(state: RunState, player: timeline_player.TimelinePlayer) -> None:
+    """The hold's "run" ends: no more timeline changes, the node kinds told (before they stop)."""
+    player.halt()
+    for kind in state.nodes.values():
+        try:
+            kind.run_ended()
+        except Exception:  # noqa: BLE001 - teardown must go on
+            pass
 
 
 def _count(state: RunState, row: dict[str, Any]) -> None:
