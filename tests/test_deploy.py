@@ -1,5 +1,5 @@
 """`wearlab deploy` keeps a topology up (under the UML runtime here: this host lacks netem) with
-its nodes' kinds running, real tools the project did not write (ping, curl, iperf3) run in its
+its nodes' kinds running, real tools the project did not write (ping, curl, iperf3, irtt) run in its
 nodes through `wearlab exec` and meet the links' configuration and the phone's relay (a connect
 answered by the phone, a connection the server sees from the phone), `wearlab shell` is a real
 terminal (driven in tmux), live control (`link`, `radio`, `handover`, `top`, the exporter) acts on
@@ -238,6 +238,43 @@ def test_iperf3_meets_the_bt_rate(deployed):
     finally:
         if server.poll() is None:
             server.kill()
+
+
+# irtt's probes: 64 B of UDP payload + 8 UDP + 20 IP + 14 Ethernet = 106 B frames, forwarded
+# (not proxied: the relay takes TCP) watch -> phone -> ap -> server.
+IRTT_FRAME = 64 + 8 + 20 + 14
+IRTT_ONE_WAY_MS = ONE_WAY_MS + IRTT_FRAME * 8 / 1.1e3 + 2 * IRTT_FRAME * 8 / 50e3
+
+
+def test_irtt_one_way_delays_meet_the_links(deployed):
+    """irtt (a user's own tool, Debian's) between the watch and the server: every node shares one
+    kernel clock, so its send and receive delays are the true one-way delays - each at least the
+    links' 27 ms plus the probe's serialisation, the medians within one 10 ms guest tick of it;
+    the round trip as ping's; no probe lost on unimpaired links."""
+    need_tool("irtt")
+    server = subprocess.Popen([*WEARLAB, "exec", "--name", NAME, "server", "--", "irtt", "server", "-b", ":2112",
+                               "--timeout=30s"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while ":2112" not in wearlab("exec", "--name", NAME, "server", "--", "ss", "-lun").stdout:
+            assert server.poll() is None and time.monotonic() < deadline, "irtt server did not listen"
+        res = wearlab("exec", "--name", NAME, "watch", "--", "irtt", "client", "-i", "50ms", "-d", "2s", "-l", "64",
+                      "-Q", "-o", "-", "server:2112", timeout=60)
+        assert res.returncode == 0, res.stdout + res.stderr
+        stats = json.loads(res.stdout)["stats"]
+        ms = {k: {q: stats[k][q] / 1e6 for q in ("min", "median")} for k in ("send_delay", "receive_delay", "rtt")}
+        print(f"irtt watch <-> server: {ms} (one-way bounds {IRTT_ONE_WAY_MS:.2f}-{IRTT_ONE_WAY_MS + 10:.2f} ms)")
+        # 2 s at one probe per 50 ms: at most 41; fewer when the client's timer misses a slot (irtt
+        # counts them: a busy guest's scheduling, not the network). None lost on these links.
+        sent = stats["packets_sent"]
+        assert 30 <= sent <= 41 and stats["packets_received"] == sent, \
+            {k: stats[k] for k in ("packets_sent", "packets_received", "timer_misses")}
+        for way in ("send_delay", "receive_delay"):
+            assert IRTT_ONE_WAY_MS <= ms[way]["min"] and ms[way]["median"] <= IRTT_ONE_WAY_MS + 10, (way, ms)
+        assert 2 * IRTT_ONE_WAY_MS <= ms["rtt"]["min"] and ms["rtt"]["median"] <= 2 * IRTT_ONE_WAY_MS + 10, ms
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_live_control_acts_on_the_deployment(deployed):
