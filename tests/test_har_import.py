@@ -218,3 +218,21 @@ def test_the_fixture_without_initiators_still_loads():
         del e["_initiator"]
     page = load(har_page_document(data, name="plain").document).page
     assert all(o.parent == 0 for o in page.objects[1:]) and page.total_bytes == 28_200
+
+
+def test_page_commands_on_the_command_line(tmp_path):
+    """`wearlab page import` writes a page that `wearlab page check` accepts; a bad page file exits
+    2 naming file, line and field, with no traceback."""
+    from conftest import ROOT, wearlab
+
+    har = ROOT / "tests" / "fixtures" / "har" / "three-origins.har"
+    out = tmp_path / "page.yaml"
+    res = wearlab("page", "import", str(har), "-o", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = wearlab("page", "check", str(out), *map(str, sorted((ROOT / "experiments" / "pages").glob("*.yaml"))))
+    assert res.returncode == 0, res.stdout + res.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("origins: [a]\nobjects:\n  - {path: /, size: -3}\n")
+    res = wearlab("page", "check", str(bad))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"{bad}:3: objects[0].size:" in res.stderr, res.stderr

@@ -107,6 +107,14 @@ def _parser() -> argparse.ArgumentParser:
                      "experiment's (its latest), or a suite's (each experiment's latest)")
     rpt.add_argument("--out", type=Path, default=Path("results/report"),
                      help="where the pages go (default: results/report)")
+    pg = sub.add_parser("page", help="pages as data (experiments/pages/): import a browser's HAR, check page files")
+    pgs = pg.add_subparsers(dest="page_cmd", required=True)
+    pgi = pgs.add_parser("import", help="a browser's HAR (developer tools: save all as HAR) as a page file")
+    pgi.add_argument("har", metavar="FILE.har")
+    pgi.add_argument("-o", "--out", help="the page file to write (default: the YAML to standard output)")
+    pgi.add_argument("--name", help="the page's name (default: from the HAR)")
+    pgc = pgs.add_parser("check", help="check page files and summarise them (objects, origins, bytes, critical path)")
+    pgc.add_argument("files", nargs="+", metavar="FILE")
     sub.add_parser("kinds", help="node kinds and workload kinds, with their options and parameters")
     sub.add_parser("clean", help="remove everything wearlab made (namespaces, processes, guests), live runs too")
 
@@ -393,6 +401,12 @@ def dispatch(args: argparse.Namespace) -> int:
         return devices(args.names, args.source, CATALOG, console)
     if cmd == "kinds":
         return terminal.kinds(CATALOG, console)
+    if cmd == "page":
+        from wearlab.report.page_commands import page_check, page_import
+
+        if args.page_cmd == "import":   # the YAML may go to stdout: the notes go to stderr then
+            return page_import(args.har, args.out, err_console if args.out is None else console, name=args.name)
+        return page_check(args.files, console)
     if cmd == "plot":
         return terminal.plot(args.results, console)
     if cmd == "report":
