@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import wearlab
+from conftest import ROOT, wearlab
 from wearlab.model.topology import load_topology
 from wearlab.plan.addressing import plan_addresses
 from wearlab.plan.network import plan_network
@@ -238,4 +238,33 @@ workload: {kind: http-get, client: watch, server: server, path: phone, protocol:
     rtt = 2 * 0.015 + 2 * 74 * 8 / 2e6
     wire = [float(r["wire_connect_s"]) for r in rows]
     assert min(wire) >= rtt - 1e-5 and statistics.median(wire) <= rtt + max(0.0003, 0.02 * rtt), wire
+    assert ours() == before
+
+
+@pytest.mark.compose
+def test_exec_into_a_deployed_container_node():
+    """`wearlab exec` into a container node of a deployment (topologies/container-server.yaml: the
+    server is wearlab's nginx image) runs in the container - the image's nginx, WEARLAB_NODE, the
+    command's exit status - and a namespace node reaches it by name over the shaped links (the
+    watch's curl gets nginx's answer); nothing is left after destroy."""
+    from test_deploy import _end, _start, _wait_ready
+
+    why = _docker_ready()
+    if why:
+        pytest.skip(why)
+    before = ours()
+    name = "wltest-containers"
+    proc = _start(name, ROOT / "topologies" / "container-server.yaml")
+    try:
+        doc = _wait_ready(proc, name)
+        assert doc["nodes"]["server"]["container"] is True
+        res = wearlab("exec", "--name", name, "server", "--", "nginx", "-v")
+        assert res.returncode == 0 and "nginx version" in res.stdout + res.stderr, res.stdout + res.stderr
+        res = wearlab("exec", "--name", name, "server", "--", "sh", "-c", 'echo "$WEARLAB_NODE"; exit 3')
+        assert res.returncode == 3 and res.stdout.strip() == "server", (res.returncode, res.stdout, res.stderr)
+        res = wearlab("exec", "--name", name, "watch", "--", "curl", "-sS", "-o", "/dev/null", "-w",
+                      "%{http_code}", "http://server/", timeout=60)
+        assert res.returncode == 0 and res.stdout.strip() in ("200", "403", "404"), res.stdout + res.stderr
+    finally:
+        _end(proc, name)
     assert ours() == before
