@@ -131,11 +131,14 @@ compare-proxy: setup
 		--markdown $(COMPARE_OUT)/report.md --junit $(COMPARE_OUT)/junit.xml
 
 # Tests run twice over: on the host kernel (schemas, parsers, CLI, the UML runtime itself), then
-# the netem-dependent physics inside the runtime that has netem (`wearlab runtime-exec` picks it).
+# the netem-dependent physics inside the runtime that has netem (`wearlab runtime-exec` picks it);
+# then tcpcrypt's tests and its fuzz targets' regression (every corpus input through the targets'
+# code, without AFL: tcpcrypt/fuzz/README.md).
 test: setup tcpcrypt
 	$(PY) -m pytest -m "not netem and not guest and not compose and not shipped" -q
 	$(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q
 	cd tcpcrypt && $(CARGO) test --locked -q
+	cd tcpcrypt/fuzz && $(CARGO) test --locked -q --lib --target-dir target/regress
 
 # --- The Compose stack (docker-compose.yml; issue 8) -----------------------------------------
 # Images are built here, from Debian (images/*: debootstrap + docker import, then apt): no registry;
