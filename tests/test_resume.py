@@ -32,6 +32,11 @@ import pytest
 from conftest import ROOT, WEARLAB, wearlab
 
 SIZE = 300_000
+# The counters are read just after the re-seed and just after the run's settle, not at the draws
+# themselves: in a busy guest a packet can be drawn for between the re-seed and the first read (or
+# still be handed at the last), which shifts one run's counted window of draws by a packet or two
+# against the other's (seen once under load: (227 handed, 10 dropped) vs (229, 13)).
+COUNTER_SLACK = 2
 RATE = 2_000_000
 DELAY = 0.005
 EXPERIMENT = f"""
@@ -115,7 +120,8 @@ def test_interrupted_and_resumed_gives_the_runs_of_one_straight_through(tmp_path
     for key, r in lossy.items():
         # (packets handed to netem, packets it dropped) in each; the one handed more first
         (n_lo, d_lo), (n_hi, d_hi) = sorted((int(x["packets"]) + int(x["drops"]), int(x["drops"])) for x in (r, sb[key]))
-        assert 0 <= d_hi - d_lo <= n_hi - n_lo, (key, "handed, dropped", (n_lo, d_lo), (n_hi, d_hi))
+        assert -COUNTER_SLACK <= d_hi - d_lo <= n_hi - n_lo + COUNTER_SLACK, \
+            (key, "handed, dropped", (n_lo, d_lo), (n_hi, d_hi))
     assert len({r["seed"] for r in lossy.values()}) == 4        # each run its own sequence
     assert sum(int(r["drops"]) for r in lossy.values()) > 0
 
