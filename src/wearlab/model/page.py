@@ -39,11 +39,11 @@ from wearlab.model.quantities import format_duration, format_size
 from wearlab.model.topology import DOC_NAME, DOC_NAME_RULE, NODE_NAME
 from wearlab.model.unit_input import parse_duration, parse_size
 from wearlab.model.yamlsrc import (
+    LocatedProblems as _Report,
     LineMap,
     Where,
     YamlPath,
     did_you_mean,
-    dotted,
     line_of,
     load_yaml,
     problems_from_validation,
@@ -373,18 +373,6 @@ def _find(ref: str, index: dict[tuple[str, str], int]) -> tuple[int | None, str]
     paths = sorted({p for _, p in index})
     return None, f"no object has the path '{ref}'{did_you_mean(ref, paths)}"
 
-
-class _Report:
-    def __init__(self, file: str, lines: LineMap, at: YamlPath) -> None:
-        self.file, self.lines, self.at = file, lines, tuple(at)
-        self.problems: list[Problem] = []
-
-    def line(self, path: YamlPath) -> int | None:
-        return line_of(self.lines, self.at + tuple(path))
-
-    def __call__(self, path: YamlPath, message: str) -> None:
-        full = self.at + tuple(path)
-        self.problems.append(Problem(self.file, line_of(self.lines, full), dotted(full) or None, message))
 
 
 def _check_raw(data: dict, report: _Report, default_name: str | None) -> None:

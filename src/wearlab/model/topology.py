@@ -24,6 +24,7 @@ from wearlab.model.roles import ROLES, Role
 from wearlab.model.shape import Shape, ShapeSpec
 from wearlab.model.quantities import format_duration
 from wearlab.model.yamlsrc import (
+    LocatedProblems as _Report,
     LineMap,
     Where,
     YamlPath,
@@ -336,20 +337,6 @@ def _load_devices(raw: Any, report: _Report) -> tuple[dict[str, Device], dict[st
         report.problems.extend(e.problems)
         return {}, {}
 
-
-class _Report:
-    """Collects problems located relative to where the topology sits in its file."""
-
-    def __init__(self, file: str, lines: LineMap, at: YamlPath) -> None:
-        self.file, self.lines, self.at = file, lines, tuple(at)
-        self.problems: list[Problem] = []
-
-    def line(self, path: YamlPath) -> int | None:
-        return line_of(self.lines, self.at + tuple(path))
-
-    def __call__(self, path: YamlPath, message: str) -> None:
-        full = self.at + tuple(path)
-        self.problems.append(Problem(self.file, line_of(self.lines, full), dotted(full) or None, message))
 
 
 def _check_graph(data: dict, problem: _Report, default_name: str | None) -> None:

@@ -362,3 +362,20 @@ def _unwrap(t: Any) -> Any:
                 return t
         else:
             return t
+
+
+class LocatedProblems:
+    """Collects problems located relative to where a document sits in its file (`at`: the path of
+    the topology or page inside it), each with its line and dotted field."""
+
+    def __init__(self, file: str, lines: LineMap, at: YamlPath) -> None:
+        self.file, self.lines, self.at = file, lines, tuple(at)
+        self.problems: list[Problem] = []
+
+    def line(self, path: YamlPath) -> int | None:
+        return line_of(self.lines, self.at + tuple(path))
+
+    def __call__(self, path: YamlPath, message: str) -> None:
+        full = self.at + tuple(path)
+        self.problems.append(Problem(self.file, line_of(self.lines, full), dotted(full) or None, message))
+
