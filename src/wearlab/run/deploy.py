@@ -58,7 +58,7 @@ from wearlab.run import node_exec
 from wearlab.run.deployments import DOC, HOSTS, KIND, SOCKET, STATE, deployments, pick, read_doc  # noqa: F401
 from wearlab.run.cleanup import heal
 from wearlab.run.runner import held_network
-from wearlab.run.start import check_builds, check_kernel, overrides_of
+from wearlab.run.start import check_runnable, overrides_of
 from wearlab.runtime import placement, signals, uml
 from wearlab.workloads.workload import Workload
 
@@ -276,14 +276,7 @@ def deploy_command(opts: DeployOptions, catalog: Catalog, console: Console, err_
     p = target.plan.placed(runtime)
     if os.geteuid() != 0:
         raise EnvironmentProblem("wearlab deploy needs root (network namespaces, tc)")
-    check_kernel(p)
-    check_builds(p)
-    images = {n: node.image for n, node in p.topology.nodes.items() if node.image}
-    if images:
-        from wearlab.realize import containers
-
-        containers.check_docker()
-        containers.check_images(images)
+    check_runnable(p)
     _heal(err_console)
     opts = opts.model_copy(update={"file": opts.file.resolve(), "name": name})
     with held.claim(name, runtime=runtime.value, topology=target.source.get("topology"),

@@ -104,6 +104,20 @@ def check_kernel(p: RunPlan) -> None:
                                  "what each kernel has)")
 
 
+def check_runnable(p: RunPlan) -> None:
+    """Everything a placed plan needs of this machine, before anything is created: the kernel's
+    features, wearlab's own builds, and for container nodes (started on this host, beside the
+    guest under uml) Docker and their images. A run and a deployment check the same."""
+    check_kernel(p)
+    check_builds(p)
+    images = {n: node.image for n, node in p.topology.nodes.items() if node.image}
+    if images:
+        from wearlab.realize import containers
+
+        containers.check_docker()
+        containers.check_images(images)
+
+
 def check_builds(p: RunPlan) -> None:
     """What the run needs that `make` builds (tcpcryptd) is there - before anything is created."""
     if "tcpcrypt" in p.builds():
@@ -136,16 +150,7 @@ def run_command(opts: RunOptions, catalog: Catalog, console: Console, err_consol
         check_plan(resumed, p)
     if runtime == Runtime.HOST and os.geteuid() != 0:
         raise EnvironmentProblem("wearlab run needs root (network namespaces, tc)")
-    check_kernel(p)
-    check_builds(p)
-    images = {n: node.image for n, node in p.topology.nodes.items() if node.image}
-    if images:
-        # Container nodes start on this host (beside the guest, under uml): Docker and their
-        # images, before anything is created.
-        from wearlab.realize import containers
-
-        containers.check_docker()
-        containers.check_images(images)
+    check_runnable(p)
     hold_name = (opts.name or p.name) if opts.hold else None
     if hold_name is not None:
         from wearlab.run import hold
