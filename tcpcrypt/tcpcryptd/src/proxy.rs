@@ -245,6 +245,19 @@ fn abort_early(conn: &Conn, app: &TcpStream, net: &TcpStream, reason: String) ->
     anyhow!(reason)
 }
 
+/// Whatever way a connection's run failed, its record ends "aborted" with the reason (a record
+/// left "handshaking" would read as a connection still in progress).
+fn settle(conn: &Conn, r: anyhow::Result<()>) -> anyhow::Result<()> {
+    if let Err(e) = &r {
+        let mut st = conn.lock();
+        if st.state != "aborted" {
+            st.state = "aborted";
+            st.reason.get_or_insert_with(|| format!("{e:#}"));
+        }
+    }
+    r
+}
+
 fn lock(s: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
     s.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -347,7 +360,7 @@ impl Daemon {
         }
         let rec = self.eno.record(net.as_fd(), local, dst, false);
         let port = dst.port();
-        let r = self.clone().run(&conn, app, net, rec, ticket, port).await;
+        let r = settle(&conn, self.clone().run(&conn, app, net, rec, ticket, port).await);
         self.eno.done(local, dst, false);
         self.registry.close(&conn);
         r
@@ -380,7 +393,7 @@ impl Daemon {
         conn.lock().app_local = app.local_addr().ok();
         // The intercepted service port (with REDIRECT `service` is the original destination).
         let port = service.port();
-        let r = self.clone().run(&conn, app, net, rec, ticket, port).await;
+        let r = settle(&conn, self.clone().run(&conn, app, net, rec, ticket, port).await);
         self.eno.done(local, remote, true);
         self.registry.close(&conn);
         r
@@ -479,7 +492,9 @@ impl Daemon {
                 return Err(anyhow!("tcpcrypt: {e}"));
             }
         };
-        let peer = ip_key(net.peer_addr()?.ip());
+        // The registry's address, not getpeername(): a peer that reset meanwhile must end in
+        // "aborted" below, not in an early return that leaves the record "handshaking".
+        let peer = ip_key(conn.remote.ip());
         let session = Arc::new(Mutex::new(session));
         conn.lock().session = Some(session.clone());
         let r = self.relay_encrypted(conn, app, net, session.clone(), &peer).await;
