@@ -108,8 +108,12 @@ SUITE ?= experiments/seeds
 REPETITIONS ?=
 ONLY ?=
 FULL ?=
+# SLURM=1: each experiment as a Slurm job array (TASKS= per experiment), merged, then the suite's
+# check and report as a job after them (docs/many-machines.md).
+SLURM ?=
+TASKS ?=
 REPRODUCE_ARGS = $(SUITE) $(if $(REPETITIONS),--repetitions $(REPETITIONS)) $(if $(ONLY),--only '$(ONLY)') \
-	$(if $(filter 1,$(FULL)),--full)
+	$(if $(filter 1,$(FULL)),--full) $(if $(filter 1,$(SLURM)),--slurm $(if $(TASKS),--tasks $(TASKS)))
 reproduce: setup
 	@if $(WEARLAB) reproduce $(REPRODUCE_ARGS) --builds | grep -qx tcpcrypt; then \
 		$(MAKE) --no-print-directory tcpcrypt; fi
@@ -133,10 +137,11 @@ compare-proxy: setup
 # Tests run twice over: on the host kernel (schemas, parsers, CLI, the UML runtime itself), then
 # the netem-dependent physics inside the runtime that has netem (`wearlab runtime-exec` picks it);
 # then tcpcrypt's tests and its fuzz targets' regression (every corpus input through the targets'
-# code, without AFL: tcpcrypt/fuzz/README.md).
+# code, without AFL: tcpcrypt/fuzz/README.md). Each pytest step names its 15 slowest tests: CI is
+# held under 60 minutes, and a new test is paid for by making an old one faster.
 test: setup tcpcrypt
-	$(PY) -m pytest -m "not netem and not guest and not compose and not shipped" -q
-	$(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q
+	$(PY) -m pytest -m "not netem and not guest and not compose and not shipped" -q --durations=15
+	$(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q --durations=15
 	cd tcpcrypt && $(CARGO) test --locked -q
 	cd tcpcrypt/fuzz && $(CARGO) test --locked -q --lib --target-dir target/regress
 

@@ -54,6 +54,8 @@ FRAGMENT_MARK = "<!-- fragment -->"
 GENERATED = ("results/", "tcpcrypt/target/", "build/", ".venv/")
 # Outputs a command writes (their value need not exist).
 OUTPUT_FLAGS = {"--out", "--markdown", "--junit", "--json"}
+# Flags whose value has a slash and is no path.
+NOT_PATH_FLAGS = {"--shard"}   # I/N
 # Subcommands whose examples run here as written (read-only, fast, no kernel).
 RUNS_HERE = {"plan", "validate", "kinds", "profiles", "devices"}
 
@@ -362,7 +364,7 @@ def paths_in(argv: list[str]) -> list[str]:
         if skip_next:
             skip_next = False
             continue
-        if tok in OUTPUT_FLAGS:
+        if tok in OUTPUT_FLAGS | NOT_PATH_FLAGS:
             skip_next = True
             continue
         value = tok.split("=", 1)[1] if env_assignment(tok) else tok

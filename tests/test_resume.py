@@ -1,4 +1,5 @@
-"""A suite interrupted and resumed gives the same runs as one run straight through (issue 20).
+"""A run's identity fixes the run: interrupted and resumed (issue 20), or sharded over a Slurm job
+array and merged (issue 24), an experiment gives the runs of one run straight through.
 
 A short lossy experiment (2 cells x 2 repetitions, 5 % loss from the server to the watch: netem's
 draws decide which packets are lost) runs once straight through and once interrupted with Ctrl-C
@@ -25,11 +26,13 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, WEARLAB, wearlab
+from slurm_cluster import single_node_slurm
 
 SIZE = 300_000
 # The counters are read just after the re-seed and just after the run's settle, not at the draws
@@ -81,14 +84,25 @@ def _interrupted(exp: Path, out: Path) -> Path:
     return (out / "lossy" / "latest").resolve()
 
 
-@pytest.mark.root
-def test_interrupted_and_resumed_gives_the_runs_of_one_straight_through(tmp_path):
-    exp = tmp_path / "lossy.yaml"
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Path:
+    exp = tmp_path_factory.mktemp("lossy") / "lossy.yaml"
     exp.write_text(EXPERIMENT)
-    res = wearlab("run", str(exp), "--runtime", "uml", "--out", str(tmp_path / "straight"), timeout=600)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    straight = (tmp_path / "straight" / "lossy" / "latest").resolve()
+    return exp
 
+
+@pytest.fixture(scope="module")
+def straight(experiment, tmp_path_factory) -> Path:
+    """The experiment run straight through: what the resumed and the sharded runs must equal."""
+    out = tmp_path_factory.mktemp("straight")
+    res = wearlab("run", str(experiment), "--runtime", "uml", "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return (out / "lossy" / "latest").resolve()
+
+
+@pytest.mark.root
+def test_interrupted_and_resumed_gives_the_runs_of_one_straight_through(tmp_path, experiment, straight):
+    exp = experiment
     resumed = _interrupted(exp, tmp_path / "resumed")
     before = _rows(resumed, "runs.csv")
     assert 1 <= len(before) < 4, f"the interruption came too late: {len(before)} rows"
@@ -96,10 +110,73 @@ def test_interrupted_and_resumed_gives_the_runs_of_one_straight_through(tmp_path
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert f"{len(before)} of 4 runs finished, {4 - len(before)} to run" in res.stdout
 
-    a, b = _rows(straight, "runs.csv"), _rows(resumed, "runs.csv")
-    assert [r["run"] for r in b] == ["1", "2", "3", "4"]       # in run order, each once
+    b = _rows(resumed, "runs.csv")
     for r in before:                                            # what was finished stays as it was
         assert next(x for x in b if x["run"] == r["run"]) == r
+    _same_runs(straight, resumed)
+
+    meta = json.loads((resumed / "metadata.json").read_text())
+    assert meta["status"] == "complete"
+    assert meta["resumed"] == {"runs_kept": len(before), "runs_to_run": 4 - len(before)}
+    assert meta["sessions"][0]["status"].startswith("interrupted")
+    assert (resumed / "captures" / "watch-eth0.part1.pcap").exists()
+    assert json.loads((resumed / "summary.json").read_text())
+    assert os.readlink(resumed.parent / "latest") == resumed.name
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory) -> Iterator[dict[str, str]]:
+    with single_node_slurm(tmp_path_factory.mktemp("slurm")) as env:
+        yield env
+
+
+@pytest.mark.root
+def test_a_slurm_job_array_merged_gives_the_runs_of_one_straight_through(tmp_path, experiment, straight, slurm):
+    """Issue 24: `wearlab submit --slurm --tasks 2` on a real single-node Slurm: task I runs
+    `--shard I/2` (runs 1-2, 3-4; each its own guest, as two machines would), the merge job runs
+    after both; merged, they are the straight run's runs with its seeds."""
+    res = subprocess.run([*WEARLAB, "submit", str(experiment), "--slurm", "--tasks", "2", "--runtime", "uml",
+                          "--out", str(tmp_path / "sub")], capture_output=True, text=True, cwd=ROOT, env=slurm,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    sub = next((tmp_path / "sub" / "lossy").glob("*-slurm"))
+    doc = json.loads((sub / "submission.json").read_text())
+    assert doc["submitted"] and doc["tasks"] == 2 and doc["shards"] == {"1": [1, 2], "2": [3, 4]}
+    merged = sub / "merged"
+
+    def finished() -> bool:
+        if (merged / "metadata.json").is_file():
+            return True
+        r = subprocess.run(["scontrol", "-o", "show", "job", str(doc["merge_job"])], capture_output=True, text=True,
+                           env=slurm, timeout=10)
+        assert not any(f"JobState={s}" in r.stdout for s in ("CANCELLED", "FAILED", "TIMEOUT")), \
+            r.stdout + "".join(p.read_text()[-2000:] for p in (sub / "logs").glob("*.log"))
+        return False
+    deadline = time.monotonic() + 900
+    while not finished():
+        assert time.monotonic() < deadline, "the merge job did not finish in 900 s"
+        time.sleep(1)
+    for i in (1, 2):   # each task ran its slice of the whole plan
+        d = (sub / "shards" / str(i) / "lossy" / "latest").resolve()
+        assert [r["run"] for r in _rows(d, "runs.csv")] == [str(2 * i - 1), str(2 * i)]
+        assert json.loads((d / "plan.json").read_text())["runs"] == 4
+    _same_runs(straight, merged)
+    meta = json.loads((merged / "metadata.json").read_text())
+    assert meta["status"] == "complete" and meta["merge"]["missing_runs"] == []
+    assert [s["shard"]["runs"] for s in meta["shards"]] == [[1, 2], [3, 4]]
+    assert (merged / "shards" / "2-of-2" / "captures" / "watch-eth0.pcap").exists()
+    # What `check`/`report` read is there as for one run: the summary's cells with their runs.
+    cells = json.loads((merged / "summary.json").read_text())["cells"]
+    assert sorted(c["ok"] for c in cells) == [2, 2]
+    st = subprocess.run([*WEARLAB, "status", str(sub)], capture_output=True, text=True, cwd=ROOT, env=slurm, timeout=60)
+    assert st.returncode == 0 and "4 of 4 runs ok" in st.stdout, st.stdout + st.stderr
+
+
+def _same_runs(straight: Path, other: Path) -> None:
+    """`other` holds the runs of `straight`: in run order, each once, with the same seeds and what
+    the seeds decide; both within physics."""
+    a, b = _rows(straight, "runs.csv"), _rows(other, "runs.csv")
+    assert [r["run"] for r in b] == ["1", "2", "3", "4"]       # in run order, each once
     rtt = 2 * DELAY
     for x, y in zip(a, b):
         for key in ("repetition", "protocol", "size", "status", "run_seed", "size_download", "http_code"):
@@ -111,7 +188,7 @@ def test_interrupted_and_resumed_gives_the_runs_of_one_straight_through(tmp_path
             assert float(r["wire_total_s"]) >= floor, (r["run"], r["wire_total_s"], floor)
         assert abs(int(x["packets_down_total"]) - int(y["packets_down_total"])) <= 2
 
-    sa, sb = _seeds(straight), _seeds(resumed)
+    sa, sb = _seeds(straight), _seeds(other)
     assert sa.keys() == sb.keys()
     for key, r in sa.items():
         assert r["seed"] == sb[key]["seed"], key                # every seed of every run
@@ -124,11 +201,3 @@ def test_interrupted_and_resumed_gives_the_runs_of_one_straight_through(tmp_path
             (key, "handed, dropped", (n_lo, d_lo), (n_hi, d_hi))
     assert len({r["seed"] for r in lossy.values()}) == 4        # each run its own sequence
     assert sum(int(r["drops"]) for r in lossy.values()) > 0
-
-    meta = json.loads((resumed / "metadata.json").read_text())
-    assert meta["status"] == "complete"
-    assert meta["resumed"] == {"runs_kept": len(before), "runs_to_run": 4 - len(before)}
-    assert meta["sessions"][0]["status"].startswith("interrupted")
-    assert (resumed / "captures" / "watch-eth0.part1.pcap").exists()
-    assert json.loads((resumed / "summary.json").read_text())
-    assert os.readlink(resumed.parent / "latest") == resumed.name

@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", type=Path, metavar="DIR",
                    help="continue an interrupted run in its results directory (e.g. results/EXP/latest): its "
                         "finished runs are kept, the others run with the same seeds (same experiment and options)")
+    r.add_argument("--shard", metavar="I/N",
+                   help="run only the I-th of N slices of the plan's runs (the seeds are each run's own, as in one "
+                        "run straight through); `wearlab merge` makes one results directory of the N")
     r.add_argument("--hold", action="store_true",
                    help="after the last run, keep the network with its nodes' kinds up as a deployment (`wearlab "
                         "exec`, `shell`, `link`, ...) until `wearlab destroy` or Ctrl-C; the results are written first")
@@ -61,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--estimate", action="store_true", help="print the estimate and stop")
     rp.add_argument("--fresh", action="store_true", help="new results directories, even where an earlier run of "
                                                          "the same plan could be resumed")
+    rp.add_argument("--slurm", action="store_true", help="submit each experiment as a Slurm job array with its merge, "
+                                                         "then the suite's check and report as a job after them")
+    rp.add_argument("--tasks", type=int, help="with --slurm: array tasks per experiment (default: one per run, at "
+                                              "most 16)")
     rp.add_argument("--builds", action="store_true", help="only what `make` must build for the suite, one per line")
 
     pl = sub.add_parser("plan", help="what a run of an experiment would be: cells, node settings, links, needs, "
@@ -76,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--out", type=Path, help="as `run` takes it (ignored)")
     pl.add_argument("--resume", type=Path, metavar="DIR", help="as `run` takes it (ignored)")
     pl.add_argument("--hold", action="store_true", help="as `run` takes it (ignored)")
+    pl.add_argument("--shard", metavar="I/N", help="as `run` takes it (ignored)")
     pl.add_argument("--name", help="as `run` takes it (ignored)")
 
     v = sub.add_parser("validate", help="check topology and experiment files: everything a run would check "
@@ -117,6 +125,28 @@ def _parser() -> argparse.ArgumentParser:
     pgc.add_argument("files", nargs="+", metavar="FILE")
     sub.add_parser("kinds", help="node kinds and workload kinds, with their options and parameters")
     sub.add_parser("clean", help="remove everything wearlab made (namespaces, processes, guests), live runs too")
+
+    sb = sub.add_parser("submit", help="an experiment as a Slurm job array (or a Kubernetes Indexed Job), one shard "
+                                       "per task, and a merge job after it (the scripts are written first)")
+    sb.add_argument("experiment", type=Path)
+    where = sb.add_mutually_exclusive_group(required=True)
+    where.add_argument("--slurm", action="store_true", help="submit to Slurm (sbatch)")
+    where.add_argument("--k8s", action="store_true", help="print the shards as a Kubernetes Indexed Job and its "
+                                                           "merge Job (not applied)")
+    sb.add_argument("--tasks", type=int, help="array tasks = shards (default: one per run, at most 16)")
+    sb.add_argument("--partition", help="sbatch --partition")
+    sb.add_argument("--time", help="sbatch --time per task, e.g. 30:00")
+    sb.add_argument("--dry-run", action="store_true", help="write and print the scripts, submit nothing")
+    sb.add_argument("--out", type=Path, default=Path("results"), help="results base directory (default: results)")
+    sb.add_argument("--runtime", choices=values(Runtime), help="as `run` takes it")
+    _experiment_options(sb)
+    st = sub.add_parser("status", help="a Slurm submission's progress: each shard's runs, the jobs, the merge")
+    st.add_argument("submission", type=Path, metavar="DIR", help="the directory `wearlab submit` printed")
+
+    mg = sub.add_parser("merge", help="one results directory from the shards of one experiment (`run --shard I/N`): "
+                                      "runs, series, summary, claims; exit 1 when runs are missing")
+    mg.add_argument("out", type=Path, metavar="OUT", help="the merged results directory (new or empty)")
+    mg.add_argument("shards", type=Path, nargs="+", metavar="SHARD_DIR")
 
     c = sub.add_parser("compare", help="compare two results directories of one experiment (exit 1 on a regression)")
     c.add_argument("baseline", type=Path)
@@ -309,7 +339,7 @@ def _positive(value: int | None, field: str) -> None:
 
 def dispatch(args: argparse.Namespace) -> int:
     cmd = args.command
-    if cmd in ("run", "plan"):
+    if cmd in ("run", "plan", "submit"):
         _positive(args.repetitions, "--repetitions")
         _check_pairs(args.overrides)
     if cmd == "run":
@@ -326,7 +356,8 @@ def dispatch(args: argparse.Namespace) -> int:
         return reproduce(args.suite or [DEFAULT_SUITE], CATALOG, console, only=[o.strip() for o in args.only.split(",")
                                                                                 if o.strip()],
                          full=args.full, repetitions=args.repetitions, out=args.out, runtime=args.runtime,
-                         estimate_only=args.estimate, fresh=args.fresh, builds=args.builds)
+                         estimate_only=args.estimate, fresh=args.fresh, builds=args.builds, slurm=args.slurm,
+                         tasks=args.tasks)
     if cmd == "guest-run":
         from wearlab.run.start import run_guest_job
 
@@ -420,6 +451,35 @@ def dispatch(args: argparse.Namespace) -> int:
         from wearlab.report.check import check_command
 
         return check_command(args.results, as_json=args.json, console=console)
+    if cmd == "submit":
+        from wearlab.plan.plan import plan
+        from wearlab.run.start import RunOptions
+        from wearlab.run.submit import SlurmRequest, submit
+
+        _positive(args.tasks, "--tasks")
+        opts = RunOptions(experiment=args.experiment, runtime=args.runtime, repetitions=args.repetitions,
+                          shaper=args.shaper, overrides=args.overrides)
+        p = plan(opts.load(CATALOG), opts.shaper)   # bad input: exit 2 here, before anything is written
+        run_args = [*(["--runtime", args.runtime] if args.runtime else []),
+                    *(["--repetitions", str(args.repetitions)] if args.repetitions else []),
+                    *(["--shaper", args.shaper] if args.shaper != Shaper.NETEM.value else []),
+                    *[a for kv in args.overrides for a in ("--set", kv)]]
+        req = SlurmRequest(experiment=args.experiment, runs=len(p.cells) * p.repetitions, experiment_name=p.name,
+                           tasks=args.tasks, partition=args.partition, time=args.time, run_args=tuple(run_args))
+        if args.k8s:
+            from wearlab.run.submit import k8s_manifest
+
+            print(k8s_manifest(req, Path.cwd()), end="")
+            return 0
+        return submit(req, args.out, console, dry_run=args.dry_run)
+    if cmd == "status":
+        from wearlab.run.submit import status
+
+        return status(args.submission, console)
+    if cmd == "merge":
+        from wearlab.report.merge import merge
+
+        return merge(args.out, args.shards, console)
     if cmd == "compare":
         return terminal.compare(args.baseline, args.candidate, alpha=args.alpha, threshold=args.threshold,
                                 metric_thresholds=args.metric_threshold, metrics=args.metric,

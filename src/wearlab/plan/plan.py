@@ -28,9 +28,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -49,6 +49,8 @@ from wearlab.model.topology import Topology
 from wearlab.model.yamlsrc import did_you_mean, sort_problems
 from wearlab.plan.addressing import AddressPlan
 from wearlab.plan.network import NetworkPlan, plan_network
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,19 @@ class RunPlan(PlanView):
     def digest(self) -> str:
         """sha256 of the plan document as canonical JSON: equal digests, equal runs."""
         return document_digest(self.to_document())
+
+
+def run_order(groups: Iterable[Iterable[T]], repetitions: int) -> Iterator[tuple[int, int, T]]:
+    """(run number, repetition, cell) of every run, in the order a run straight through takes them:
+    repetitions outermost, then the groups (cells that share node settings), then their cells. The
+    one definition of a run's number: resume, shards and merge all count with it."""
+    groups = [list(g) for g in groups]
+    n = 0
+    for rep in range(1, repetitions + 1):
+        for group in groups:
+            for cell in group:
+                n += 1
+                yield n, rep, cell
 
 
 def document_digest(doc: Mapping[str, Any]) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -222,7 +223,7 @@ def print_estimate(console: Console, items: list[Item], *, full: bool) -> float:
 
 def reproduce(paths: list[Path], catalog: Catalog, console: Console, *, only: list[str], full: bool,
               repetitions: int | None, out: Path, runtime: str | None, estimate_only: bool = False,
-              fresh: bool = False, builds: bool = False) -> int:
+              fresh: bool = False, builds: bool = False, slurm: bool = False, tasks: int | None = None) -> int:
     items = prepare(paths, catalog, only=only, full=full, repetitions=repetitions, out=out, runtime=runtime,
                     fresh=fresh)
     if builds:
@@ -232,6 +233,8 @@ def reproduce(paths: list[Path], catalog: Catalog, console: Console, *, only: li
     total = print_estimate(console, items, full=full)
     if estimate_only:
         return 0
+    if slurm:
+        return submit_suite(items, out, console, tasks=tasks)
     out.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"started_utc": _utc(), "estimate_s": round(total, 1), "full": full,
                               "repetitions": repetitions, "constants": vars(items[0].estimate.constants),
@@ -275,6 +278,63 @@ def reproduce(paths: list[Path], catalog: Catalog, console: Console, *, only: li
     status = max(status, _after(console, "check", dirs, []))
     _after(console, "report", dirs, ["--out", str(out / "report")])
     return status
+
+
+def submit_suite(items: list[Item], out: Path, console: Console, *, tasks: int | None) -> int:
+    """`reproduce --slurm` (`make reproduce SLURM=1`): each experiment not yet complete as its own
+    job array and merge (run.submit), then one job after all the merges: `wearlab check` and
+    `wearlab report` on the merged results (and on the complete ones found here). Returns once
+    submitted; <out>/slurm-suite.json lists the jobs, `wearlab status DIR` follows each."""
+    from wearlab.run.submit import SlurmRequest, sbatch_path, submit_after, submit_written, write_scripts
+
+    sbatch_path()
+    out = out.absolute()
+    out.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = {"submitted_utc": _utc(), "experiments": []}
+    merges: list[str] = []
+    dirs: list[Path] = []
+    for item in items:
+        if item.state == "complete" and item.results is not None:
+            dirs.append(item.results)
+            record["experiments"].append({"experiment": item.name, "state": "complete", "results": str(item.results)})
+            continue
+        o = item.options
+        run_args = [*(["--runtime", o.runtime] if o.runtime else []),
+                    *(["--repetitions", str(o.repetitions)] if o.repetitions else []),
+                    *[a for kv in o.overrides for a in ("--set", kv)]]
+        req = SlurmRequest(experiment=item.file, runs=item.estimate.runs, experiment_name=item.name, tasks=tasks,
+                           run_args=tuple(run_args))
+        sub = submit_written(write_scripts(req, out))
+        merges.append(str(sub.merge_job))
+        dirs.append(sub.merged)
+        record["experiments"].append({"experiment": item.name, "submission": str(sub.dir), "array_job": sub.array_job,
+                                      "merge_job": sub.merge_job, "tasks": req.task_count(), "results": str(sub.merged)})
+        console.print(f"{item.name}: array job {sub.array_job} ({req.task_count()} tasks), merge job {sub.merge_job}; "
+                      f"wearlab status {sub.dir}", highlight=False)
+    wl = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "wearlab"])
+    ds = " ".join(shlex.quote(str(d)) for d in dirs)
+    script = out / "suite-check.sbatch"
+    script.write_text("\n".join([
+        "#!/bin/sh",
+        "# wearlab reproduce --slurm: the suite's claims and report, once every experiment's merge succeeded.",
+        "#SBATCH --job-name=wearlab-suite-check",
+        f"#SBATCH --output={out}/suite-check.log",
+        "#SBATCH --cpus-per-task=1",
+        f"cd {shlex.quote(str(Path.cwd()))}",
+        f"{wl} report {ds} --out {shlex.quote(str(out / 'report'))}",
+        f"exec {wl} check {ds}",
+    ]) + "\n")
+    check_job = submit_after(merges, script)
+    record["check_job"] = check_job
+    record["check_log"] = str(out / "suite-check.log")
+    _write_slurm_record(out, record)
+    console.print(f"the suite's check and report: job {check_job} after the merges; its verdicts in "
+                  f"{out / 'suite-check.log'}, the report in {out / 'report'}")
+    return 0
+
+
+def _write_slurm_record(out: Path, record: dict[str, Any]) -> None:
+    (out / "slurm-suite.json").write_text(json.dumps(record, indent=2) + "\n")
 
 
 def _run_one(item: Item, out: Path, bar: _Bar) -> tuple[int, float, Path | None]:

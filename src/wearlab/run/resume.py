@@ -24,18 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from wearlab.errors import InputError, Problem
-from wearlab.plan.plan import CellPlan, RunPlan, document_digest
+from wearlab.plan.plan import CellPlan, RunPlan, document_digest, run_order
 from wearlab.report.live_record import live_runs
 
 
 def schedule(plan: RunPlan) -> Iterator[tuple[int, int, CellPlan]]:
     """(run number, repetition, cell) of every run, in the order an uninterrupted run takes them."""
-    n = 0
-    for rep in range(1, plan.repetitions + 1):
-        for group in plan.groups():
-            for cell in group:
-                n += 1
-                yield n, rep, cell
+    return run_order(plan.groups(), plan.repetitions)
 
 
 def check_plan(results: Path, p: RunPlan) -> None:

@@ -52,6 +52,7 @@ from wearlab.run.state import RunState, SeriesFiles
 from wearlab.run.control import ControlServer
 from wearlab.run.progress import Progress
 from wearlab.run.resume import Kept, keep_finished, schedule, sort_runs
+from wearlab.run.shard import Shard
 from wearlab.runtime import probe
 from wearlab.workloads.workload import Outcome
 from wearlab.workloads.context import WorkloadContext
@@ -113,18 +114,22 @@ Hold = Callable[[RunState, CellPlan], None]
 
 
 def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = None,
-                   host_plan_sha256: str | None = None, resume: bool = False, hold: Hold | None = None) -> int:
+                   host_plan_sha256: str | None = None, resume: bool = False, hold: Hold | None = None,
+                   shard: Shard | None = None) -> int:
     """Run all runs of `plan` on this kernel (the plan's runtime: the host's, or the UML guest's we
     are in) into out_dir (already made, with experiment.yaml and topology.yaml: run.start).
     `host_plan_sha256`: in a guest, the digest of the host's plan (equal to this plan's; recorded).
     `resume`: out_dir holds an interrupted run of this plan (run.start checked it): keep its
     finished runs and run the others. `hold(state, cell)`: once every run is done and the results
     are written (summary printed), called with the network and the node kinds of the last run's
-    cell still up; they are stopped and torn down when it returns. Returns the exit status."""
+    cell still up; they are stopped and torn down when it returns. `shard`: only that slice of the
+    plan's runs (run.shard; the plan is written whole). Returns the exit status."""
     console = console or Console()
     kept = keep_finished(out_dir, plan) if resume else Kept()
-    todo = [(n, rep, cell) for n, rep, cell in schedule(plan) if n not in kept.runs]
     total = len(plan.cells) * plan.repetitions
+    mine = shard.runs(total) if shard else range(1, total + 1)
+    todo = [(n, rep, cell) for n, rep, cell in schedule(plan) if n in mine and n not in kept.runs]
+    total = len(mine)
     # The timeline player, live control and the radio/handover controllers are threads that must
     # act within a few ms; Python hands the GIL over every 5 ms by default, which is the error
     # they would inherit from any busy thread. 0.5 ms bounds it.
@@ -137,6 +142,7 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
     record.set(seeds={"run": "sha256 of the run's identity (experiment, cell, repetition, seed): runs.csv run_seed; "
                              "every seed a run used, and what each netem sent and dropped: series/seeds.csv",
                       "files": {str(s): file_seed(plan.seed, s) for s in sizes}},
+               **({"shard": shard.to_document(len(plan.cells) * plan.repetitions)} if shard else {}),
                **({"sessions": kept.sessions, "resumed": {"runs_kept": len(kept.runs), "runs_to_run": len(todo)}}
                   if resume else {}))
     results.write_json(out_dir / "plan.json", plan.to_document())

@@ -26,6 +26,7 @@ its host CPU polls while the runs measure, not while the network is held (`_hold
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import threading
@@ -46,6 +47,7 @@ from wearlab.model.features import OPTIONAL
 from wearlab.plan.plan import RunPlan, plan
 from wearlab.report import results
 from wearlab.run.cleanup import heal
+from wearlab.run.shard import Shard
 from wearlab.runtime import cgroup, doctor, hostcpu, placement, probe, signals, uml
 
 WHERE = "<command line>"
@@ -67,6 +69,7 @@ class RunOptions(BaseModel):
     shaper: str = Shaper.NETEM.value
     overrides: list[str] = Field(default_factory=list)   # KEY=VALUE, as given
     resume: Path | None = None           # an interrupted run's results directory to continue
+    shard: str | None = None             # I/N: only the runs of that slice of the plan (run.shard)
     hold: bool = False                   # keep the network after the last run, as a deployment
     name: str | None = None              # the held network's name (default: the experiment's)
 
@@ -133,6 +136,33 @@ def check_options(opts: RunOptions) -> None:
                                                           "then `wearlab deploy EXPERIMENT` keeps its network up")])
     if opts.name is not None and not opts.hold:
         raise InputError([Problem(WHERE, None, "--name", "names the network held after the runs: give --hold too")])
+    shard_of(opts)
+
+
+def shard_of(opts: RunOptions) -> Shard | None:
+    """The run's shard (--shard I/N), or None: all runs. A malformed one is bad input (exit 2)."""
+    if opts.shard is None:
+        return None
+    try:
+        return Shard.parse(opts.shard)
+    except ValueError as e:
+        raise InputError([Problem(WHERE, None, "--shard", str(e))]) from None
+
+
+def check_same_shard(results_dir: Path, shard: Shard | None) -> None:
+    """A shard's results are resumed as that shard: another slice would leave the first one's rows
+    in a directory that `wearlab merge` then counts as the second's."""
+    try:
+        was = json.loads((results_dir / "metadata.json").read_text()).get("shard")
+    except (OSError, ValueError):
+        return
+    before = f"{was['index']}/{was['count']}" if isinstance(was, dict) else None
+    now = str(shard) if shard else None
+    if before != now:
+        raise InputError([Problem(str(results_dir), None, "--shard",
+                                  f"it holds {'shard ' + before if before else 'all the runs'}, and this run asks for "
+                                  f"{'shard ' + now if now else 'all the runs'}: resume it with "
+                                  f"{'--shard ' + before if before else 'no --shard'}")])
 
 
 def run_command(opts: RunOptions, catalog: Catalog, console: Console, err_console: Console) -> int:
@@ -148,6 +178,7 @@ def run_command(opts: RunOptions, catalog: Catalog, console: Console, err_consol
 
         resumed = opts.resume.resolve()
         check_plan(resumed, p)
+        check_same_shard(resumed, shard_of(opts))
     if runtime == Runtime.HOST and os.geteuid() != 0:
         raise EnvironmentProblem("wearlab run needs root (network namespaces, tc)")
     check_runnable(p)
@@ -189,7 +220,8 @@ def run_command(opts: RunOptions, catalog: Catalog, console: Console, err_consol
                         hold_here = partial(_hold, name=hold_name, state_dir=state_dir, console=console,
                                             err_console=err_console, owner_pid=os.getpid(), runtime=Runtime.HOST,
                                             out_dir=out_dir, hub=True, started=plots)
-                    rc = run_experiment(p, out_dir, console=console, resume=resumed is not None, hold=hold_here)
+                    rc = run_experiment(p, out_dir, console=console, resume=resumed is not None, hold=hold_here,
+                                        shard=shard_of(opts))
         finally:
             cgroup.leave(group)
     if not plotted.is_set():
@@ -346,7 +378,8 @@ def run_guest_job(job_file: Path, catalog: Catalog, console: Console, err_consol
         group = cgroup.join(cgroup.run_name(os.getpid()))
         try:
             return run_experiment(p, job.results, console=console, host_plan_sha256=job.plan_sha256,
-                                  resume=job.options.resume is not None, hold=hold_here)
+                                  resume=job.options.resume is not None, hold=hold_here,
+                                  shard=shard_of(job.options))
         finally:
             cgroup.leave(group)
 

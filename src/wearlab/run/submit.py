@@ -1,0 +1,287 @@
+"""`wearlab submit EXP --slurm`: an experiment as a Slurm job array, one shard per task, merged by
+a job that depends on the array (issue 24).
+
+What it writes, into a submission directory (`<out>/<experiment>/<UTC>-slurm/`), before anything
+is submitted - the scripts a user reads are the scripts that run:
+
+    shard.sbatch     the job array: task I runs `wearlab run EXP --shard I/N` into shards/I/
+                     (or resumes it there: a task submitted again runs only its missing runs)
+    merge.sbatch     `wearlab merge merged shards/*/EXP/latest`, after the whole array succeeded
+    logs/            one log per task (shard-<I>.log) and the merge's
+    submission.json  what was asked, the job ids, and how to follow them (`wearlab status DIR`)
+
+The plan is made and checked here first (bad input exits 2, nothing is written or submitted). The
+tasks call the wearlab that submitted them, by absolute path: the compute nodes must see this
+checkout and its venv (a shared file system). Each task names its own `--out`, so two tasks on one
+node never share a results directory; each runs its own UML guest when the experiment needs one.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from wearlab.errors import EnvironmentProblem, InputError, Problem
+from wearlab.report import results
+from wearlab.run.shard import Shard
+
+WHERE = "wearlab submit"
+
+
+@dataclass(frozen=True)
+class SlurmRequest:
+    """What `wearlab submit --slurm` was asked."""
+
+    experiment: Path
+    runs: int                          # the plan's runs
+    experiment_name: str
+    tasks: int | None = None           # default: one per run, at most 16
+    partition: str | None = None
+    time: str | None = None            # sbatch --time (e.g. 30:00, 2:00:00)
+    cpus_per_task: int = 2             # a UML guest's CPU and the host side's
+    run_args: tuple[str, ...] = ()     # --runtime, --repetitions, --shaper, --set as given
+
+    def task_count(self) -> int:
+        n = self.tasks if self.tasks is not None else min(self.runs, 16)
+        return max(1, min(n, self.runs)) if self.runs else 1
+
+
+def wearlab_argv() -> list[str]:
+    """How a task starts this wearlab: this interpreter (its venv), by absolute path."""
+    return [str(Path(sys.executable).absolute()), "-m", "wearlab"]
+
+
+def shard_script(req: SlurmRequest, sub_dir: Path, workdir: Path) -> str:
+    n = req.task_count()
+    run = shlex.join([*wearlab_argv(), "run", str(req.experiment.absolute()), *req.run_args])
+    return "\n".join([
+        "#!/bin/sh",
+        f"# wearlab: {req.experiment_name} as {n} shards of {req.runs} runs (written by `wearlab submit`).",
+        "# Task I runs shard I/N into shards/I/; submitted again (e.g. `sbatch --array=3 shard.sbatch`), it resumes",
+        "# that shard: only its missing runs run, with the seeds they would have had.",
+        f"#SBATCH --job-name=wearlab-{req.experiment_name}",
+        f"#SBATCH --array=1-{n}",
+        f"#SBATCH --output={sub_dir}/logs/shard-%a.log",
+        f"#SBATCH --cpus-per-task={req.cpus_per_task}",
+        *([f"#SBATCH --partition={req.partition}"] if req.partition else []),
+        *([f"#SBATCH --time={req.time}"] if req.time else []),
+        "set -eu",
+        f"cd {shlex.quote(str(workdir))}",
+        'i="${SLURM_ARRAY_TASK_ID:?run me with sbatch (a job array task)}"',
+        f'out={shlex.quote(str(sub_dir))}/shards/"$i"',
+        f'latest="$out"/{shlex.quote(req.experiment_name)}/latest',
+        'if [ -f "$latest/plan.json" ]; then',
+        f'  exec {run} --shard "$i/{n}" --resume "$latest"',
+        "fi",
+        f'exec {run} --shard "$i/{n}" --out "$out"',
+    ]) + "\n"
+
+
+def merge_script(req: SlurmRequest, sub_dir: Path, workdir: Path) -> str:
+    wl = shlex.join(wearlab_argv())
+    d = shlex.quote(str(sub_dir))
+    return "\n".join([
+        "#!/bin/sh",
+        f"# wearlab: merges the {req.task_count()} shards of {req.experiment_name} once every task succeeded.",
+        f"#SBATCH --job-name=wearlab-{req.experiment_name}-merge",
+        f"#SBATCH --output={sub_dir}/logs/merge.log",
+        "#SBATCH --cpus-per-task=1",
+        *([f"#SBATCH --partition={req.partition}"] if req.partition else []),
+        "set -eu",
+        f"cd {shlex.quote(str(workdir))}",
+        f"rm -rf {d}/merged",
+        f"exec {wl} merge {d}/merged {d}/shards/*/{shlex.quote(req.experiment_name)}/latest",
+    ]) + "\n"
+
+
+@dataclass(frozen=True)
+class Submission:
+    dir: Path
+    array_job: str | None = None
+    merge_job: str | None = None
+
+    @property
+    def merged(self) -> Path:
+        return self.dir / "merged"
+
+
+def write_scripts(req: SlurmRequest, out: Path) -> Submission:
+    """The submission directory with its scripts and submission.json (nothing submitted)."""
+    sub_dir = out.absolute() / req.experiment_name / f"{results.utc_stamp()}-slurm"
+    sub_dir.mkdir(parents=True)
+    (sub_dir / "logs").mkdir()
+    workdir = Path.cwd()
+    (sub_dir / "shard.sbatch").write_text(shard_script(req, sub_dir, workdir))
+    (sub_dir / "merge.sbatch").write_text(merge_script(req, sub_dir, workdir))
+    results.write_json(sub_dir / "submission.json", {
+        "experiment": req.experiment_name, "experiment_file": str(req.experiment.absolute()), "runs": req.runs,
+        "tasks": req.task_count(),
+        "shards": {str(i): Shard(i, req.task_count()).to_document(req.runs)["runs"]
+                   for i in range(1, req.task_count() + 1)},
+        "run_args": list(req.run_args), "written_utc": datetime.now(timezone.utc).isoformat(),
+        "merged": str(sub_dir / "merged"), "submitted": False})
+    return Submission(sub_dir)
+
+
+def sbatch_path() -> str:
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        raise EnvironmentProblem("wearlab submit --slurm needs Slurm's `sbatch` on PATH (a login node of the "
+                                 "cluster; Debian: slurm-client); `--dry-run` writes and prints the scripts only")
+    return sbatch
+
+
+def submit_written(sub: Submission) -> Submission:
+    """Submit the array, then the merge after it; the job ids go into submission.json."""
+    sbatch = sbatch_path()
+    array_id = _sbatch([sbatch, "--parsable", str(sub.dir / "shard.sbatch")])
+    merge_id = _sbatch([sbatch, "--parsable", f"--dependency=afterok:{array_id}", str(sub.dir / "merge.sbatch")])
+    doc = json.loads((sub.dir / "submission.json").read_text())
+    results.write_json(sub.dir / "submission.json", {**doc, "submitted": True, "array_job": array_id,
+                                                     "merge_job": merge_id})
+    return Submission(sub.dir, array_id, merge_id)
+
+
+def submit(req: SlurmRequest, out: Path, console: Console, *, dry_run: bool) -> int:
+    if not dry_run:
+        sbatch_path()   # before anything is written
+    sub = write_scripts(req, out)
+    shard_sh, merge_sh = sub.dir / "shard.sbatch", sub.dir / "merge.sbatch"
+    if dry_run:
+        console.print(f"# {shard_sh}\n{shard_sh.read_text()}\n# {merge_sh}\n{merge_sh.read_text()}", highlight=False)
+        console.print(f"written, not submitted (--dry-run): {sub.dir}; submit with\n"
+                      f"  sbatch --parsable {shard_sh}\n  sbatch --dependency=afterok:<ARRAY_JOB_ID> {merge_sh}")
+        return 0
+    sub = submit_written(sub)
+    console.print(f"submitted {req.experiment_name}: array job {sub.array_job} ({req.task_count()} tasks), merge job "
+                  f"{sub.merge_job} after it\n  follow: wearlab status {sub.dir}\n  results: {sub.merged}")
+    return 0
+
+
+def submit_after(jobs: list[str], script: Path) -> str:
+    """A job that runs once every one of `jobs` succeeded (the suite's check and report)."""
+    dep = [f"--dependency=afterok:{':'.join(jobs)}"] if jobs else []
+    return _sbatch([sbatch_path(), "--parsable", *dep, str(script)])
+
+
+def _sbatch(argv: list[str]) -> str:
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    if res.returncode != 0:
+        raise EnvironmentProblem(f"`{shlex.join(argv)}` failed: {(res.stderr or res.stdout).strip()}")
+    return res.stdout.strip().split(";")[0]   # --parsable: "jobid[;cluster]"
+
+
+# -- the same shards on Kubernetes (printed, not applied) ----------------------------------------
+
+K8S_IMAGE = "wearlab/testbed:bookworm"   # the Compose stack's testbed image (images/testbed/)
+
+
+def k8s_manifest(req: SlurmRequest, workdir: Path, results_dir: str = "/results") -> str:
+    """An Indexed Job, one completion per shard (JOB_COMPLETION_INDEX counts from 0: shard I is
+    index I-1), and a merge Job to apply once the first has succeeded (Kubernetes has no
+    dependency between Jobs). Like the testbed container of the Compose stack, the pods need
+    privileges (network namespaces, tc, a UML guest's /dev/shm) and this checkout with its venv
+    at the same path (a volume: `wearlab-work` here), the results on another (`wearlab-results`)."""
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+
+    n = req.task_count()
+    run = shlex.join([*wearlab_argv(), "run", str(req.experiment.absolute()), *req.run_args])
+    out = f"{results_dir}/{req.experiment_name}"
+    volumes = [{"name": "work", "persistentVolumeClaim": {"claimName": "wearlab-work"}},
+               {"name": "results", "persistentVolumeClaim": {"claimName": "wearlab-results"}},
+               {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "4Gi"}}]
+    mounts = [{"name": "work", "mountPath": str(workdir)}, {"name": "results", "mountPath": results_dir},
+              {"name": "shm", "mountPath": "/dev/shm"}]
+    container = {"image": K8S_IMAGE, "workingDir": str(workdir), "volumeMounts": mounts,
+                 "securityContext": {"privileged": True},
+                 "resources": {"requests": {"cpu": str(req.cpus_per_task), "memory": "3Gi"}}}
+    name = f"wearlab-{req.experiment_name}".lower().replace("_", "-")[:50]
+    shards = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{name}-shards"},
+              "spec": {"completionMode": "Indexed", "completions": n, "parallelism": n, "backoffLimitPerIndex": 1,
+                       "template": {"spec": {"restartPolicy": "Never", "volumes": volumes, "containers": [{
+                           **container, "name": "shard", "command": ["sh", "-c", (
+                               'i=$((JOB_COMPLETION_INDEX + 1)); d="' + out + '/shards/$i"; '
+                               'if [ -f "$d/' + req.experiment_name + '/latest/plan.json" ]; then exec ' + run +
+                               f' --shard "$i/{n}" --resume "$d/{req.experiment_name}/latest"; fi; exec ' + run +
+                               f' --shard "$i/{n}" --out "$d"')]}]}}}}
+    merge = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{name}-merge"},
+             "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "volumes": volumes,
+                      "containers": [{**container, "name": "merge", "command": ["sh", "-c", (
+                          f"rm -rf {out}/merged && exec " + shlex.join([*wearlab_argv(), "merge"]) +
+                          f" {out}/merged {out}/shards/*/{req.experiment_name}/latest")]}]}}}}
+    y = YAML()
+    y.default_flow_style = False
+    buf = StringIO()
+    buf.write(f"# wearlab: {req.experiment_name} as {n} shards of {req.runs} runs, an Indexed Job (written by "
+              "`wearlab submit --k8s`).\n# Apply the first document; once it has succeeded, the second "
+              "(the merge). Needs the PVCs wearlab-work\n# (this checkout with its venv, at "
+              f"{workdir}) and wearlab-results, and the image {K8S_IMAGE} (make images).\n")
+    y.dump_all([shards, merge], buf)
+    return buf.getvalue()
+
+
+# -- following a submission ---------------------------------------------------------------------
+
+
+def status(sub_dir: Path, console: Console) -> int:
+    """Each shard's progress from its own files (runs.csv rows, metadata status), and Slurm's view
+    of the jobs where `scontrol` answers. Exit 0 once merged, else 3 (still running or failed)."""
+    f = sub_dir / "submission.json"
+    if not f.is_file():
+        raise InputError([Problem(str(sub_dir), None, "DIR", "is not a submission directory (no submission.json): "
+                                  "give the directory `wearlab submit` printed")])
+    doc = json.loads(f.read_text())
+    n, name = int(doc["tasks"]), doc["experiment"]
+    done = 0
+    for i in range(1, n + 1):
+        latest = sub_dir / "shards" / str(i) / name / "latest"
+        want = len(Shard(i, n).runs(int(doc["runs"])))
+        ok = _ok_rows(latest / "runs.csv")
+        state = _meta_status(latest / "metadata.json")
+        done += ok
+        console.print(f"shard {i}/{n}: {ok} of {want} runs ok ({state})")
+    for key in ("array_job", "merge_job"):
+        if doc.get(key):
+            console.print(f"{key.replace('_', ' ')} {doc[key]}: {_slurm_state(str(doc[key]))}")
+    merged = _meta_status(sub_dir / "merged" / "metadata.json")
+    console.print(f"{done} of {doc['runs']} runs ok; merged: {merged}")
+    return 0 if merged == "complete" else 3
+
+
+def _ok_rows(path: Path) -> int:
+    import csv
+
+    try:
+        with path.open(newline="") as f:
+            return sum(1 for r in csv.DictReader(f) if r.get("status") == "ok")
+    except OSError:
+        return 0
+
+
+def _meta_status(path: Path) -> str:
+    try:
+        return str(json.loads(path.read_text()).get("status"))
+    except (OSError, ValueError):
+        return "not started"
+
+
+def _slurm_state(job: str) -> str:
+    if shutil.which("scontrol") is None:
+        return "unknown (no scontrol here)"
+    res = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, timeout=20,
+                         check=False)
+    if res.returncode != 0:
+        return "unknown to Slurm now (finished long ago, or another cluster)"
+    states = sorted({tok.split("=", 1)[1] for tok in res.stdout.split() if tok.startswith("JobState=")})
+    return ", ".join(states) or "unknown"
