@@ -15,7 +15,8 @@ is charged to the battery before the next decision.
 The battery: the client's device profile gives its capacity (`power.battery.mah`, seed 000 Table
 I) and its cell's voltage (the device's radios' `volts`, else a Li-ion cell's nominal 3.8 V,
 assumed); `battery` is the level at the run's start, and each flow's energy (`energy_j`, the
-energy model on its measured phase times) is taken off it before the next flow.
+energy model on its measured phase times) is taken off it before the next flow. A client without
+a battery in its profile (or without a device) keeps the starting level.
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from typing import Any
 
 from pydantic import Field
 
-from wearlab.errors import EnvironmentProblem, Problem
+from wearlab.errors import Problem
 from wearlab.measure import energy_model
 from wearlab.model import params as P
 from wearlab.model import sensitivity as S
 from wearlab.model.choices import PowerState
 from wearlab.model.columns import Metric, Series
 from wearlab.model.declarations import PlanView, WorkloadFields
-from wearlab.model.devices import Device, builtin_devices
+from wearlab.model.devices import Device
 from wearlab.model.features import KernelFeature
 from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
@@ -117,14 +118,6 @@ class Characterizer(HttpGet):
             if names.index(n) != i:
                 path = ("workload", "flows", i, "name")
                 problems.append(Problem(src.file, src.line(path), dotted(path), f"flow name '{n}' is used twice"))
-        node = topo.nodes[fields.client]
-        device = (topo.devices.get(node.device) or builtin_devices().get(node.device)) if node.device else None
-        if device is None or device.power is None or device.power.battery is None:
-            at = ("workload", "client")
-            why = (f"its device {node.device} has no power.battery (mah)" if node.device
-                   else "it names no device (e.g. device: lg-g-watch-r on the topology node)")
-            problems.append(Problem(src.file, src.line(at), dotted(at),
-                                    f"the characterizer drains the client's battery, but {fields.client}: {why}"))
         return problems
 
     @classmethod
@@ -176,6 +169,11 @@ class Characterizer(HttpGet):
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         return super().warm_up(self._fetch_cells(cells))
 
+    def _level(self, cell: dict[str, Any], charged_j: float) -> float:
+        if self.capacity_j is None:
+            return cell["battery"]
+        return S.level_after(cell["battery"], charged_j, self.capacity_j)
+
     def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
         bands = S.parse_thresholds(cell["thresholds"])
         daemon = self.ctx.nodes[self.fields.client].tcpcrypt
@@ -187,7 +185,7 @@ class Characterizer(HttpGet):
         flows, energy_rows, crypt_rows = [], [], []
         totals = {"bytes_total": 0, "tcpcrypt_cpu_s": 0.0, "energy_saved_j": 0.0}
         for i, fl in enumerate(self.fields.flows):
-            pct = S.level_after(cell["battery"], charged, self.capacity_j)
+            pct = self._level(cell, charged)
             decision = S.decide(fl.sensitivity, pct, bands, mode)
             sub = {"protocol": "http" if decision == "off" else "tcpcrypt", "size": fl.size, "path": cell["path"]}
             out = HttpGet.run(self, sub, repetition)
@@ -224,7 +222,7 @@ class Characterizer(HttpGet):
                "flows_clear": sum(f["decision"] == "off" for f in flows),
                "energy_j": charged if power is not None else None,
                "energy_saved_j": totals["energy_saved_j"] if power is not None else None,
-               "battery_end_ratio": round(S.level_after(cell["battery"], charged, self.capacity_j) / 100, 11),
+               "battery_end_ratio": round(self._level(cell, charged) / 100, 11),
                "bytes_total": totals["bytes_total"], "tcpcrypt_cpu_s": round(totals["tcpcrypt_cpu_s"], 6)}
         series = {"flows": flows, "energy": energy_rows}
         if crypt_rows:
@@ -232,12 +230,14 @@ class Characterizer(HttpGet):
         return Outcome(row=row, series=series)
 
 
-def _battery(device: Device | None) -> tuple[float, dict[str, Any]]:
-    """(capacity in J, its facts for metadata.json) from the client's device profile."""
+def _battery(device: Device | None) -> tuple[float | None, dict[str, Any]]:
+    """(capacity in J, its facts for metadata.json) from the client's device profile; without a
+    battery there (or without a device) the level stays at the cell's start: nothing drains it."""
     battery = device.power.battery if device is not None and device.power is not None else None
-    if battery is None:   # the load-time check refuses this; a device file changed since is still caught
-        raise EnvironmentProblem(f"the characterizer needs the client's device battery (power.battery.mah); "
-                                 f"{device.name if device else 'no device'} has none")
+    if battery is None:
+        return None, {"device": device.name if device else None, "capacity_j": None,
+                      "why": "the client's device has no power.battery (mah)" if device else
+                             "the client names no device: its battery stays at the starting level (no drain)"}
     volts = next((r.active.volts for r in device.power.radios.values() if r.active.volts is not None), None)
     v = volts.value if volts is not None else NOMINAL_VOLTS
     capacity = S.capacity_joules(battery.mah, v)
