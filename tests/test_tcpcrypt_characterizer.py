@@ -257,13 +257,15 @@ def test_battery_drains_by_the_energy_model(guest_run):
         charged = 0.0
         for name in ("steps-a", "record", "steps-b"):
             f = fl[name]
-            assert float(f["battery_pct"]) == pytest.approx(battery - 100 * charged / CAPACITY_J, abs=1e-8)
+            # series/flows.csv keeps 9 significant digits: 1e-7 % at 50 %
+            assert float(f["battery_pct"]) == pytest.approx(battery - 100 * charged / CAPACITY_J, abs=2e-7)
             # a flow costs at least its connect and a tail; an encrypted one a key exchange too
             least = P_CONNECT * RTT + TAIL_J + (P_HANDSHAKE * RTT if f["decision"] != "off" else 0)
             assert least <= float(f["energy_j"]) <= least + 1.0, f
             charged += float(f["energy_j"])
+        # runs.csv keeps a ratio's 6 decimals
         assert float(rows[battery]["battery_end_ratio"]) == pytest.approx((battery - 100 * charged / CAPACITY_J) / 100,
-                                                                           abs=1e-10)
+                                                                           abs=1e-6)
 
 
 @pytest.mark.netem
@@ -276,20 +278,20 @@ def test_energy_saved_is_seed_000s_levels_times_the_flows_times(guest_run):
             continue
         c, d = float(f["connect_s"]), float(f["data_s"])
         assert RTT - 1e-4 <= c <= RTT + 0.05, c
-        assert float(f["energy_j"]) == pytest.approx(P_CONNECT * c + P_DATA * d + TAIL_J, rel=1e-9)
+        assert float(f["energy_j"]) == pytest.approx(P_CONNECT * c + P_DATA * d + TAIL_J, rel=1e-6)
         kx = c + 2 * X25519_S          # one round trip (Init1, Init2) and the watch's two X25519s
-        assert float(f["kx_estimate_s"]) == pytest.approx(kx, rel=1e-9)
+        assert float(f["kx_estimate_s"]) == pytest.approx(kx, rel=1e-6)
         would = P_CONNECT * c + P_HANDSHAKE * kx + P_DATA_ENC * d + TAIL_J
-        assert float(f["energy_encrypted_j"]) == pytest.approx(would, rel=1e-9)
+        assert float(f["energy_encrypted_j"]) == pytest.approx(would, rel=1e-6)
         saved = float(f["energy_saved_j"])
-        assert saved == pytest.approx(would - float(f["energy_j"]), rel=1e-9)
+        assert saved == pytest.approx(would - float(f["energy_j"]), rel=1e-6)
         assert f["saved_basis"].startswith("estimate")
         # physics: at least the key exchange's round trip and X25519s at 405 mW, less the data
         # state's 17.7 mW difference over the flow's data time
         assert P_HANDSHAKE * (RTT + 2 * X25519_S) - (P_DATA - P_DATA_ENC) * d - 1e-9 <= saved
         assert saved <= P_HANDSHAKE * (RTT + 0.05 + 2 * X25519_S)
         saved_total += saved
-    assert float(rows[10]["energy_saved_j"]) == pytest.approx(saved_total, rel=1e-9)
+    assert float(rows[10]["energy_saved_j"]) == pytest.approx(saved_total, abs=2e-6)  # runs.csv: 6 decimals
     assert float(rows[80]["energy_saved_j"]) == 0.0
     # the estimate against what the same level-1 flow cost when the battery was high and it went
     # encrypted (measured): the same order, within a factor of 2
