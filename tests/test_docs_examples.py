@@ -545,6 +545,8 @@ BASES = {
     "sniff": ("bt-sniff", {**_WEARABLE_STREAM, "rate": "500kbit"}, {}),
     "handover": ("handover", {**_WEARABLE_STREAM, "mptcp": True, "reconnect": "rtapp"},
                  {"watch": {"handover": "reactive", "walk_start": "1s", "p1": "2s", "p2": "2s", "p3": "1s"}}),
+    "characterizer": ("wearable-basic", {"kind": "characterizer", "client": "watch", "server": "server", "path": "ap",
+                                         "flows": [{"name": "steps", "sensitivity": 1, "size": "1KB"}]}, {}),
 }
 # key -> (base, two values, further fixed settings: workload parameters or node.option)
 SWEEPS: dict[str, tuple[str, list, dict]] = {
@@ -569,6 +571,10 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "interval": ("messages", ["1s", "200ms"], {}),
     "background": ("messages", ["bulk", "cbr"], {}),
     "background_rate": ("messages", ["500kbit", "1Mbit"], {"background": "cbr"}),
+    # characterizer
+    "battery": ("characterizer", [80, "10%"], {}),
+    "thresholds": ("characterizer", [{50: 0, 0: 4}, "0:0"], {}),
+    "encrypted_as": ("characterizer", ["require", "opportunistic"], {}),
     # timelines
     "timeline": ("stream", ["static", "slow"], {}),
     # the phone's kind and its options

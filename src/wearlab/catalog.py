@@ -14,13 +14,14 @@ from wearlab.nodes.host import Host
 from wearlab.nodes.nginx import Nginx
 from wearlab.nodes.proxies import CommandProxy, HaproxyProxy, RelayProxy
 from wearlab.nodes.wearable import Wearable
+from wearlab.workloads.characterizer import Characterizer
 from wearlab.workloads.crypto_ops import CryptoOps
 from wearlab.workloads.http_get import HttpGet
 from wearlab.workloads.streams import Messages, Stream
 
 CATALOG = Catalog.of(
     node_kinds=[Host, Nginx, RelayProxy, HaproxyProxy, CommandProxy, Wearable],
-    workloads=[HttpGet, Stream, Messages, CryptoOps],
+    workloads=[HttpGet, Stream, Messages, CryptoOps, Characterizer],
     default_kinds={Role.WEARABLE: "wearable", Role.PHONE: "relay", Role.AP: "host", Role.ROUTER: "host",
                    Role.SERVER: "nginx"},
 )

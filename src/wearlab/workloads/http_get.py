@@ -294,6 +294,7 @@ class HttpGet(Workload):
             if not port.isdigit():
                 raise RuntimeError(f"tcpcryptd on {self.fields.client} has no record of the connection")
             client = (ip, int(port))
+        self.wire_client = client  # the connection's client end on the wire (the characterizer's flows)
         tls_version = cell["tls_version"] if https else (TCPCRYPT if crypt else None)
 
         def finish() -> dict[str, Any]:
