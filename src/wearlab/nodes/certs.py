@@ -119,11 +119,13 @@ def _key_usage(*, sign_certs: bool, key_encipherment: bool) -> x509.KeyUsage:
                          key_agreement=False, encipher_only=False, decipher_only=False)
 
 
-def make_pki(directory: Path, server_name: str, kinds=CERT_KINDS) -> tuple[Path, dict[str, ServerCert]]:
+def make_pki(directory: Path, server_name: str, kinds=CERT_KINDS, also_names: tuple[str, ...] = ()
+             ) -> tuple[Path, dict[str, ServerCert]]:
     """Return (the roots the client trusts, one PEM bundle; {chain: the server's certificate
     chain}) for `server_name`. One root per key type; an intermediate per key type and level,
     shared by the chains that have it there; one server key per key type. `kinds`: the chains
-    to make (CERT_CHAINS' names)."""
+    to make (CERT_CHAINS' names); `also_names`: more host names the server's certificates carry
+    (a server node serving several of a page's origins)."""
     chains = tuple(kinds)
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -191,8 +193,8 @@ def make_pki(directory: Path, server_name: str, kinds=CERT_KINDS) -> tuple[Path,
                    .issuer_name(issuer.subject)
                    .public_key(k.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(start).not_valid_after(end)
-                   .add_extension(x509.SubjectAlternativeName([x509.DNSName(server_name),
-                                                               x509.DNSName(f"www.{server_name}")]), critical=False)
+                   .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dict.fromkeys(
+                       (server_name, f"www.{server_name}", *also_names))]), critical=False)
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                    .add_extension(_key_usage(sign_certs=False, key_encipherment=types[0] == "rsa2048"), critical=True)
                    .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
