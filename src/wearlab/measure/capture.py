@@ -21,7 +21,7 @@ from pathlib import Path
 
 from wearlab.measure.pcap import PcapReader
 from wearlab.measure.phases import connection_phases
-from wearlab.measure.tcp import SYN, connection_packets, decode_tcp
+from wearlab.measure.tcp import ACK, SYN, connection_packets, decode_tcp
 
 
 class ClientCapture:
@@ -80,6 +80,33 @@ class ClientCapture:
             # Runs are sequential: packets from before this connection began are not needed again.
             self.packets[intf] = [p for p in self.packets[intf] if p[0] >= conn[0].ts]
         return connection_phases(conn, tls_version=tls_version) if conn else None
+
+    @staticmethod
+    def now() -> float:
+        """The capture's clock (the kernel's wall clock, as pcap timestamps)."""
+        return time.time()
+
+    def syns(self, since: float, until: float, settle_s: float = 0.5) -> list[tuple[str, int]]:
+        """(server address, client port) of each TCP connection the client opened between `since`
+        and `until` (its SYNs; a retransmitted SYN counts once). Waits up to `settle_s` for the
+        capture to hold packets past `until`, then forgets packets before `until`."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            for intf in self.files:
+                self._poll(intf)
+            if any(p and p[-1][0] >= until for p in self.packets.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        out: dict[tuple[str, int], None] = {}
+        for intf, packets in self.packets.items():
+            for p in packets:
+                if not since <= p[0] <= until:
+                    continue
+                seg = decode_tcp(p[1], p[2])
+                if seg is not None and seg.flags & SYN and not seg.flags & ACK:
+                    out[(str(ipaddress.ip_address(seg.dst)), seg.sport)] = None
+            self.packets[intf] = [p for p in packets if p[0] > until]
+        return list(out)
 
     def stream_offsets(self, intf: str, server_ip: str, server_port: int, since: float) -> list[tuple[int, float]]:
         """For the busiest connection from server_ip:server_port seen on `intf` after `since`:
