@@ -47,9 +47,10 @@ _SEEN_VERSION = {pycurl.CURL_HTTP_VERSION_1_0: "1.0", pycurl.CURL_HTTP_VERSION_1
 
 
 def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, connections_per_origin: int = 6,
-         resolve: list[str] = (), cacert: str | None = None, timeout_s: float = 60.0) -> dict[str, Any]:
+         resolve: list[str] = (), cacert: str | None = None, groups: str | None = None,
+         timeout_s: float = 60.0) -> dict[str, Any]:
     """Load one page. `objects`: in page order, each {url, origin, parent (index or None),
-    compute_s}; the first is the root. Returns {objects: [...], error} with, per object, its
+    compute_s}; the first is the root. `groups`: the TLS key-share groups offered. Returns {objects: [...], error} with, per object, its
     start, first byte and end (s from the root's start), body bytes, status, HTTP version,
     connection (libcurl's id, local address and port) and the connections its transfer opened."""
     multi = pycurl.CurlMulti()
@@ -93,6 +94,8 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
         if protocol == "https":
             c.setopt(pycurl.SSL_SESSIONID_CACHE, 0)   # no resumption (yet): every connection a full handshake
             c.setopt(pycurl.SSLVERSION, pycurl.SSLVERSION_TLSv1_3 | pycurl.SSLVERSION_MAX_TLSv1_3)
+            if groups:
+                c.setopt(pycurl.SSL_EC_CURVES, groups)
             if cacert:
                 c.setopt(pycurl.CAINFO, cacert)
                 c.setopt(pycurl.CAPATH, "")

@@ -32,6 +32,7 @@ from typing import Any
 
 from wearlab.errors import InputError, Problem
 from wearlab.measure.agents import PageAgent
+from wearlab.measure.curl import CLASSIC_GROUPS
 from wearlab.model import params as P
 from wearlab.model.columns import Metric, Ratio, Series
 from wearlab.model.declarations import PlanView, WorkloadFields
@@ -260,7 +261,8 @@ class PageLoad(Workload):
                 "compute": "each object's compute time is waited on the client's clock as the page gives it "
                            "(the reference machine's); "
                            + (f"the client's device ({device}) does not scale it yet" if device else "no device"),
-                "tls": "TLS 1.3, no session resumption, no 0-RTT (every connection a full handshake)",
+                "tls": f"TLS 1.3 (QUIC's too), key-share groups {CLASSIC_GROUPS} (as http-get: no post-quantum "
+                       "hybrid), no session resumption, no 0-RTT (every connection a full handshake)",
                 "not_yet": ["device CPU and energy", "TLS/tcpcrypt resumption", "paths through the phone",
                             "QUIC connections counted from a capture"]}
 
@@ -281,7 +283,8 @@ class PageLoad(Workload):
             resolve.add(f"{host}:{port}:{self.ctx.address(node)}")
         return {"objects": objects, "http_version": cell["http_version"], "protocol": scheme,
                 "connections_per_origin": cell.get("connections_per_origin") or HTTP1_CONNECTIONS_PER_ORIGIN,
-                "resolve": sorted(resolve), "cacert": self.cacert if scheme == "https" else None}
+                "resolve": sorted(resolve), "cacert": self.cacert if scheme == "https" else None,
+                "groups": CLASSIC_GROUPS}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         """One unrecorded load per (protocol, HTTP version): the first use of a code path (library
