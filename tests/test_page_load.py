@@ -141,5 +141,7 @@ def test_each_protocol_opens_the_connections_it_should(loads):
             for origin, n in want.items():
                 c = origins[origin]
                 assert int(c["opened"]) == n and int(c["distinct"]) == n, (protocol, version, page, c)
-                # and on the wire: one SYN per TCP connection, none for QUIC
+                # and on the wire: one SYN per TCP connection, or one QUIC Initial's client port
+                # per QUIC connection, never both
                 assert int(c["tcp_syns"]) == (0 if version == "3" else n), (protocol, version, page, c)
+                assert int(c["quic_initials"]) == (n if version == "3" else 0), (protocol, version, page, c)

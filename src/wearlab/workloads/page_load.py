@@ -14,14 +14,14 @@ Names resolve through a static map, origin host -> its server's address (libcurl
 CURLOPT_RESOLVE): no DNS lookups on the emulated path; metadata says so.
 
 Per run: the page load time (the root's request to the last object's end), the root's time to
-first byte, connections opened (libcurl's count, and TCP SYNs in the client's capture), and a
+first byte, connections opened (libcurl's count, and TCP SYNs and QUIC Initials in the client's
+capture), and a
 series row per object (start, first byte, end, connection, origin, bytes).
 
 Not yet (issue 23): the client's device scaling compute time and charging the crypto (compute is
 the reference machine's time, as the page gives it); TLS resumption and 0-RTT (every connection a
 full handshake); tcpcrypt; the phone path (HTTP/3 through the phone as forwarded UDP); sessions of
-pages; QUIC connections counted from a capture (the client's capture holds TCP only); a waterfall
-plot in the report.
+pages; a waterfall plot in the report.
 """
 
 from __future__ import annotations
@@ -134,14 +134,18 @@ class PageLoad(Workload):
                doc="the most connections one origin had (distinct libcurl connection ids)"),
         Metric("tcp_syns", "count", better="none",
                doc="TCP connections the client opened during the load (SYNs in its capture); 0 for HTTP/3"),
+        Metric("quic_connections", "count", better="none",
+               doc="QUIC connections the client opened during the load (client ports sending a QUIC Initial to "
+                   "UDP 443, in its capture); 0 for HTTP/1.1 and HTTP/2"),
     )
     series = (Series("objects", ("index", "origin", "path", "size", "parent", "start_s", "ttfb_s", "end_s", "bytes",
                                  "conn_id", "local_port", "http_version", "new_connection"),
                      doc="each object of each load: when it was requested, its first byte and end (s from the root's "
                          "request), its connection (libcurl's id, the client's port) and whether it opened it"),
-              Series("connections", ("origin", "server", "opened", "distinct", "tcp_syns"),
-                     doc="per origin: connections opened (libcurl), distinct connections used, SYNs to its server "
-                         "(capture; per server node, so origins sharing a node share the count)"))
+              Series("connections", ("origin", "server", "opened", "distinct", "tcp_syns", "quic_initials"),
+                     doc="per origin: connections opened (libcurl), distinct connections used, TCP SYNs and QUIC "
+                         "connections (Initials from distinct client ports) to its server in the client's capture "
+                         "(per server node, so origins sharing a node share the count)"))
     headline = ("page_load_s",)
     ratios = (Ratio("protocol", "https", "http", ("page_load_s",), ignoring=(), title="HTTPS / HTTP (ratio of medians)"),)
 
@@ -264,7 +268,7 @@ class PageLoad(Workload):
                 "tls": f"TLS 1.3 (QUIC's too), key-share groups {CLASSIC_GROUPS} (as http-get: no post-quantum "
                        "hybrid), no session resumption, no 0-RTT (every connection a full handshake)",
                 "not_yet": ["device CPU and energy", "TLS/tcpcrypt resumption", "paths through the phone",
-                            "QUIC connections counted from a capture"]}
+                            "sessions of pages"]}
 
     def page(self, path: str) -> Page:
         if path not in self.pages:
@@ -331,14 +335,19 @@ class PageLoad(Workload):
         addresses = {self.ctx.address(server_of(self.fields, o)): server_of(self.fields, o) for o in opened}
 
         def finish() -> Outcome:
-            syns = self.capture.syns(since, until)
-            per_server: dict[str, int] = {}
-            for dst, _ in syns:
-                if dst in addresses:
-                    per_server[addresses[dst]] = per_server.get(addresses[dst], 0) + 1
+            opened_on_wire = self.capture.connections_opened(since, until)
+            seen: dict[tuple[str, str], int] = {}
+            for proto, conns in opened_on_wire.items():
+                for dst, _ in conns:
+                    if dst in addresses:
+                        seen[(proto, addresses[dst])] = seen.get((proto, addresses[dst]), 0) + 1
             conns = [{"origin": o, "server": server_of(self.fields, o), "opened": n, "distinct": len(distinct[o]),
-                      "tcp_syns": per_server.get(server_of(self.fields, o), 0)} for o, n in sorted(opened.items())]
-            return Outcome(row={"tcp_syns": sum(per_server.values())}, series={"connections": conns})
+                      "tcp_syns": seen.get(("tcp", server_of(self.fields, o)), 0),
+                      "quic_initials": seen.get(("quic", server_of(self.fields, o)), 0)}
+                     for o, n in sorted(opened.items())]
+            return Outcome(row={"tcp_syns": sum(n for (p, _), n in seen.items() if p == "tcp"),
+                                "quic_connections": sum(n for (p, _), n in seen.items() if p == "quic")},
+                           series={"connections": conns})
 
         return Outcome(row=row, series={"objects": rows}, finish=finish)
 

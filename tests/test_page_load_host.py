@@ -1,11 +1,13 @@
-"""page-load's input: bad pages and experiments exit 2 naming file, line and field (issue 23), and
-the agent's browser rules on loopback, against Caddy, without netem: an object is requested only
-once its dependency arrived and that object's compute time passed."""
+"""page-load on the host, without netem: bad pages and experiments exit 2 naming file, line and
+field (issue 23); the agent's browser rules on loopback against Caddy (an object is requested
+only once its dependency arrived and that object's compute time passed); the capture's reading of
+QUIC Initials (RFC 9000's header format)."""
 
 from __future__ import annotations
 
 import json
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -162,3 +164,29 @@ def test_the_agent_waits_for_dependencies_and_compute(tmp_path):
         caddy.terminate()
         caddy.wait(timeout=10)
         log.close()
+
+
+def udp_frame(payload: bytes, sport: int = 40000, dport: int = 443, proto: int = 17) -> bytes:
+    """An Ethernet + IPv4 + UDP frame (checksums zero: nothing here checks them)."""
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0x4000, 64, proto, 0,
+                     bytes([10, 0, 0, 1]), bytes([10, 0, 1, 2]))
+    return b"\x02" * 6 + b"\x04" * 6 + b"\x08\x00" + ip + udp
+
+
+@pytest.mark.parametrize("first,version,proto,found", [
+    (0xC3, 1, 17, True),      # long header, fixed bit, type Initial (0), packet number length 4
+    (0xC0, 1, 17, True),
+    (0xE3, 1, 17, False),     # type 2: Handshake
+    (0xD3, 1, 17, False),     # type 1: 0-RTT
+    (0x43, 1, 17, False),     # short header (1-RTT)
+    (0xC3, 0, 17, False),     # version 0: Version Negotiation
+    (0xC3, 0x6B3343CF, 17, False),   # QUIC version 2 (RFC 9369): its Initial is type 1; not v1's
+    (0xC3, 1, 6, False),      # not UDP
+])
+def test_a_quic_v1_initial_is_recognised_from_its_header(first, version, proto, found):
+    from wearlab.measure.tcp import DLT_EN10MB, quic_initial
+
+    frame = udp_frame(bytes([first]) + version.to_bytes(4, "big") + b"\x08" + b"\x11" * 8 + b"\x00" * 40, proto=proto)
+    got = quic_initial(frame, DLT_EN10MB)
+    assert (got == (bytes([10, 0, 0, 1]), bytes([10, 0, 1, 2]), 40000, 443)) if found else got is None
