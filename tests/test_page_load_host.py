@@ -118,19 +118,18 @@ def test_the_agent_waits_for_dependencies_and_compute(tmp_path):
     """On loopback (no link: round trips of microseconds), so the schedule is the page's: a child
     starts no earlier than its parent's end plus the parent's compute time, and promptly after."""
     from wearlab.model.needs import PageContent
-    from wearlab.nodes.caddy import caddy_config, caddy_env, write_content
+    from wearlab.nodes.caddy import caddy_config, caddy_env
     from wearlab.nodes.certs import make_pki
 
     need_tool("caddy")
     objs = (("www.test", "/", 20_000, "text/html"), ("cdn.test", "/app.js", 60_000, "text/javascript"),
             ("www.test", "/api.json", 4_000, "application/json"))
     content = [PageContent("srv", objs)]
-    write_content(tmp_path, content, 1)
     ca, certs = make_pki(tmp_path / "pki", "www.test", kinds=("ecdsa-p256",), also_names=("cdn.test",), ocsp=False)
     http, https = free_port(), free_port()
     (tmp_path / "caddy.json").write_text(json.dumps(caddy_config(
         tmp_path, content, certs["ecdsa-p256"].cert, certs["ecdsa-p256"].key,
-        http_listen=f"127.0.0.1:{http}", https_listen=f"127.0.0.1:{https}")))
+        http_listen=f"127.0.0.1:{http}", https_listen=f"127.0.0.1:{https}", seed=1)))
     log = (tmp_path / "caddy.out").open("w")
     caddy = subprocess.Popen(["caddy", "run", "--config", str(tmp_path / "caddy.json")], env=caddy_env(tmp_path),
                              stdout=log, stderr=subprocess.STDOUT)

@@ -1,5 +1,5 @@
-"""The `caddy` kind: Caddy (Debian's 2.6) serving a page's objects - generated, incompressible
-bodies of each object's size at its path, per origin host - over HTTP/1.1 and h2c on port 80 and
+"""The `caddy` kind: Caddy (Debian's 2.6) serving a page's objects - generated bodies of each
+object's size at its path, per origin host, from memory - over HTTP/1.1 and h2c on port 80 and
 over HTTP/1.1, HTTP/2 and HTTP/3 (QUIC, UDP) with TLS 1.3 on port 443.
 
 Why Caddy: it is the one server Debian ships that speaks all three HTTP versions (bookworm's
@@ -50,23 +50,30 @@ HTTPS_PORT = ports.HTTPS["rsa2048"]
 CHAINS = ("rsa2048", "ecdsa-p256")
 
 
-def object_file(index: int) -> str:
-    return f"/o/{index}.bin"
+# Bodies are text of 64 symbols, seeded: nothing on the path compresses (no `encode` handler, TLS
+# 1.3 has no compression), so they cost the wire what random bytes would.
+_SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def body(seed: int, size: int) -> str:
+    """An object's body: `size` bytes fixed by the experiment's seed and the size alone
+    (plan.seeds.file_seed), as nginx's files."""
+    return "".join(random.Random(file_seed(seed, size)).choices(_SYMBOLS, k=size))
 
 
 def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, http_listen: str,
-                 https_listen: str) -> dict[str, Any]:
-    """Caddy's JSON configuration: one route per (host, path), rewritten to its generated file."""
+                 https_listen: str, seed: int) -> dict[str, Any]:
+    """Caddy's JSON configuration: one route per (host, path) answering its body from memory
+    (`static_response`, with its Content-Length): no file system calls on a response's path."""
     routes = []
-    for i, (host, path, _, ctype) in enumerate(_objects(content)):
+    for host, path, size, ctype in _objects(content):
         bare, _, query = path.partition("?")
         match: dict[str, Any] = {"host": [host], "path": [bare]}
         if query:
             match["query"] = {k: v for k, v in parse_qs(query, keep_blank_values=True).items()}
         routes.append({"match": [match], "terminal": True, "handle": [
-            {"handler": "headers", "response": {"set": {"Content-Type": [ctype], "Cache-Control": ["no-store"]}}},
-            {"handler": "rewrite", "uri": object_file(i)},
-            {"handler": "file_server", "root": str(d / "www")}]})
+            {"handler": "static_response", "status_code": 200, "body": body(seed, size),
+             "headers": {"Content-Type": [ctype], "Cache-Control": ["no-store"], "Content-Length": [str(size)]}}]})
     return {
         "admin": {"disabled": True, "config": {"persist": False}},
         "storage": {"module": "file_system", "root": str(d / "data")},
@@ -88,14 +95,6 @@ def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, 
 
 def _objects(content: list[PageContent]) -> list[tuple[str, str, int, str]]:
     return sorted({o for n in content for o in n.objects})
-
-
-def write_content(d: Path, content: list[PageContent], seed: int) -> None:
-    www = d / "www" / "o"
-    www.mkdir(parents=True, exist_ok=True)
-    for i, (_, _, size, _) in enumerate(_objects(content)):
-        # Fixed by the experiment's seed and the size alone (plan.seeds.file_seed), as nginx's files.
-        (www / f"{i}.bin").write_bytes(random.Random(file_seed(seed, size)).randbytes(size))
 
 
 def caddy_env(d: Path) -> dict[str, str]:
@@ -123,26 +122,35 @@ class Caddy(NodeKind):
     def start(self) -> None:
         d = self.workdir
         content = [n for n in self.needs if isinstance(n, PageContent)]
-        write_content(d, content, self.seed)
         hosts = tuple(dict.fromkeys(h for n in content for h in n.hosts)) or (self.node,)
         chain = self.settings["cert"]
         self.ca, certs = make_pki(d / "pki", hosts[0], kinds=(chain,), also_names=hosts[1:], ocsp=False)
         conf = d / "caddy.json"
         conf.write_text(json.dumps(caddy_config(d, content, certs[chain].cert, certs[chain].key,
-                                                http_listen=f":{HTTP_PORT}", https_listen=f":{HTTPS_PORT}"), indent=1))
+                                                http_listen=f":{HTTP_PORT}", https_listen=f":{HTTPS_PORT}",
+                                                seed=self.seed)))
         self.log = (d / "caddy.out").open("w")
         self.proc = self.net.popen(self.node, ["caddy", "run", "--config", str(conf)], env=caddy_env(d),
                                    stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
 
     def ready(self, timeout: float = 15.0) -> None:
-        wait_listening(self.net, self.node, {HTTP_PORT, HTTPS_PORT}, "caddy", timeout, proc=self.proc)
+        try:
+            wait_listening(self.net, self.node, {HTTP_PORT, HTTPS_PORT}, "caddy", timeout, proc=self.proc)
+        except KindError as e:
+            raise KindError(f"{e}: {self._said()}") from None
         # QUIC's UDP socket opens with the TLS server's listener; wait for it too.
         deadline = time.monotonic() + timeout
         while not self._udp_listening():
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise KindError(f"caddy on {self.node} does not listen on UDP {HTTPS_PORT} (HTTP/3); "
-                                f"see {self.workdir / 'caddy.out'}")
+                raise KindError(f"caddy on {self.node} does not listen on UDP {HTTPS_PORT} (HTTP/3): {self._said()}")
             time.sleep(0.05)
+
+    def _said(self) -> str:
+        """The end of what Caddy wrote (its output, then its log), for an error message."""
+        self.log.flush()
+        text = "".join(f.read_text(errors="replace") for f in (self.workdir / "caddy.out", self.workdir / "caddy.log")
+                       if f.is_file())
+        return text.strip()[-600:] or "it wrote nothing"
 
     def _udp_listening(self) -> bool:
         out = self.net.run(self.node, ["ss", "-Hlun"]).stdout
