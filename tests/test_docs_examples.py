@@ -543,6 +543,7 @@ BASES = {
     "messages": ("cproxy", {"kind": "messages", "client": "watch", "server": "server", "path": "phone",
                             "interval": "1s", "duration": "5s"}, {}),
     "sniff": ("bt-sniff", {**_WEARABLE_STREAM, "rate": "500kbit"}, {}),
+    "page": ("pages-wifi", {"kind": "page-load", "client": "watch", "page": "exp3-java"}, {}),
     "handover": ("handover", {**_WEARABLE_STREAM, "mptcp": True, "reconnect": "rtapp"},
                  {"watch": {"handover": "reactive", "walk_start": "1s", "p1": "2s", "p2": "2s", "p3": "1s"}}),
     "characterizer": ("wearable-basic", {"kind": "characterizer", "client": "watch", "server": "server", "path": "ap",
@@ -575,6 +576,10 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "battery": ("characterizer", [80, "10%"], {}),
     "thresholds": ("characterizer", [{50: 0, 0: 4}, "0:0"], {}),
     "encrypted_as": ("characterizer", ["require", "opportunistic"], {}),
+    # page-load
+    "page": ("page", ["exp3-java", "exp3-bing"], {}),
+    "http_version": ("page", ["1.1", "3"], {}),
+    "connections_per_origin": ("page", [6, 2], {"http_version": "1.1"}),
     # timelines
     "timeline": ("stream", ["static", "slow"], {}),
     # the phone's kind and its options

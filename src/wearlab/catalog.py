@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from wearlab.model.declarations import Catalog
 from wearlab.model.roles import Role
+from wearlab.nodes.caddy import Caddy
 from wearlab.nodes.host import Host
 from wearlab.nodes.nginx import Nginx
 from wearlab.nodes.proxies import CommandProxy, HaproxyProxy, RelayProxy
@@ -17,11 +18,12 @@ from wearlab.nodes.wearable import Wearable
 from wearlab.workloads.characterizer import Characterizer
 from wearlab.workloads.crypto_ops import CryptoOps
 from wearlab.workloads.http_get import HttpGet
+from wearlab.workloads.page_load import PageLoad
 from wearlab.workloads.streams import Messages, Stream
 
 CATALOG = Catalog.of(
-    node_kinds=[Host, Nginx, RelayProxy, HaproxyProxy, CommandProxy, Wearable],
-    workloads=[HttpGet, Stream, Messages, CryptoOps, Characterizer],
+    node_kinds=[Host, Nginx, Caddy, RelayProxy, HaproxyProxy, CommandProxy, Wearable],
+    workloads=[HttpGet, PageLoad, Stream, Messages, CryptoOps, Characterizer],
     default_kinds={Role.WEARABLE: "wearable", Role.PHONE: "relay", Role.AP: "host", Role.ROUTER: "host",
                    Role.SERVER: "nginx"},
 )

@@ -83,3 +83,38 @@ class FetchAgent:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+class PageAgent:
+    """wearlab.measure.page_agent running in the client's namespace: one page load per request."""
+
+    def __init__(self, net, client: str, timeout: float = 30, env: dict[str, str] | None = None):
+        self.client = client
+        self.proc = net.popen(client, [sys.executable, "-m", "wearlab.measure.page_agent"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, bufsize=1, **({"env": env} if env is not None else {}))
+        hello = self._read(timeout)
+        if not hello.get("ready"):
+            raise RuntimeError(f"page agent on {client} did not start: {hello}")
+        self.libcurl = hello.get("libcurl")
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if r else ""
+        if not line:
+            err = self.proc.stderr.read() if self.proc.poll() is not None else "no answer"
+            raise RuntimeError(f"page agent on {self.client}: {err.strip()[-300:]}")
+        return json.loads(line)
+
+    def load(self, timeout_s: float, **req) -> dict[str, Any]:
+        self.proc.stdin.write(json.dumps({**req, "timeout_s": timeout_s}) + "\n")
+        self.proc.stdin.flush()
+        return self._read(timeout_s + 10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()

@@ -21,7 +21,10 @@ from pathlib import Path
 
 from wearlab.measure.pcap import PcapReader
 from wearlab.measure.phases import connection_phases
-from wearlab.measure.tcp import SYN, connection_packets, decode_tcp
+from wearlab.measure.tcp import ACK, SYN, connection_packets, decode_tcp, quic_initial
+
+# QUIC (HTTP/3) is captured on its port only: UDP elsewhere is not the capture's business.
+QUIC_PORT = 443
 
 
 class ClientCapture:
@@ -38,7 +41,7 @@ class ClientCapture:
             # -B: a 32 MB kernel buffer (default 2 MB), so a busy single-CPU guest (e.g. with
             # tcpcrypt's daemons) does not drop packets of a 9 MB transfer before tcpdump reads them.
             p = net.popen(node, ["tcpdump", "-i", tap, "-n", "-s", str(snaplen), "-B", "32768", "-U", "--immediate-mode", "-Z", "root",
-                                 "-w", str(f), "tcp"], stdout=subprocess.DEVNULL,
+                                 "-w", str(f), f"tcp or udp port {QUIC_PORT}"], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
             self._wait_listening(p, intf)
             self.procs.append(p)
@@ -80,6 +83,39 @@ class ClientCapture:
             # Runs are sequential: packets from before this connection began are not needed again.
             self.packets[intf] = [p for p in self.packets[intf] if p[0] >= conn[0].ts]
         return connection_phases(conn, tls_version=tls_version) if conn else None
+
+    @staticmethod
+    def now() -> float:
+        """The capture's clock (the kernel's wall clock, as pcap timestamps)."""
+        return time.time()
+
+    def connections_opened(self, since: float, until: float, settle_s: float = 0.5
+                           ) -> dict[str, list[tuple[str, int]]]:
+        """{"tcp": [...], "quic": [...]}: (server address, client port) of each connection the
+        client opened between `since` and `until` - a TCP SYN, a QUIC Initial to UDP port 443
+        (retransmissions count once). Waits up to `settle_s` for the capture to hold packets past
+        `until`, then forgets packets before `until`."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            for intf in self.files:
+                self._poll(intf)
+            if any(p and p[-1][0] >= until for p in self.packets.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        out: dict[str, dict[tuple[str, int], None]] = {"tcp": {}, "quic": {}}
+        for intf, packets in self.packets.items():
+            for p in packets:
+                if not since <= p[0] <= until:
+                    continue
+                seg = decode_tcp(p[1], p[2])
+                if seg is not None and seg.flags & SYN and not seg.flags & ACK:
+                    out["tcp"][(str(ipaddress.ip_address(seg.dst)), seg.sport)] = None
+                    continue
+                quic = quic_initial(p[1], p[2]) if seg is None else None
+                if quic is not None and quic[3] == QUIC_PORT:
+                    out["quic"][(str(ipaddress.ip_address(quic[1])), quic[2])] = None
+            self.packets[intf] = [p for p in packets if p[0] > until]
+        return {k: list(v) for k, v in out.items()}
 
     def stream_offsets(self, intf: str, server_ip: str, server_port: int, since: float) -> list[tuple[int, float]]:
         """For the busiest connection from server_ip:server_port seen on `intf` after `since`:

@@ -114,6 +114,28 @@ def _network_start(frame: bytes, linktype: int) -> tuple[int, int] | None:
                      f"{', '.join(map(str, SUPPORTED_LINKTYPES))})")
 
 
+def quic_initial(frame: bytes, linktype: int) -> tuple[bytes, bytes, int, int] | None:
+    """(source, destination, source port, destination port) of an IPv4 UDP datagram that starts
+    with a QUIC version 1 Initial packet (RFC 9000 17.2.2: long header, fixed bit, type 0,
+    version 1) - a client opening a QUIC connection, or a server answering it; None otherwise."""
+    ns = _network_start(frame, linktype)
+    if ns is None or ns[0] != 4:
+        return None
+    off = ns[1]
+    if len(frame) < off + 20 or frame[off] >> 4 != 4 or frame[off + 9] != 17:
+        return None
+    if int.from_bytes(frame[off + 6:off + 8], "big") & 0x1FFF:   # a later fragment
+        return None
+    u = off + (frame[off] & 0x0F) * 4
+    if len(frame) < u + 8 + 5:
+        return None
+    first, version = frame[u + 8], int.from_bytes(frame[u + 9:u + 13], "big")
+    if first & 0xC0 != 0xC0 or first & 0x30 != 0 or version != 1:
+        return None
+    sport, dport = struct.unpack_from("!HH", frame, u)
+    return bytes(frame[off + 12:off + 16]), bytes(frame[off + 16:off + 20]), sport, dport
+
+
 def decode_tcp(frame: bytes, linktype: int) -> TcpSegment | None:
     ns = _network_start(frame, linktype)
     if ns is None:

@@ -38,6 +38,18 @@ class Files(Need):
 
 
 @dataclass(frozen=True)
+class PageContent(Need):
+    """Serve a page's objects: generated bodies of each object's size at its path, per host name
+    (a node may serve several origins), with each object's content type."""
+
+    objects: tuple[tuple[str, str, int, str], ...] = ()    # (host, path, size, content type)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(h for h, _, _, _ in self.objects))
+
+
+@dataclass(frozen=True)
 class Relay(Need):
     """Proxy connections that the node's clients open to (server address, port). A node whose
     kind does not proxy routes them instead."""

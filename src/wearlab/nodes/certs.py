@@ -96,19 +96,20 @@ def _ca_name(keytype: str, level: int) -> x509.Name:
                       x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def _issued_by(issuer_name: x509.Name, ca_slug: str) -> list[tuple[x509.ExtensionType, bool]]:
+def _issued_by(issuer_name: x509.Name, ca_slug: str, ocsp: bool = True) -> list[tuple[x509.ExtensionType, bool]]:
     """The extensions a public CA puts in what it issues: where its CRL and its own certificate
-    are, and the policy it issued under."""
+    are, its OCSP responder (unless `ocsp` is false), and the policy it issued under."""
     base = f"http://{ca_slug}.pki.wearlab.invalid"
+    access = [x509.AccessDescription(AuthorityInformationAccessOID.CA_ISSUERS,
+                                     x509.UniformResourceIdentifier(f"{base}/cert/{ca_slug}.crt"))]
+    if ocsp:
+        access.append(x509.AccessDescription(AuthorityInformationAccessOID.OCSP,
+                                             x509.UniformResourceIdentifier(f"{base}/ocsp")))
     return [
         (x509.CRLDistributionPoints([x509.DistributionPoint(
             full_name=[x509.UniformResourceIdentifier(f"{base}/crl/{ca_slug}.crl")], relative_name=None,
             reasons=None, crl_issuer=None)]), False),
-        (x509.AuthorityInformationAccess([
-            x509.AccessDescription(AuthorityInformationAccessOID.CA_ISSUERS,
-                                   x509.UniformResourceIdentifier(f"{base}/cert/{ca_slug}.crt")),
-            x509.AccessDescription(AuthorityInformationAccessOID.OCSP, x509.UniformResourceIdentifier(f"{base}/ocsp"))]),
-         False),
+        (x509.AuthorityInformationAccess(access), False),
         (x509.CertificatePolicies([x509.PolicyInformation(_DV_POLICY, [f"{base}/cps"])]), False),
     ]
 
@@ -119,11 +120,15 @@ def _key_usage(*, sign_certs: bool, key_encipherment: bool) -> x509.KeyUsage:
                          key_agreement=False, encipher_only=False, decipher_only=False)
 
 
-def make_pki(directory: Path, server_name: str, kinds=CERT_KINDS) -> tuple[Path, dict[str, ServerCert]]:
+def make_pki(directory: Path, server_name: str, kinds=CERT_KINDS, also_names: tuple[str, ...] = (),
+             ocsp: bool = True) -> tuple[Path, dict[str, ServerCert]]:
     """Return (the roots the client trusts, one PEM bundle; {chain: the server's certificate
     chain}) for `server_name`. One root per key type; an intermediate per key type and level,
     shared by the chains that have it there; one server key per key type. `kinds`: the chains
-    to make (CERT_CHAINS' names)."""
+    to make (CERT_CHAINS' names); `also_names`: more host names the server's certificates carry
+    (a server node serving several of a page's origins); `ocsp`: whether the certificates name an
+    OCSP responder (a server that staples, as Caddy does for every certificate it loads, would
+    try to reach it: such a server gets certificates without one)."""
     chains = tuple(kinds)
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -176,7 +181,7 @@ def make_pki(directory: Path, server_name: str, kinds=CERT_KINDS) -> tuple[Path,
                        .add_extension(x509.SubjectKeyIdentifier.from_public_key(k.public_key()), critical=False)
                        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
                                       critical=False))
-            for ext, critical in _issued_by(issuer.subject, f"root-{above[-1]}" if len(above) == 2 else slug):
+            for ext, critical in _issued_by(issuer.subject, f"root-{above[-1]}" if len(above) == 2 else slug, ocsp):
                 builder = builder.add_extension(ext, critical)
             cas[above] = (builder.sign(issuer_key, sign_with(issuer_key)), k)
         return cas[above]
@@ -191,8 +196,8 @@ def make_pki(directory: Path, server_name: str, kinds=CERT_KINDS) -> tuple[Path,
                    .issuer_name(issuer.subject)
                    .public_key(k.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(start).not_valid_after(end)
-                   .add_extension(x509.SubjectAlternativeName([x509.DNSName(server_name),
-                                                               x509.DNSName(f"www.{server_name}")]), critical=False)
+                   .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dict.fromkeys(
+                       (server_name, f"www.{server_name}", *also_names))]), critical=False)
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                    .add_extension(_key_usage(sign_certs=False, key_encipherment=types[0] == "rsa2048"), critical=True)
                    .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
@@ -201,7 +206,7 @@ def make_pki(directory: Path, server_name: str, kinds=CERT_KINDS) -> tuple[Path,
                    .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
                                   critical=False))
         for ext, critical in _issued_by(issuer.subject, f"ca{len(types) - 2}-{types[1]}" if len(types) > 2
-                                        else f"root-{types[1]}"):
+                                        else f"root-{types[1]}", ocsp):
             builder = builder.add_extension(ext, critical)
         leaf = builder.sign(issuer_key, sign_with(issuer_key))
         sent = [leaf] + [ca_for(types[i:])[0] for i in range(1, len(types) - 1)]

@@ -280,8 +280,10 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
             for need in needs:
                 if need.node == n and not isinstance(need, (Relay, Tcpcrypt)) and not setting.kind.accepts(need):
                     what = "serve files" if isinstance(need, Files) else f"provide {type(need).__name__.lower()}"
+                    able = [k.name for k in catalog.node_kinds.values() if k.accepts(need)]
                     problems.append(_at_option(exp, n, "kind", c.values,
-                                               f"node {n} (kind {setting.kind.name}) cannot {what} for this workload"))
+                                               f"node {n} (kind {setting.kind.name}) cannot {what} for this workload"
+                                               + (f"; kinds that can: {', '.join(able)}" if able else "")))
     _raise(problems)
 
     # 3. checks

@@ -108,7 +108,7 @@ def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool =
         nt.add_column(col)
     groups = len(doc["ports"])
     for n in p.topology.nodes:
-        needs = [f"{x['need']} " + " ".join(f"{k}={v}" for k, v in x.items() if k not in ("node", "need"))
+        needs = [f"{x['need']} " + " ".join(f"{k}={_brief(v)}" for k, v in x.items() if k not in ("node", "need"))
                  for x in doc["needs"] if x["node"] == n]
         where: dict[str, list[int]] = {}   # "port what" -> the groups of cells it is used in
         for g, group in enumerate(doc["ports"]):
@@ -155,3 +155,8 @@ def _print_commands(p: RunPlan, undecided: str) -> None:
 
 def _shape(d: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in d.items() if v not in (None, "0s", False))
+
+
+def _brief(value) -> str:
+    """A need's value for the table: a long list (a page's objects) by its length; plan.json has it whole."""
+    return f"[{len(value)} items]" if isinstance(value, list) and len(value) > 3 else str(value)

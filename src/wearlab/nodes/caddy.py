@@ -1,0 +1,171 @@
+"""The `caddy` kind: Caddy (Debian's 2.6) serving a page's objects - generated bodies of each
+object's size at its path, per origin host, from memory - over HTTP/1.1 and h2c on port 80 and
+over HTTP/1.1, HTTP/2 and HTTP/3 (QUIC, UDP) with TLS 1.3 on port 443.
+
+Why Caddy: it is the one server Debian ships that speaks all three HTTP versions (bookworm's
+nginx 1.22 has no HTTP/3), so a page's HTTP/1.1, /2 and /3 cells are compared on one server
+program, one configuration and one TLS library (Go's crypto/tls; quic-go for QUIC), and the
+differences between cells are the protocols', not the servers'.
+
+Kept off the Internet and out of the host: automatic HTTPS off (no ACME, no redirects, no
+certificate management); the certificates given explicitly (one chain per node, made fresh per
+experiment by nodes.certs, its names the hosts of the origins the node serves), without an OCSP
+responder URL, since Caddy 2.6 staples OCSP for every certificate it loads and would try to reach
+the responder (so its chain is ~45 bytes per certificate shorter than nginx's); no pki app, so
+Caddy's local CA is never made and has no trust to install (what `skip_install_trust` guards);
+the admin endpoint disabled and the configuration not persisted; storage, logs, HOME and the XDG
+directories in the node's work directory. Caddy 2 has no telemetry. It listens in its node's
+namespace only.
+
+As nginx here: no caching headers (`Cache-Control: no-store`), no compression, no session
+resumption (Go's crypto/tls session tickets off).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from wearlab.model import params as P
+from wearlab.model import ports
+from wearlab.model.needs import PageContent, Service
+from wearlab.model.params import Param, ParamSet
+from wearlab.model.roles import Role
+from wearlab.nodes.certs import make_pki
+from wearlab.nodes.node_kind import NodeKind
+from wearlab.nodes.software import KindError, wait_listening
+from wearlab.plan.seeds import file_seed
+
+HTTP_PORT = ports.HTTP
+HTTPS_PORT = ports.HTTPS["rsa2048"]
+# The chains it may send (nodes.certs.CERT_CHAINS): a leaf and one intermediate, as most deployed
+# servers. An RSA-2048 chain (~2.6 KB) brings QUIC's first server flight close to its
+# anti-amplification limit (3 x the client's 1200-byte Initial, RFC 9000 8.1); ECDSA's (~1.4 KB)
+# stays far below it.
+CHAINS = ("rsa2048", "ecdsa-p256")
+
+
+# Bodies are text of 64 symbols, seeded: nothing on the path compresses (no `encode` handler, TLS
+# 1.3 has no compression), so they cost the wire what random bytes would.
+_SYMBOLS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def body(seed: int, size: int) -> str:
+    """An object's body: `size` bytes fixed by the experiment's seed and the size alone
+    (plan.seeds.file_seed), as nginx's files."""
+    return "".join(random.Random(file_seed(seed, size)).choices(_SYMBOLS, k=size))
+
+
+def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, http_listen: str,
+                 https_listen: str, seed: int) -> dict[str, Any]:
+    """Caddy's JSON configuration: one route per (host, path) answering its body from memory
+    (`static_response`, with its Content-Length): no file system calls on a response's path."""
+    routes = []
+    for host, path, size, ctype in _objects(content):
+        bare, _, query = path.partition("?")
+        match: dict[str, Any] = {"host": [host], "path": [bare]}
+        if query:
+            match["query"] = {k: v for k, v in parse_qs(query, keep_blank_values=True).items()}
+        routes.append({"match": [match], "terminal": True, "handle": [
+            {"handler": "static_response", "status_code": 200, "body": body(seed, size),
+             "headers": {"Content-Type": [ctype], "Cache-Control": ["no-store"], "Content-Length": [str(size)]}}]})
+    return {
+        "admin": {"disabled": True, "config": {"persist": False}},
+        "storage": {"module": "file_system", "root": str(d / "data")},
+        "logging": {"logs": {"default": {"level": "WARN", "writer": {"output": "file", "filename": str(d / "caddy.log")}}}},
+        "apps": {
+            "http": {"servers": {
+                "plain": {"listen": [http_listen], "protocols": ["h1", "h2c"], "routes": routes,
+                          "automatic_https": {"disable": True}},
+                "tls": {"listen": [https_listen], "protocols": ["h1", "h2", "h3"], "routes": routes,
+                        "automatic_https": {"disable": True},
+                        "tls_connection_policies": [{"protocol_min": "tls1.3", "certificate_selection":
+                                                     {"any_tag": ["wearlab"]}}]},
+            }},
+            "tls": {"certificates": {"load_files": [{"certificate": str(cert), "key": str(key), "tags": ["wearlab"]}]},
+                    "session_tickets": {"disabled": True}},
+        },
+    }
+
+
+def _objects(content: list[PageContent]) -> list[tuple[str, str, int, str]]:
+    return sorted({o for n in content for o in n.objects})
+
+
+def caddy_env(d: Path) -> dict[str, str]:
+    """Caddy's home, config and data directories: the node's work directory, never the user's."""
+    return {"HOME": str(d), "XDG_CONFIG_HOME": str(d / "config"), "XDG_DATA_HOME": str(d / "data"),
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+class Caddy(NodeKind):
+    name = "caddy"
+    doc = ("Caddy: a page's objects over HTTP/1.1 and h2c (80) and HTTP/1.1, /2, /3 with TLS 1.3 (443, "
+           "QUIC on UDP 443), a certificate per node for the origins it serves; no caching")
+    roles = frozenset({Role.SERVER})
+    SERVICES = (Service("http", HTTP_PORT), Service("https", HTTPS_PORT))
+    ACCEPTS = (PageContent,)
+    options = ParamSet((
+        Param("cert", P.choice("cert", CHAINS), "rsa2048",
+              "the certificate chain it sends: rsa2048 or ecdsa-p256 (leaf + one intermediate)"),
+    ))
+
+    @classmethod
+    def ports(cls, settings, needs) -> dict[int, str]:
+        return {HTTP_PORT: "caddy http (h1, h2c)", HTTPS_PORT: "caddy https (h1, h2; h3 on UDP)"}
+
+    def start(self) -> None:
+        d = self.workdir
+        content = [n for n in self.needs if isinstance(n, PageContent)]
+        hosts = tuple(dict.fromkeys(h for n in content for h in n.hosts)) or (self.node,)
+        chain = self.settings["cert"]
+        self.ca, certs = make_pki(d / "pki", hosts[0], kinds=(chain,), also_names=hosts[1:], ocsp=False)
+        conf = d / "caddy.json"
+        conf.write_text(json.dumps(caddy_config(d, content, certs[chain].cert, certs[chain].key,
+                                                http_listen=f":{HTTP_PORT}", https_listen=f":{HTTPS_PORT}",
+                                                seed=self.seed)))
+        self.log = (d / "caddy.out").open("w")
+        self.proc = self.net.popen(self.node, ["caddy", "run", "--config", str(conf)], env=caddy_env(d),
+                                   stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def ready(self, timeout: float = 15.0) -> None:
+        try:
+            wait_listening(self.net, self.node, {HTTP_PORT, HTTPS_PORT}, "caddy", timeout, proc=self.proc)
+        except KindError as e:
+            raise KindError(f"{e}: {self._said()}") from None
+        # QUIC's UDP socket opens with the TLS server's listener; wait for it too.
+        deadline = time.monotonic() + timeout
+        while not self._udp_listening():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise KindError(f"caddy on {self.node} does not listen on UDP {HTTPS_PORT} (HTTP/3): {self._said()}")
+            time.sleep(0.05)
+
+    def _said(self) -> str:
+        """The end of what Caddy wrote (its output, then its log), for an error message."""
+        self.log.flush()
+        text = "".join(f.read_text(errors="replace") for f in (self.workdir / "caddy.out", self.workdir / "caddy.log")
+                       if f.is_file())
+        return text.strip()[-600:] or "it wrote nothing"
+
+    def _udp_listening(self) -> bool:
+        out = self.net.run(self.node, ["ss", "-Hlun"]).stdout
+        return any(l.split()[3].endswith(f":{HTTPS_PORT}") for l in out.splitlines() if l.strip())
+
+    def stop(self) -> None:
+        proc = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
+            proc.terminate()   # Caddy shuts down gracefully on SIGTERM
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if getattr(self, "log", None) is not None:
+            self.log.close()
+
+    def version(self) -> str:
+        return self.net.run(self.node, ["caddy", "version"]).stdout.strip()

@@ -1,0 +1,356 @@
+"""The `page-load` workload (issue 23): the client loads a page - its objects from several origins,
+each object requested once the object it depends on has arrived and that object's compute time
+has passed - over HTTP/1.1, HTTP/2 or HTTP/3, as a browser would (wearlab.measure.page_agent:
+libcurl's multi interface, the browser's rules and where it departs from them).
+
+Origins and server nodes: each origin of a page is served by a server node of the topology; by
+default the node named as the origin (a page with origins `www` and `cdn` runs on a topology with
+server nodes `www` and `cdn`), or as the workload's `servers:` maps them (`{www: server1}`; several
+origins may share a node, each still with its own host name). The mapping is Mahimahi's
+ReplayShell's (one server per recorded origin); the user's topology says where each server sits,
+so each origin's path and delay are the topology's. The servers' kind must serve pages (`caddy`).
+
+Names resolve through a static map, origin host -> its server's address (libcurl's
+CURLOPT_RESOLVE): no DNS lookups on the emulated path; metadata says so.
+
+Per run: the page load time (the root's request to the last object's end), the root's time to
+first byte, connections opened (libcurl's count, and TCP SYNs and QUIC Initials in the client's
+capture), and a
+series row per object (start, first byte, end, connection, origin, bytes).
+
+Not yet (issue 23): the client's device scaling compute time and charging the crypto (compute is
+the reference machine's time, as the page gives it); TLS resumption and 0-RTT (every connection a
+full handshake); tcpcrypt; the phone path (HTTP/3 through the phone as forwarded UDP); sessions of
+pages; a waterfall plot in the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from wearlab.errors import InputError, Problem
+from wearlab.measure.agents import PageAgent
+from wearlab.measure.curl import CLASSIC_GROUPS
+from wearlab.model import params as P
+from wearlab.model.columns import Metric, Ratio, Series
+from wearlab.model.declarations import PlanView, WorkloadFields
+from wearlab.model.needs import Need, PageContent
+from wearlab.model.page import HTTP1_CONNECTIONS_PER_ORIGIN, Page, load_page_file
+from wearlab.model.params import Param, ParamSet
+from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
+from wearlab.workloads.workload import Outcome, Workload
+
+# The shipped pages: `page: exp3-bing` names experiments/pages/exp3-bing.yaml.
+PAGES_DIR = Path(__file__).resolve().parents[3] / "experiments" / "pages"
+HTTP_VERSIONS = ("1.1", "2", "3")
+PORTS = {"http": 80, "https": 443}   # the server kind's (nodes/caddy.py)
+
+
+def _http_version(value: Any) -> str:
+    # YAML reads 1.1 as a float and 2 as an int; both mean the obvious version.
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = "1.1" if value == 1.1 else str(int(value)) if float(value).is_integer() else str(value)
+    elif isinstance(value, str):
+        text = value.strip().lower().removeprefix("http/").removeprefix("h")
+        text = {"2.0": "2", "3.0": "3", "1": "1.1"}.get(text, text)
+    else:
+        text = repr(value)
+    if text in HTTP_VERSIONS:
+        return text
+    raise ValueError(f"http_version {value!r} is not one of: {', '.join(HTTP_VERSIONS)}")
+
+
+def _connections(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 64:
+        return value
+    raise ValueError(f"connections_per_origin {value!r} must be a whole number from 1 to 64 (browsers: 6)")
+
+
+def _page(value: Any) -> str:
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise ValueError(f"page must name a page file (a name under experiments/pages/, e.g. exp3-bing, or a path "
+                     f"relative to the experiment), got {value!r}")
+
+
+def page_file_path(value: str, experiment_file: str | None) -> Path:
+    """Where `page:` points: a bare name is a shipped page, anything else a path relative to the
+    experiment's file."""
+    if "/" not in value and not value.endswith((".yaml", ".yml")):
+        return PAGES_DIR / f"{value}.yaml"
+    p = Path(value)
+    if not p.is_absolute() and experiment_file:
+        p = Path(experiment_file).resolve().parent / p
+    return p.resolve()
+
+
+def load_page(path: str) -> Page:
+    """The page a cell loads (its file's first page; sessions come later)."""
+    return load_page_file(path).sequence()[0]
+
+
+def origin_host(page: Page, origin: str) -> str:
+    o = next(o for o in page.origins if o.name == origin)
+    return o.host or o.name
+
+
+class PageLoadFields(WorkloadFields):
+    client: str
+    # origin -> server node; an origin not listed is served by the node of its own name
+    servers: dict[str, str] = {}
+
+
+def server_of(fields: PageLoadFields, origin: str) -> str:
+    return fields.servers.get(origin, origin)
+
+
+class PageLoad(Workload):
+    name = "page-load"
+    doc = "a page's objects from several origins, as a browser loads them, over HTTP/1.1, HTTP/2 or HTTP/3"
+    Fields = PageLoadFields
+    params = ParamSet((
+        Param("page", _page, None, "the page: a file under experiments/pages/ by name (exp3-bing) or a path "
+              "relative to the experiment", required=True, shown=lambda v: Path(str(v)).stem),
+        Param("http_version", _http_version, "2", "1.1 (at most connections_per_origin connections per origin), "
+              "2 (one multiplexed TCP connection per origin) or 3 (one QUIC connection per origin; https only)"),
+        Param("connections_per_origin", _connections, HTTP1_CONNECTIONS_PER_ORIGIN,
+              "HTTP/1.1's pool: at most this many persistent connections per origin (Chromium: 6)",
+              applies=lambda c: c.get("http_version") == "1.1", applies_doc="http_version is 1.1"),
+        Param("protocol", P.choice("protocol", ("http", "https"), lower=True), "https",
+              "http or https (TLS 1.3, a certificate per server node naming its origins' hosts)"),
+    ))
+    metrics = (
+        Metric("page_load_s", "s", label="page load", summarised=True,
+               doc="the root's request -> the last object's last byte (the client's clock)"),
+        Metric("root_ttfb_s", "s", label="root TTFB", summarised=True,
+               doc="the root's request -> its first response byte (libcurl's starttransfer)"),
+        Metric("objects", "count", better="none", doc="objects loaded"),
+        Metric("body_bytes", "B", better="none", doc="response body bytes received (the page's bytes when complete)"),
+        Metric("connections_opened", "count", label="connections", summarised=True,
+               doc="connections the page's transfers opened (libcurl's CURLINFO_NUM_CONNECTS, summed)"),
+        Metric("connections_max_per_origin", "count",
+               doc="the most connections one origin had (distinct libcurl connection ids)"),
+        Metric("tcp_syns", "count", better="none",
+               doc="TCP connections the client opened during the load (SYNs in its capture); 0 for HTTP/3"),
+        Metric("quic_connections", "count", better="none",
+               doc="QUIC connections the client opened during the load (client ports sending a QUIC Initial to "
+                   "UDP 443, in its capture); 0 for HTTP/1.1 and HTTP/2"),
+    )
+    series = (Series("objects", ("index", "origin", "path", "size", "parent", "start_s", "ttfb_s", "end_s", "bytes",
+                                 "conn_id", "local_port", "http_version", "new_connection"),
+                     doc="each object of each load: when it was requested, its first byte and end (s from the root's "
+                         "request), its connection (libcurl's id, the client's port) and whether it opened it"),
+              Series("connections", ("origin", "server", "opened", "distinct", "tcp_syns", "quic_initials"),
+                     doc="per origin: connections opened (libcurl), distinct connections used, TCP SYNs and QUIC "
+                         "connections (Initials from distinct client ports) to its server in the client's capture "
+                         "(per server node, so origins sharing a node share the count)"))
+    headline = ("page_load_s",)
+    ratios = (Ratio("protocol", "https", "http", ("page_load_s",), ignoring=(), title="HTTPS / HTTP (ratio of medians)"),)
+
+    # -- model time --------------------------------------------------------------------------
+    @classmethod
+    def endpoints(cls, fields: PageLoadFields) -> dict[str, str]:
+        return {"client": fields.client}
+
+    @classmethod
+    def check(cls, fields, fixed, matrix, where, topo, src) -> list[Problem]:
+        problems: list[Problem] = []
+
+        def problem(path: YamlPath, message: str) -> None:
+            problems.append(Problem(src.file, src.line(path), dotted(path), message))
+
+        if fields.client not in topo.nodes:
+            problem(("workload", "client"), f"unknown node '{fields.client}'{did_you_mean(fields.client, topo.nodes)} "
+                                            f"(nodes: {', '.join(topo.nodes)})")
+        for origin, node in fields.servers.items():
+            if node not in topo.nodes:
+                problem(("workload", "servers", origin), f"unknown node '{node}'{did_you_mean(node, topo.nodes)} "
+                                                         f"(nodes: {', '.join(topo.nodes)})")
+        versions = matrix.get("http_version", [fixed.get("http_version")])
+        protocols = matrix.get("protocol", [fixed.get("protocol")])
+        if "3" in versions and "http" in protocols:
+            at = where.get(("http_version", "3"), ("workload", "http_version"))
+            problem(at, "HTTP/3 runs over QUIC, which is always encrypted: cells with protocol http and http_version 3 "
+                        "cannot exist; vary protocol in another experiment, or leave 3 out")
+        # Resolve each page to its file (the cell carries the absolute path) and check it.
+        served: dict[tuple[str, str, str], tuple[int, str, str]] = {}
+        values = matrix["page"] if "page" in matrix else ([fixed["page"]] if "page" in fixed else [])
+        if not values:
+            problem(("workload",), "no page: give page: (a file under experiments/pages/ by name, or a path)")
+        resolved = []
+        for value in values:
+            at = where.get(("page", value), ("workload", "page"))
+            path = page_file_path(value, src.file)
+            if not path.is_file():
+                shipped = sorted(p.stem for p in PAGES_DIR.glob("*.yaml"))
+                problem(at, f"no page file {path}" + (did_you_mean(value, shipped) if "/" not in value else "")
+                            + (f" (shipped pages: {', '.join(shipped)})" if "/" not in value else ""))
+                resolved.append(value)
+                continue
+            try:
+                page = load_page(str(path))
+            except InputError as e:
+                problems += e.problems
+                resolved.append(value)
+                continue
+            for origin in page.origins_used():
+                node = server_of(fields, origin)
+                if node not in topo.nodes:
+                    problem(at, f"page {page.name}'s origin '{origin}' needs a server node: the topology has no node "
+                                f"'{node}'{did_you_mean(node, topo.nodes)}; name one '{origin}' or map it under "
+                                f"workload.servers (e.g. servers: {{{origin}: server}})")
+                    continue
+                if node == fields.client:
+                    problem(at, f"page {page.name}'s origin '{origin}' maps to the client '{node}' itself")
+                    continue
+                host = origin_host(page, origin)
+                for o in page.objects:
+                    if o.origin != origin:
+                        continue
+                    key = (node, host, o.path)
+                    mine = (o.size, o.type, page.name)
+                    if key in served and served[key][:2] != mine[:2]:
+                        problem(at, f"page {page.name} has {host}{o.path} on node {node} as {o.size} B {o.type}, but page "
+                                    f"{served[key][2]} has it as {served[key][0]} B {served[key][1]}: one server cannot "
+                                    "serve both; give the pages' origins different host: names")
+                    served.setdefault(key, mine)
+            where[("page", str(path))] = at
+            resolved.append(str(path))
+        if "page" in matrix:
+            matrix["page"] = resolved
+        elif "page" in fixed:
+            fixed["page"] = resolved[0]
+        return problems
+
+    @classmethod
+    def needs(cls, fields: PageLoadFields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:
+        per_node: dict[str, set[tuple[str, str, int, str]]] = {}
+        for path in sorted({c["page"] for c in cells}):
+            page = load_page(path)
+            for o in page.objects:
+                per_node.setdefault(server_of(fields, o.origin), set()).add(
+                    (origin_host(page, o.origin), o.path, o.size, o.type))
+        for node in per_node:
+            for c in cells:
+                plan.kind_of(node, c).service(c["protocol"])   # ServiceMissing: the plan says which
+        return [PageContent(node, tuple(sorted(objs))) for node, objs in sorted(per_node.items())]
+
+    @classmethod
+    def describe_cell(cls, cell: Mapping[str, Any]) -> str:
+        parts = [Path(str(cell["page"])).stem, f"HTTP/{cell['http_version']}", cell["protocol"]]
+        if cell.get("http_version") == "1.1" and cell.get("connections_per_origin") not in (None, ""):
+            parts.append(f"{cell['connections_per_origin']}/origin")
+        return " ".join(parts)
+
+    # -- run time ----------------------------------------------------------------------------
+    def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
+        client = self.fields.client
+        servers = sorted({n.node for n in self.ctx.plan.needs if isinstance(n, PageContent)})
+        # The client trusts every server node's root (each node makes its own PKI).
+        bundle = self.ctx.workdir("page-load") / "roots.pem"
+        bundle.write_bytes(b"".join(Path(self.ctx.nodes[s].ca).read_bytes() for s in servers
+                                    if getattr(self.ctx.nodes[s], "ca", None)))
+        self.cacert = str(bundle)
+        self.agent = PageAgent(self.ctx.net, client)
+        self.capture = self.ctx.capture(client, snaplen=128)
+        self.pages: dict[str, Page] = {}
+        device = self.ctx.plan.device_of(client)
+        return {"client": {"kind": "page agent (pycurl multi interface, persistent process, a fresh multi handle "
+                                   "and connection pool per load)", "libcurl": self.agent.libcurl},
+                "resolver": "static: each origin's host name -> its server node's address (CURLOPT_RESOLVE); "
+                            "no DNS lookups on the emulated path",
+                "servers": {s: self.ctx.address(s) for s in servers},
+                "compute": "each object's compute time is waited on the client's clock as the page gives it "
+                           "(the reference machine's); "
+                           + (f"the client's device ({device}) does not scale it yet" if device else "no device"),
+                "tls": f"TLS 1.3 (QUIC's too), key-share groups {CLASSIC_GROUPS} (as http-get: no post-quantum "
+                       "hybrid), no session resumption, no 0-RTT (every connection a full handshake)",
+                "not_yet": ["device CPU and energy", "TLS/tcpcrypt resumption", "paths through the phone",
+                            "sessions of pages"]}
+
+    def page(self, path: str) -> Page:
+        if path not in self.pages:
+            self.pages[path] = load_page(path)
+        return self.pages[path]
+
+    def request(self, cell: dict[str, Any]) -> dict[str, Any]:
+        page = self.page(cell["page"])
+        scheme, port = cell["protocol"], PORTS[cell["protocol"]]
+        objects, resolve = [], set()
+        for o in page.objects:
+            host = origin_host(page, o.origin)
+            node = server_of(self.fields, o.origin)
+            objects.append({"url": f"{scheme}://{host}:{port}{o.path}", "origin": o.origin, "parent": o.parent,
+                            "compute_s": o.compute_s})
+            resolve.add(f"{host}:{port}:{self.ctx.address(node)}")
+        return {"objects": objects, "http_version": cell["http_version"], "protocol": scheme,
+                "connections_per_origin": cell.get("connections_per_origin") or HTTP1_CONNECTIONS_PER_ORIGIN,
+                "resolve": sorted(resolve), "cacert": self.cacert if scheme == "https" else None,
+                "groups": CLASSIC_GROUPS}
+
+    def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
+        """One unrecorded load per (protocol, HTTP version): the first use of a code path (library
+        initialisation, QUIC's and TLS's first handshakes in a process) is not the link's cost."""
+        seen, failures = set(), []
+        for c in cells:
+            key = (c["page"], c["protocol"], c["http_version"])
+            if key in seen:
+                continue
+            seen.add(key)
+            out = self.agent.load(self.ctx.timeout_s, **self.request(c))
+            if out.get("error"):
+                failures.append(f"{dict(zip(('page', 'protocol', 'http_version'), key))}: {out['error']}")
+        return {"loads": len(seen), "recorded": False, "failures": failures}
+
+    def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
+        page = self.page(cell["page"])
+        since = self.capture.now()
+        out = self.agent.load(self.ctx.timeout_s, **self.request(cell))
+        if out.get("error"):
+            raise RuntimeError(out["error"])
+        got = out["objects"]
+        for o, r in zip(page.objects, got, strict=True):
+            if r.get("bytes") != o.size:
+                raise RuntimeError(f"{o.ref}: received {r.get('bytes')} bytes, the page says {o.size}")
+        rows = [{"index": o.index, "origin": o.origin, "path": o.path, "size": o.size, "parent": o.parent,
+                 "start_s": round(r["start_s"], 6), "ttfb_s": round(r["ttfb_s"], 6), "end_s": round(r["end_s"], 6),
+                 "bytes": r["bytes"], "conn_id": r["conn_id"], "local_port": r["local_port"],
+                 "http_version": r["http_version"], "new_connection": r["num_connects"]}
+                for o, r in zip(page.objects, got, strict=True)]
+        opened: dict[str, int] = {}
+        distinct: dict[str, set] = {}
+        for r in rows:
+            opened[r["origin"]] = opened.get(r["origin"], 0) + r["new_connection"]
+            distinct.setdefault(r["origin"], set()).add(r["conn_id"])
+        if any(r["http_version"] != cell["http_version"] for r in rows):
+            seen = sorted({r["http_version"] for r in rows})
+            raise RuntimeError(f"asked for HTTP/{cell['http_version']}, the responses came over HTTP/{', '.join(seen)}")
+        row = {"page_load_s": max(r["end_s"] for r in rows) - rows[0]["start_s"],
+               "root_ttfb_s": rows[0]["ttfb_s"] - rows[0]["start_s"], "objects": len(rows),
+               "body_bytes": sum(r["bytes"] for r in rows), "connections_opened": sum(opened.values()),
+               "connections_max_per_origin": max(len(v) for v in distinct.values())}
+        until = self.capture.now()
+        addresses = {self.ctx.address(server_of(self.fields, o)): server_of(self.fields, o) for o in opened}
+
+        def finish() -> Outcome:
+            opened_on_wire = self.capture.connections_opened(since, until)
+            seen: dict[tuple[str, str], int] = {}
+            for proto, conns in opened_on_wire.items():
+                for dst, _ in conns:
+                    if dst in addresses:
+                        seen[(proto, addresses[dst])] = seen.get((proto, addresses[dst]), 0) + 1
+            conns = [{"origin": o, "server": server_of(self.fields, o), "opened": n, "distinct": len(distinct[o]),
+                      "tcp_syns": seen.get(("tcp", server_of(self.fields, o)), 0),
+                      "quic_initials": seen.get(("quic", server_of(self.fields, o)), 0)}
+                     for o, n in sorted(opened.items())]
+            return Outcome(row={"tcp_syns": sum(n for (p, _), n in seen.items() if p == "tcp"),
+                                "quic_connections": sum(n for (p, _), n in seen.items() if p == "quic")},
+                           series={"connections": conns})
+
+        return Outcome(row=row, series={"objects": rows}, finish=finish)
+
+    def stop(self) -> None:
+        if getattr(self, "agent", None) is not None:
+            self.agent.stop()

@@ -1,0 +1,191 @@
+"""page-load on the host, without netem: bad pages and experiments exit 2 naming file, line and
+field (issue 23); the agent's browser rules on loopback against Caddy (an object is requested
+only once its dependency arrived and that object's compute time passed); the capture's reading of
+QUIC Initials (RFC 9000's header format)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, need_tool, wearlab
+
+TOPOLOGY = """
+  nodes:
+    watch: {role: wearable}
+    ap: {role: ap}
+    www: {role: server, kind: caddy}
+    cdn: {role: server, kind: caddy}
+  links:
+    - {between: [watch, ap], delay: 10ms}
+    - {between: [ap, www], delay: 5ms}
+    - {between: [ap, cdn], delay: 5ms}
+"""
+
+PAGE = """name: two
+origins: [www, {name: cdn, host: cdn.example.com}]
+objects:
+  - {path: /, size: 20KB, compute: 10ms}
+  - {path: /app.js, origin: cdn, size: 60KB}
+  - {path: /api.json, size: 4KB, depends_on: /app.js}
+"""
+
+
+def experiment(tmp_path: Path, workload: str, matrix: str = "", topology: str = TOPOLOGY) -> Path:
+    (tmp_path / "exp.yaml").write_text(f"name: pl\ntopology: {topology}\nworkload: {workload}\n{matrix}")
+    return tmp_path / "exp.yaml"
+
+
+def errors(res: subprocess.CompletedProcess) -> list[str]:
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    return [line for line in res.stderr.splitlines() if line.startswith("error:")]
+
+
+def test_a_good_experiment_plans_one_cell_per_version(tmp_path):
+    (tmp_path / "two.yaml").write_text(PAGE)
+    exp = experiment(tmp_path, "{kind: page-load, client: watch, page: two.yaml}",
+                     "matrix:\n  http_version: [1.1, 2, 3]\n")
+    res = wearlab("plan", str(exp), "--json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    cells = [c["values"] for c in plan["cells"]]
+    assert [c["http_version"] for c in cells] == ["1.1", "2", "3"]
+    assert all(c["page"] == str(tmp_path / "two.yaml") and c["protocol"] == "https" for c in cells)
+
+
+@pytest.mark.parametrize("page,line,field,words", [
+    ("origins: [www]\nobjects:\n  - {path: /, size: 1KB}\n  - {path: /a.js, origin: cnd, size: 2KB}\n",
+     4, "objects[1].origin", "unknown origin 'cnd'"),
+    ("origins: [www]\nobjects:\n  - {path: /, size: 1KB}\n  - {path: /a.js, size: 2KB, depends_on: /b.js}\n"
+     "  - {path: /b.js, size: 2KB, depends_on: /a.js}\n", 4, "objects[1].depends_on", "a cycle"),
+    ("origins: [www]\nobjects:\n  - {path: /, size: 1KB}\n  - {path: /a.js, size: -2KB}\n",
+     4, "objects[1].size", "negative"),
+])
+def test_a_bad_page_exits_2_at_its_file_and_line(tmp_path, page, line, field, words):
+    (tmp_path / "bad.yaml").write_text(page)
+    exp = experiment(tmp_path, "{kind: page-load, client: watch, page: bad.yaml}")
+    got = errors(wearlab("validate", str(exp)))
+    assert any(e.startswith(f"error: {tmp_path / 'bad.yaml'}:{line}: {field}: ") and words in e for e in got), got
+
+
+@pytest.mark.parametrize("workload,matrix,below,field,words", [
+    # a shipped page by a misspelt name
+    ("{kind: page-load, client: watch, page: exp3-bnig}", "", 0, "workload.page", "did you mean 'exp3-bing'"),
+    # an origin with no server node
+    ("{kind: page-load, client: watch, page: two.yaml, servers: {www: wwww}}", "", 0, "workload.servers.www",
+     "unknown node 'wwww'"),
+    # HTTP/3 cannot be plain
+    ("{kind: page-load, client: watch, page: two.yaml}", "matrix:\n  protocol: [http]\n  http_version: [2, 3]\n",
+     3, "matrix.http_version[1]", "always encrypted"),
+    ("{kind: page-load, client: watch, page: two.yaml, http_version: 1.0}", "", 0, "workload.http_version",
+     "not one of: 1.1, 2, 3"),
+    ("{kind: page-load, client: watch, page: two.yaml, connections_per_origin: 0}", "", 0,
+     "workload.connections_per_origin", "from 1 to 64"),
+])
+def test_a_bad_experiment_exits_2_at_its_line(tmp_path, workload, matrix, below, field, words):
+    """`below`: the problem's line, counted from the workload's."""
+    (tmp_path / "two.yaml").write_text(PAGE)
+    exp = experiment(tmp_path, workload, matrix)
+    line = exp.read_text().splitlines().index(f"workload: {workload}") + 1 + below
+    got = errors(wearlab("validate", str(exp)))
+    assert any(e.startswith(f"error: {tmp_path / 'exp.yaml'}:{line}: {field}: ") and words in e for e in got), got
+
+
+def test_a_server_that_cannot_serve_pages_is_named_with_the_kind_that_can(tmp_path):
+    (tmp_path / "two.yaml").write_text(PAGE)
+    exp = experiment(tmp_path, "{kind: page-load, client: watch, page: two.yaml}",
+                     topology=TOPOLOGY.replace("kind: caddy", "kind: nginx"))
+    got = errors(wearlab("plan", str(exp)))
+    line = exp.read_text().splitlines().index("    www: {role: server, kind: nginx}") + 1
+    assert any(f":{line}: topology.nodes.www" in e and "kinds that can: caddy" in e for e in got), got
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_agent_waits_for_dependencies_and_compute(tmp_path):
+    """On loopback (no link: round trips of microseconds), so the schedule is the page's: a child
+    starts no earlier than its parent's end plus the parent's compute time, and promptly after."""
+    from wearlab.model.needs import PageContent
+    from wearlab.nodes.caddy import caddy_config, caddy_env
+    from wearlab.nodes.certs import make_pki
+
+    need_tool("caddy")
+    objs = (("www.test", "/", 20_000, "text/html"), ("cdn.test", "/app.js", 60_000, "text/javascript"),
+            ("www.test", "/api.json", 4_000, "application/json"))
+    content = [PageContent("srv", objs)]
+    ca, certs = make_pki(tmp_path / "pki", "www.test", kinds=("ecdsa-p256",), also_names=("cdn.test",), ocsp=False)
+    http, https = free_port(), free_port()
+    (tmp_path / "caddy.json").write_text(json.dumps(caddy_config(
+        tmp_path, content, certs["ecdsa-p256"].cert, certs["ecdsa-p256"].key,
+        http_listen=f"127.0.0.1:{http}", https_listen=f"127.0.0.1:{https}", seed=1)))
+    log = (tmp_path / "caddy.out").open("w")
+    caddy = subprocess.Popen(["caddy", "run", "--config", str(tmp_path / "caddy.json")], env=caddy_env(tmp_path),
+                             stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", https), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and caddy.poll() is None, (tmp_path / "caddy.out").read_text()
+                time.sleep(0.05)
+        compute = [0.030, 0.050, 0.0]
+        for version, protocol, port in (("1.1", "http", http), ("2", "https", https), ("3", "https", https)):
+            objects = [{"url": f"{protocol}://{h}:{port}{p}", "origin": h, "parent": None if i == 0 else i - 1,
+                        "compute_s": compute[i]} for i, (h, p, _, _) in enumerate(objs)]
+            req = {"objects": objects, "http_version": version, "protocol": protocol, "cacert": str(ca),
+                   "resolve": [f"www.test:{port}:127.0.0.1", f"cdn.test:{port}:127.0.0.1"], "timeout_s": 20}
+            agent = subprocess.run([sys.executable, "-m", "wearlab.measure.page_agent"], input=json.dumps(req) + "\n",
+                                   capture_output=True, text=True, timeout=60, cwd=ROOT)
+            out = json.loads(agent.stdout.splitlines()[-1])
+            assert out["error"] == "", out
+            got = out["objects"]
+            assert [o["bytes"] for o in got] == [20_000, 60_000, 4_000]
+            assert {o["http_version"] for o in got} == {version}
+            for i in (1, 2):
+                gap = got[i]["start_s"] - (got[i - 1]["end_s"] + compute[i - 1])
+                # never early; late by at most a scheduler tick and a busy machine's slack
+                assert 0 <= gap <= 0.015, (version, i, gap)
+    finally:
+        caddy.terminate()
+        caddy.wait(timeout=10)
+        log.close()
+
+
+def udp_frame(payload: bytes, sport: int = 40000, dport: int = 443, proto: int = 17) -> bytes:
+    """An Ethernet + IPv4 + UDP frame (checksums zero: nothing here checks them)."""
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0x4000, 64, proto, 0,
+                     bytes([10, 0, 0, 1]), bytes([10, 0, 1, 2]))
+    return b"\x02" * 6 + b"\x04" * 6 + b"\x08\x00" + ip + udp
+
+
+@pytest.mark.parametrize("first,version,proto,found", [
+    (0xC3, 1, 17, True),      # long header, fixed bit, type Initial (0), packet number length 4
+    (0xC0, 1, 17, True),
+    (0xE3, 1, 17, False),     # type 2: Handshake
+    (0xD3, 1, 17, False),     # type 1: 0-RTT
+    (0x43, 1, 17, False),     # short header (1-RTT)
+    (0xC3, 0, 17, False),     # version 0: Version Negotiation
+    (0xC3, 0x6B3343CF, 17, False),   # QUIC version 2 (RFC 9369): its Initial is type 1; not v1's
+    (0xC3, 1, 6, False),      # not UDP
+])
+def test_a_quic_v1_initial_is_recognised_from_its_header(first, version, proto, found):
+    from wearlab.measure.tcp import DLT_EN10MB, quic_initial
+
+    frame = udp_frame(bytes([first]) + version.to_bytes(4, "big") + b"\x08" + b"\x11" * 8 + b"\x00" * 40, proto=proto)
+    got = quic_initial(frame, DLT_EN10MB)
+    assert (got == (bytes([10, 0, 0, 1]), bytes([10, 0, 1, 2]), 40000, 443)) if found else got is None
