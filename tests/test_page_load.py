@@ -120,13 +120,17 @@ def test_a_dependency_chain_never_loads_faster_than_physics(loads, protocol, htt
     physics = critical_path_s(http_version, protocol)
     for r in chain_rows(loads, protocol, http_version):
         assert float(r["page_load_s"]) >= physics - 0.001, (r["run"], r["page_load_s"], physics)
+        # The upper bound this test holds now (the goal's is the xfail below): no more than twice the
+        # critical path - more would mean each step of the chain paid its round trips twice (a
+        # handshake repeated, a connection not reused, requests serialised that should overlap).
+        assert float(r["page_load_s"]) <= 2 * physics, (r["run"], r["page_load_s"], physics)
         # The root alone: its connection's set-up and one round trip.
         setup = (2 if protocol == "https" and http_version != "3" else 1) * RTT
         assert float(r["root_ttfb_s"]) >= setup + RTT - 0.001, (r["run"], r["root_ttfb_s"], setup + RTT)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not yet met in the UML guest: loads took 50-170 ms (1-3 round trips) more than the critical path's "
+@pytest.mark.xfail(strict=False, reason=(
+    "not yet met reliably in the UML guest (it passed once in several runs): loads took 50-170 ms (1-3 round trips) more than the critical path's "
     "physics at a 50 ms RTT, HTTP/2 and /3 the most. The client's capture puts 2-37 ms per response in the "
     "server (Caddy, Go, in the one-CPU guest; less since it answers from memory) and ~5 ms per object in "
     "the client agent (Python and libcurl between a response's end and the next request); the rest is "
