@@ -65,6 +65,7 @@
 #define F_SYN_ENO        0x02  /* syn_opt valid */
 #define F_SYNACK_ENO     0x04  /* synack_opt valid */
 #define F_OVERRIDE       0x08  /* active: SYN option came from the per-socket override */
+#define F_RESUME         0x10  /* passive: the SYN-ACK agreed to resume (RFC 8548 3.5) */
 
 /* eno_rec.fallback: 0 = none (yet) */
 #define FB_NONE            0
@@ -136,11 +137,44 @@ struct obuf {
 	__u8 b[BUF];
 };
 
+/*
+ * RFC 8548 3.5 resumption, passive side: the identifier halves of the tickets
+ * the daemon would accept, written by the daemon once it holds the ticket
+ * (after the peer's first authenticated frame) and deleted when the ticket is
+ * used, replaced or expires.  Key: TEP id + the half the peer sends; value:
+ * the half we answer with.  Looked up (never changed) for a SYN-ACK, so a
+ * retransmitted SYN-ACK carries the same option; deleted at
+ * PASSIVE_ESTABLISHED (single use: a second SYN naming the same ticket after
+ * that gets a fresh key exchange).  Our nonce_b is zero bytes (allowed,
+ * 3.5): a random one could not be recomputed from the saved SYN; nonce_a
+ * (8 bytes from the daemon) keeps sn[i] unique.
+ */
+#define RESUME_HALF 9
+struct resume_key {
+	__u8 tep;
+	__u8 half[RESUME_HALF];
+};
+struct resume_val {
+	__u8 half[RESUME_HALF];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct resume_key);
+	__type(value, struct resume_val);
+} eno_resume SEC(".maps");
+
+/* eno_find() leaves in out->b[OTHER_AT] whether the segment carried an option
+ * that also takes SYN-ACK space (MPTCP 30, MD5 19, TCP-AO 29, Fast Open 34) */
+#define OTHER_AT 63
+
 struct parsed {
 	__u64 teps[2];      /* bitmap over glt (0..127) */
 	__u8 global;        /* first global suboption, implicit 0x00 */
 	__u8 n_teps;
 	__u8 last_tep;      /* last TEP glt in option order */
+	__u8 dat_pos;       /* position of the last suboption with implied-length data (v=1, no length byte) */
+	__u8 dat_id;        /* its TEP glt, 0 if none */
 };
 
 /* (glt >> 6) & 1, computed where clang can't fold it into an index the
@@ -204,7 +238,7 @@ static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
 					 struct parsed *p, const struct parsed *a)
 {
 	__u64 skip = 0, hg = 0, glob = 0, bm0 = 0, bm1 = 0, err = 0, last = 0;
-	__u64 pick = 0, n = 0, a0 = 0, a1 = 0;
+	__u64 pick = 0, n = 0, a0 = 0, a1 = 0, dpos = 0, did = 0;
 
 	if (a) {
 		a0 = a->teps[0];
@@ -233,6 +267,8 @@ static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
 		n += tm;
 		last = SEL(tm, id, last);
 		pick = SEL(tm & has, id, pick);
+		dpos = SEL(act & isdat, pos, dpos);
+		did = SEL(act & isdat, id, did);
 		err |= act & islen & bad;
 		skip = SEL(act, SEL(islen, 1 + dl, 0) + SEL(isdat, 64, 0), skip - NZ(skip));
 	}
@@ -241,6 +277,8 @@ static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
 	p->global = glob;
 	p->n_teps = n;
 	p->last_tep = last;
+	p->dat_pos = dpos;
+	p->dat_id = did;
 	if (err)
 		return -1;
 	return pick;
@@ -283,7 +321,7 @@ int eno_pick(const struct obuf *hb, __u32 lb, const struct parsed *a)
 __attribute__((noinline))
 int eno_find(const struct obuf *ob, __u32 start, __u32 olen, struct obuf *out)
 {
-	__u64 skip = 0, count = 0, first = 0, err = 0, stop = 0, flen;
+	__u64 skip = 0, count = 0, first = 0, err = 0, stop = 0, other = 0, flen;
 
 	if (!ob || !out || start > 20)
 		return -2;
@@ -302,9 +340,11 @@ int eno_find(const struct obuf *ob, __u32 start, __u32 olen, struct obuf *out)
 		err |= act & isopt & bad;
 		first = SEL(iseno & EQ(count, 0), start + pos, first);
 		count += iseno;
+		other |= act & isopt & (EQ(k, 30) | EQ(k, 19) | EQ(k, 29) | EQ(k, 34));
 		skip = SEL(act, SEL(isopt & (1 ^ bad), l - 1, 0), skip - NZ(skip));
 		stop |= act & isopt & bad;
 	}
+	out->b[OTHER_AT] = other;
 	if (err)
 		return -2;
 	if (count == 0)
@@ -361,6 +401,8 @@ static __always_inline void copy_opt(__u8 *dst, const __u8 *src, __u32 len)
 	__builtin_memcpy(dst, src, ENO_MAX);
 }
 
+static __always_inline int build_syn_cfg(const struct eno_cfg *cfg, struct eno_rec *rec);
+
 /* Active opener: build the SYN option into rec (syn_opt/syn_len). */
 static __always_inline int build_syn(struct bpf_sock_ops *skops, struct eno_rec *rec)
 {
@@ -382,7 +424,15 @@ static __always_inline int build_syn(struct bpf_sock_ops *skops, struct eno_rec 
 	}
 
 	struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
-	if (!cfg || cfg->n_teps == 0)
+	if (!cfg)
+		return -1;
+	return build_syn_cfg(cfg, rec);
+}
+
+/* The SYN option of the configured TEPs (fresh key exchange). */
+static __always_inline int build_syn_cfg(const struct eno_cfg *cfg, struct eno_rec *rec)
+{
+	if (cfg->n_teps == 0)
 		return -1;
 	__u32 n = cfg->n_teps;
 	if (n > ENO_MAX - 2)
@@ -524,7 +574,7 @@ static __attribute__((noinline)) void active_established(struct bpf_sock_ops *sk
  * the new socket).  Deterministic in the SYN and the config, so every call
  * gives the same option (4.6: a retransmitted SYN-ACK MUST NOT change it).
  */
-static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops, struct eno_rec *rec)
+static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops, struct eno_rec *rec, int take)
 {
 	struct obuf hdr = {}, eno = {};
 	struct parsed a;
@@ -590,6 +640,32 @@ static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops,
 	}
 	rec->synack_opt[0] = TCPOPT_ENO;
 	rec->synack_opt[2] = GLOBAL_B;
+	/* A offers to resume with this TEP (its last suboption, nonce_a 0..8
+	 * bytes) a ticket we hold, and nothing else in the SYN takes SYN-ACK
+	 * option space beyond MSS/SACK/TS/WS (<= 20 bytes, so our 13 fit) */
+	__u32 dl = n - a.dat_pos - 1;
+	if (tep && a.dat_id == tep && dl >= RESUME_HALF && dl <= RESUME_HALF + 8 &&
+	    !eno.b[OTHER_AT]) {
+		struct resume_key key = { .tep = tep };
+		struct resume_val *v;
+
+		for (int k = 0; k < RESUME_HALF; k++)
+			key.half[k] = eno.b[m63(a.dat_pos + 1 + k)];
+		v = bpf_map_lookup_elem(&eno_resume, &key);
+		if (v) {
+			rec->synack_opt[1] = 4 + RESUME_HALF;
+			rec->synack_opt[3] = tep | 0x80;
+			for (int k = 0; k < RESUME_HALF; k++)
+				rec->synack_opt[4 + k] = v->half[k];
+			rec->synack_len = 4 + RESUME_HALF;
+			rec->tep = tep;
+			rec->flags |= F_SYNACK_ENO | F_RESUME;
+			rec->state = ST_B_SYNACK_SENT;
+			if (take)
+				bpf_map_delete_elem(&eno_resume, &key);
+			return;
+		}
+	}
 	if (tep) {
 		rec->synack_opt[1] = 4;
 		rec->synack_opt[3] = tep;
@@ -617,7 +693,7 @@ static __attribute__((noinline)) void passive_established(struct bpf_sock_ops *s
 
 	bpf_sock_ops_cb_flags_set(skops, 0);   /* B received a non-SYN segment: done */
 	nrec.role = ROLE_PASSIVE;
-	passive_synack(skops, &nrec);
+	passive_synack(skops, &nrec, 1);
 	r = bpf_load_hdr_opt(skops, buf, sizeof(buf), 0);
 	if (r > 0 || r == -28 /* -ENOSPC: present but long */)
 		nrec.flags |= F_ACK_HAD_ENO;
@@ -643,7 +719,7 @@ static __attribute__((noinline)) int synack_len(struct bpf_sock_ops *skops)
 	struct eno_rec nrec = {};
 
 	nrec.role = ROLE_PASSIVE;
-	passive_synack(skops, &nrec);
+	passive_synack(skops, &nrec, 0);
 	/* no room: the SYN-ACK goes out without ENO (no write callback follows);
 	 * A then sends no ENO in its ACK and both ends fall back */
 	if (nrec.synack_len)
@@ -657,7 +733,7 @@ static __attribute__((noinline)) int synack_write(struct bpf_sock_ops *skops)
 	struct eno_rec nrec = {};
 
 	nrec.role = ROLE_PASSIVE;
-	passive_synack(skops, &nrec);
+	passive_synack(skops, &nrec, 0);
 	if (nrec.synack_len)
 		store_opt(skops, nrec.synack_opt, nrec.synack_len);
 	return CG_OK;
@@ -679,7 +755,25 @@ static __attribute__((noinline)) int hdr_opt(struct bpf_sock_ops *skops, int wri
 		if (rec->state != ST_A_SYN_SENT || !rec->syn_len)
 			return CG_OK;
 		if (!write) {
-			if (reserve(skops, rec->syn_len)) {
+			int no_room = reserve(skops, rec->syn_len);
+
+			if (no_room && (rec->flags & F_OVERRIDE)) {
+				/* the override (a resumption suboption: 12-21
+				 * bytes) does not fit (e.g. MPTCP took 4 of the
+				 * SYN's 20 free bytes): offer a fresh key
+				 * exchange with the configured TEPs instead */
+				struct eno_rec tmp = {};
+				__u32 zero = 0;
+				struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
+
+				if (cfg && !build_syn_cfg(cfg, &tmp) && !reserve(skops, tmp.syn_len)) {
+					copy_opt(rec->syn_opt, tmp.syn_opt, ENO_MAX);
+					rec->syn_len = tmp.syn_len;
+					rec->flags &= ~F_OVERRIDE;
+					no_room = 0;
+				}
+			}
+			if (no_room) {
 				/* SYN goes out without ENO: plain TCP */
 				rec->fallback = FB_NO_SPACE;
 				rec->flags &= ~F_SYN_ENO;

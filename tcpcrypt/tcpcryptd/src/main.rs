@@ -49,6 +49,8 @@ RUN OPTIONS:
   --key-log FILE          append every session's secrets to FILE (debugging/teaching only, like
                           SSLKEYLOGFILE; never on by default; format in tcpcrypt/README.md)
   --no-resume             no session caching/resumption
+  --resume-lifetime S     a cached session (RFC 8548 3.5 ticket) may be resumed for S seconds after
+                          the peer's first authenticated frame of the session that made it (default 600)
   --stats-file PATH       append one JSON line per closed connection
   --control PATH          control socket (default /run/tcpcryptd/control.sock)
   --device-profile FILE   compute in a device's time: pad key pairs, key agreement, the key
@@ -274,6 +276,16 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
             std::time::Duration::from_secs_f64(secs)
         }
     };
+    let resume_lifetime = match o.value("--resume-lifetime")? {
+        None => tcpcryptd::proxy::DEFAULT_RESUME_LIFETIME,
+        Some(v) => {
+            let secs: f64 = v.parse().with_context(|| format!("--resume-lifetime {v}"))?;
+            if !(secs > 0.0 && secs.is_finite()) {
+                bail!("--resume-lifetime must be positive");
+            }
+            std::time::Duration::from_secs_f64(secs)
+        }
+    };
     let key_log = o
         .value("--key-log")?
         .map(|p| {
@@ -310,6 +322,7 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
         proto: Config { teps: teps.clone(), aeads: aeads.clone(), max_frame_data: frame, rekey_after_bytes: rekey, cache_sessions: !no_resume, key_log: key_log_on, ..Config::default() },
         mark,
         resumption: !no_resume,
+        resume_lifetime,
         require: require.clone(),
         handshake_timeout,
         key_log: key_log.map(|f| Arc::new(std::sync::Mutex::new(f))),
