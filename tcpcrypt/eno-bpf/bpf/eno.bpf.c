@@ -177,13 +177,22 @@ struct parsed {
 	__u8 dat_id;        /* its TEP glt, 0 if none */
 };
 
+/*
+ * The inline asm below is BPF assembly; for any other target (the host build
+ * of these parsers for fuzz_eno_diff, tcpcrypt/fuzz) each helper is the C
+ * expression with the same 64-bit semantics (BPF ">>=" is a logical shift).
+ */
 /* (glt >> 6) & 1, computed where clang can't fold it into an index the
  * verifier can't bound */
 static __always_inline __u64 word_of(__u8 glt)
 {
 	__u64 w = glt;
 
+#ifdef __bpf__
 	asm volatile("%0 >>= 6; %0 &= 1" : "+r"(w));
+#else
+	w = (w >> 6) & 1;
+#endif
 	return w;
 }
 
@@ -204,14 +213,22 @@ static __always_inline int has_tep(const __u64 *bm, __u8 glt)
 /* x & 63, hidden from clang so that it can't drop the mask the verifier needs */
 static __always_inline __u64 m63(__u64 x)
 {
+#ifdef __bpf__
 	asm volatile("%0 &= 63" : "+r"(x));
+#else
+	x &= 63;
+#endif
 	return x;
 }
 
 /* in asm, because clang recognizes these idioms and emits branches */
 static __always_inline __u64 lt_(__u64 a, __u64 b)   /* a < b, both < 2^63 */
 {
+#ifdef __bpf__
 	asm volatile("%0 -= %1; %0 >>= 63" : "+r"(a) : "r"(b));
+#else
+	a = (a - b) >> 63;
+#endif
 	return a;
 }
 
@@ -219,7 +236,11 @@ static __always_inline __u64 nz_(__u64 x)             /* x != 0 */
 {
 	__u64 y = x;
 
+#ifdef __bpf__
 	asm volatile("%0 = -%0; %0 |= %1; %0 >>= 63" : "+r"(y) : "r"(x));
+#else
+	y = ((0 - y) | x) >> 63;
+#endif
 	return y;
 }
 
@@ -229,13 +250,39 @@ static __always_inline __u64 nz_(__u64 x)             /* x != 0 */
 #define SEL(m, a, b) ((((__u64)(a)) & -(__u64)(m)) | (((__u64)(b)) & ~-(__u64)(m)))
 
 /*
+ * RFC 8548 3.5's rules on a TEP's suboptions, as tcpcrypt-proto has them
+ * (resume::lengths_valid): a suboption with data (v = 1) carries at most
+ * 9 + 8 bytes (identifier half, nonce); from 9 bytes on it offers
+ * resumption, which A may do once per TEP.  A "rules word" describes A's
+ * option for the TEP ids 0x20-0x3f (tcpcrypt's are 0x21-0x24, RFC 8548 7;
+ * tcpcryptd refuses any other TEP): bit (id - 0x20) set when A's suboptions
+ * for that TEP break the rules (RULE_BAD), bit 32 + (id - 0x20) when A offers
+ * to resume it (RULE_RES).  One scalar, not two bitmaps in struct parsed: the
+ * call chains through active_established and passive_synack are at the
+ * verifier's combined stack bound.
+ */
+#define RULE_BAD(id) (1ULL << ((id) & 31))
+#define RULE_RES(id) (1ULL << (32 + ((id) & 31)))
+
+/* whether the rules word r says TEP t cannot be chosen */
+static __always_inline int rule_bad(__u64 r, __u8 t)
+{
+	return t >= 0x20 && t < 0x40 && ((r >> (t & 31)) & 1);
+}
+
+/*
  * Parse a SYN-form ENO option (o[0] = 69, o[1] = len) per RFC 8547 4.1-4.4.
  * Fills p (offered TEPs, first global suboption).  If a is given, returns
- * the last TEP (in option order) that is also in a (4.5: host B's option
- * decides), else 0.  Returns -1 if the option is ill-formed.
+ * the last TEP suboption (in option order) that A also offered and that is a
+ * valid choice under the rules word ar of A's option (4.5: host B's option
+ * decides; RFC 8548 3.5: the TEP not bad in A, at most 17 bytes of data, and
+ * a resuming one only if A offered to resume), else 0.  Whether the ticket a
+ * resumption names exists only the daemon knows: a SYN-ACK naming one it
+ * does not hold is reset by the daemon, never relayed in plaintext.
+ * Returns -1 if the option is ill-formed.
  */
 static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
-					 struct parsed *p, const struct parsed *a)
+					 struct parsed *p, const struct parsed *a, __u64 ar)
 {
 	__u64 skip = 0, hg = 0, glob = 0, bm0 = 0, bm1 = 0, err = 0, last = 0;
 	__u64 pick = 0, n = 0, a0 = 0, a1 = 0, dpos = 0, did = 0;
@@ -259,6 +306,21 @@ static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
 		__u64 dl = (c & 0x1f) + 1;
 		__u64 bad = (1 ^ LT(pos + 1, len)) | LT(t, 0xa0) | LT(len, pos + 2 + dl);
 		__u64 has = (SEL(hi, a1, a0) >> (id & 63)) & 1;
+		__u64 ok = has;
+
+		if (a) {
+			/* RFC 8548 3.5 on B's suboption (TEP ids 0x20-0x3f); a
+			 * constant condition: eno_parse's walk has none of it */
+			__u64 low = (id >> 5) & 1 & (1 ^ hi);
+			__u64 dlen = SEL(act & isdat, len - pos - 1, SEL(islen, dl, 0));
+			__u64 withdata = (isdat | islen) & low;
+			__u64 toolong = withdata & LT(17, dlen);
+			__u64 isres = withdata & (1 ^ LT(dlen, 9)) & (1 ^ toolong);
+			__u64 abad = (ar >> (id & 31)) & low & 1;
+			__u64 ares = (ar >> (32 + (id & 31))) & low & 1;
+
+			ok = has & (1 ^ abad) & (1 ^ toolong) & ((1 ^ isres) | ares);
+		}
 
 		glob |= SEL(gm, c, 0);
 		hg |= gm;
@@ -266,7 +328,7 @@ static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
 		bm1 |= SEL(tm & hi, bit, 0);
 		n += tm;
 		last = SEL(tm, id, last);
-		pick = SEL(tm & has, id, pick);
+		pick = SEL(tm & ok, id, pick);
 		dpos = SEL(act & isdat, pos, dpos);
 		did = SEL(act & isdat, id, did);
 		err |= act & islen & bad;
@@ -284,6 +346,38 @@ static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
 	return pick;
 }
 
+/*
+ * The rules word (above) of a SYN-form option that eno_parse() accepted: a
+ * walk of its own, so that eno_parse's and eno_pick's frames stay as small.
+ */
+__attribute__((noinline))
+__u64 eno_rules(const struct obuf *ob, __u32 len)
+{
+	__u64 skip = 0, r = 0;
+
+	if (!ob || len > ENO_MAX)
+		return 0;
+	for (__u32 pos = 2; pos < ENO_MAX; pos++) {
+		__u64 c = ob->b[pos], t = ob->b[pos + 1];
+		__u64 act = LT(pos, len) & EQ(skip, 0);
+		__u64 isdat = 1 ^ LT(c, 0xa0);
+		__u64 islen = LT(c, 0xa0) & (1 ^ LT(c, 0x80));
+		__u64 id = SEL(islen, t & 0x7f, c & 0x7f);
+		__u64 dl = (c & 0x1f) + 1;
+		__u64 low = (id >> 5) & 1 & (1 ^ ((id >> 6) & 1));   /* 0x20..0x3f */
+		__u64 dlen = SEL(act & isdat, len - pos - 1, SEL(islen, dl, 0));
+		__u64 withdata = act & (isdat | islen) & low;
+		__u64 toolong = withdata & LT(17, dlen);
+		__u64 isres = withdata & (1 ^ LT(dlen, 9)) & (1 ^ toolong);
+		__u64 again = isres & ((r >> (32 + (id & 31))) & 1);
+
+		r |= SEL(toolong | again, 1ULL << (id & 31), 0);
+		r |= SEL(isres, 1ULL << (32 + (id & 31)), 0);
+		skip = SEL(act, SEL(islen, 1 + dl, 0) + SEL(isdat, 64, 0), skip - NZ(skip));
+	}
+	return r;
+}
+
 /* Parse a SYN-form option; 0 if well formed, -1 otherwise. */
 __attribute__((noinline))
 int eno_parse(const struct obuf *ob, __u32 len, struct parsed *p)
@@ -292,15 +386,17 @@ int eno_parse(const struct obuf *ob, __u32 len, struct parsed *p)
 		return -1;
 	if (len < 2 || len > ENO_MAX)
 		return -1;
-	return walk_syn_form(ob, len, p, NULL) < 0 ? -1 : 0;
+	return walk_syn_form(ob, len, p, NULL, 0) < 0 ? -1 : 0;
 }
 
 /*
- * Negotiated TEP (4.5): the last TEP in host B's SYN-form option (hb, lb)
- * that host A also sent (bitmap in a).  Returns the glt, 0 if none.
+ * Negotiated TEP (4.5): the last TEP suboption in host B's SYN-form option
+ * (hb, lb) that host A also sent (bitmap in a) and that is a valid choice
+ * under ar, the rules word of A's option (eno_rules).  Returns the glt, 0 if
+ * none.
  */
 __attribute__((noinline))
-int eno_pick(const struct obuf *hb, __u32 lb, const struct parsed *a)
+int eno_pick(const struct obuf *hb, __u32 lb, const struct parsed *a, __u64 ar)
 {
 	struct parsed tmp;
 	int r;
@@ -309,7 +405,7 @@ int eno_pick(const struct obuf *hb, __u32 lb, const struct parsed *a)
 		return 0;
 	if (lb < 2 || lb > ENO_MAX)
 		return 0;
-	r = walk_syn_form(hb, lb, &tmp, a);
+	r = walk_syn_form(hb, lb, &tmp, a, ar);
 	return r < 0 ? 0 : r;
 }
 
@@ -491,7 +587,7 @@ static __attribute__((noinline)) void active_established(struct bpf_sock_ops *sk
 	struct eno_rec *rec;
 	struct obuf opts = {}, eno = {};
 	struct obuf *mine = &opts;   /* reused once the SYN-ACK options are parsed */
-	struct parsed a, b;
+	struct parsed p;   /* the SYN-ACK's option, then ours (one: the stack bound) */
 	int olen = 0, n;
 
 	rec = sk_rec(skops);
@@ -536,23 +632,30 @@ static __attribute__((noinline)) void active_established(struct bpf_sock_ops *sk
 		rec->fallback = FB_SYNACK_NO_ENO;
 	else if (n == -1)
 		rec->fallback = FB_DUPLICATE;
-	else if (n < 0 || eno_parse(&eno, n, &b) ||
-		 eno_parse(mine, rec->syn_len, &a))
+	else if (n < 0 || eno_parse(&eno, n, &p))
 		rec->fallback = FB_ILL_FORMED;
-	else if ((a.global & GLOBAL_B) == (b.global & GLOBAL_B))
-		rec->fallback = FB_ROLE_CONFLICT;
 	else {
-		/* host B is whoever sent b=1: normally the passive opener,
-		 * or us if the per-socket override set b=1 */
-		int tep;
+		__u8 peer_b = p.global & GLOBAL_B;
 
-		if (a.global & GLOBAL_B)
-			tep = eno_pick(mine, rec->syn_len, &b);
-		else
-			tep = eno_pick(&eno, n, &a);
-		if (!tep)
-			rec->fallback = FB_NO_COMMON_TEP;
-		rec->tep = tep;
+		if (eno_parse(mine, rec->syn_len, &p))
+			rec->fallback = FB_ILL_FORMED;
+		else if ((p.global & GLOBAL_B) == peer_b)
+			rec->fallback = FB_ROLE_CONFLICT;
+		else {
+			/* host B is whoever sent b=1: normally the passive
+			 * opener, or us if the per-socket override set b=1 */
+			int tep;
+
+			if (!peer_b) {
+				eno_parse(&eno, n, &p);
+				tep = eno_pick(mine, rec->syn_len, &p, eno_rules(&eno, n));
+			} else {
+				tep = eno_pick(&eno, n, &p, eno_rules(mine, rec->syn_len));
+			}
+			if (!tep)
+				rec->fallback = FB_NO_COMMON_TEP;
+			rec->tep = tep;
+		}
 	}
 
 	if (rec->fallback) {
@@ -625,6 +728,7 @@ static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops,
 	}
 
 	__u8 tep = 0;
+	__u64 rules = eno_rules(&eno, n);
 	struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
 	if (cfg) {
 		__u32 nc = cfg->n_teps;
@@ -632,7 +736,9 @@ static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops,
 			if (k >= nc)
 				break;
 			__u8 t = cfg->teps[k] & 0x7f;
-			if (t >= 0x20 && has_tep(a.teps, t)) {
+			/* a TEP A's suboptions make invalid (RFC 8548 3.5) is
+			 * not offered: the next we support, or none */
+			if (t >= 0x20 && has_tep(a.teps, t) && !rule_bad(rules, t)) {
 				tep = t;
 				break;
 			}

@@ -199,7 +199,13 @@ pub fn synack_option<R: RngCore + CryptoRng>(
         return (Vec::new(), None);
     }
     let global = Some(Global::new(false, true));
-    let Some(tep) = teps.iter().copied().find(|t| a.teps().any(|s| s.tep == t.id())) else {
+    // A TEP whose suboptions from A break §3.5 (too long, two resumption offers) cannot be
+    // negotiated (`lengths_valid`): not answered, as eno-bpf does not answer it.
+    let usable = |t: &Tep| {
+        let subs: Vec<TepSuboption> = a.teps().filter(|s| s.tep == t.id()).cloned().collect();
+        !subs.is_empty() && lengths_valid(&TepSuboption::plain(t.id()), &subs)
+    };
+    let Some(tep) = teps.iter().copied().find(usable) else {
         // ENO present but nothing in common: a vacuous option is allowed here (§4.6).
         return (SynOption::new(global, vec![]).encode().unwrap_or_default(), None);
     };
@@ -239,8 +245,32 @@ pub struct Plan {
     pub mode: KeyMode,
 }
 
+/// The rules of §3.5 a choice of B's suboption `b` must meet whatever tickets a host holds:
+/// A's suboptions for its TEP (`a_subs`) carry at most 9 + 8 bytes of data each and offer
+/// resumption (9 bytes or more) at most once; `b` carries at most 9 + 8 bytes; and if `b`
+/// resumes, A offered resumption. (eno-bpf's sock_ops program applies the same rules when it
+/// picks a TEP, so both agree on when ENO negotiated tcpcrypt: `fuzz_eno_diff`.)
+pub fn lengths_valid(b: &TepSuboption, a_subs: &[TepSuboption]) -> bool {
+    let mut offers = 0;
+    for s in a_subs {
+        match resume_fields(s) {
+            Err(InvalidResume) => return false,
+            Ok(Some(_)) => offers += 1,
+            Ok(None) => {}
+        }
+    }
+    match resume_fields(b) {
+        Err(InvalidResume) => false,
+        Ok(Some(_)) => offers == 1,
+        Ok(None) => offers <= 1,
+    }
+}
+
 fn tcpcrypt_valid(role: Role, b: &TepSuboption, a_subs: &[TepSuboption], tickets: &[&ResumeTicket]) -> Option<KeyMode> {
     let tep = Tep::from_id(b.tep)?;
+    if !lengths_valid(b, a_subs) {
+        return None;
+    }
     // §3.5: at most one resumption suboption per TEP from A; a malformed one invalidates.
     let mut a_res = Vec::new();
     for s in a_subs {
@@ -303,6 +333,32 @@ mod tests {
 
     fn ticket(b: u8) -> ResumeTicket {
         ResumeTicket::new(Tep::Curve25519, Aead::Aes128Gcm, Role::A, 1, Secret::from_bytes([b; K_LEN]))
+    }
+
+    /// RFC 8548 §3.5: data of more than 9 + 8 bytes, or two resumption offers for one TEP,
+    /// make the TEP unusable (the inputs on which fuzz_eno_diff found eno-bpf disagreeing).
+    #[test]
+    fn suboption_lengths() {
+        let with = |n: usize| TepSuboption::with_data(0x23, vec![7; n]);
+        let plain = TepSuboption::plain(0x23);
+        assert!(lengths_valid(&plain, &[plain.clone()]));
+        assert!(lengths_valid(&plain, &[with(8)]), "under 9 bytes: a fresh key exchange");
+        assert!(lengths_valid(&plain, &[with(17)]), "an offer B may decline");
+        assert!(!lengths_valid(&plain, &[with(18)]));
+        assert!(!lengths_valid(&plain, &[with(9), with(12)]), "two offers");
+        assert!(lengths_valid(&with(9), &[with(17)]), "B resumes what A offered");
+        assert!(!lengths_valid(&with(9), &[plain.clone()]), "B resumes what A did not offer");
+        assert!(!lengths_valid(&with(18), &[with(9)]));
+        // A SYN offering 0x21 and 0x23 with 18 bytes: the SYN-ACK takes 0x21 (eno-bpf does too).
+        let mut syn = vec![eno::KIND, 22, 0x21, 0xa3];
+        syn.extend([0x11; 18]);
+        let (synack, _) = synack_option(&syn, &[Tep::Curve25519, Tep::P256], None, 8, &mut rand_core::OsRng);
+        assert_eq!(synack, [eno::KIND, 4, 0x01, 0x21]);
+        // ... and a SYN-ACK naming 0x23 with 18 bytes negotiates nothing.
+        let mut synack = vec![eno::KIND, 22, 0x01, 0xa3];
+        synack.extend([0x11; 18]);
+        let syn = [eno::KIND, 3, 0x23];
+        assert_eq!(negotiate(&syn, &synack, false, true, &[Tep::Curve25519], &[]).err(), Some(Fallback::NoCommonTep));
     }
 
     #[test]
