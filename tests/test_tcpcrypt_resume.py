@@ -4,7 +4,9 @@ eno-bpf program in two namespaces (TcLab of test_tcpcrypt_interop: root, host ke
 client -> tcpcryptd (A, outbound) -> tcpcryptd (B, inbound) -> service: six sequential fetches. The
 first runs a key exchange (Init1/Init2); the next five resume: the SYN names the ticket the last
 session left (its identifier half and an 8-byte nonce), the SYN-ACK agrees (its half), and neither
-stream carries Init1 or Init2.
+stream carries Init1 or Init2. The client daemon's key log then decrypts all six connections from the
+capture (`tcpcryptd decrypt`: the resumed ones keyed by their TCPCRYPT_SS lines) to exactly the
+requests and responses.
 
 The round trip a resumption saves, counted on the wire rather than timed (the host kernel here has no
 netem, and a veth's round trip is tens of microseconds, below what scheduling noise lets a test
@@ -30,6 +32,7 @@ import tcpcrypt_rfcpeer as rp  # noqa: E402
 import tcpcrypt_wire as tw  # noqa: E402
 from test_tcpcrypt_interop import (  # noqa: E402,F401  (lab and tcpcrypt_built are fixtures)
     PEER_IP, PEER_PORT, Received, lab, recv_until_eof, start_daemon_outbound, tcpcrypt_built)
+from test_tcpcrypt_failclosed import decrypted  # noqa: E402
 from wearlab.nodes.tcpcrypt import encrypted  # noqa: E402
 
 pytestmark = pytest.mark.root
@@ -66,7 +69,8 @@ def connections(pcap: Path) -> dict[int, list[tw.Segment]]:
 
 
 def test_six_fetches_one_key_exchange_five_resumptions(lab):
-    da = start_daemon_outbound(lab)
+    keylog = lab.dir / "a.keys"
+    da = start_daemon_outbound(lab, "--key-log", str(keylog))
     db = lab.daemon("--out-port", "0", "--in-port", "7002", "--service-port", str(PEER_PORT), ns=lab.nsp, name="d2")
     service = lab.sock(lab.nsp, bind=(PEER_IP, PEER_PORT), listen=True)
 
@@ -138,6 +142,13 @@ def test_six_fetches_one_key_exchange_five_resumptions(lab):
     print(f"first application frame after the SYN: fresh {offsets[0] * 1e3:.2f} ms, resumed "
           + ", ".join(f"{x * 1e3:.2f}" for x in offsets[1:]) + f" ms; B's segments with payload before it: {waited}")
     assert waited == [1] + [0] * (FETCHES - 1), waited
+
+    # the client daemon's key log decrypts all six from the capture (tcpcryptd decrypt): the fresh
+    # session and the five resumed ones, each to exactly the request and the response
+    report, plain = decrypted(keylog, cap.path, lab.dir / "decrypted", PEER_PORT)
+    assert list(plain.values()) == [(b"GET /%d\n" % k, RESPONSE) for k in range(FETCHES)], report
+    assert report.count("fresh key exchange") == 1 and report.count("resumed") == FETCHES - 1, report
+    assert all(f"session {x['session_id']}" in report for x in sa), report
 
 
 def _stream(pcap: Path, port: int, from_a: bool) -> bytes:
