@@ -54,7 +54,7 @@ impl fmt::Display for KeyLogError {
 }
 
 fn unhex(s: &str, what: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!("{what} is not hex: {s:?}"));
     }
     Ok((0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or(0)).collect())
@@ -215,7 +215,7 @@ pub fn decrypt(log: &KeyLog, c: &Captured<'_>) -> Result<Observed, ObserveError>
     // ENO as both ends ran it (§4.5 with tcpcrypt's validity, ticket aside: a resumption the
     // key log cannot key is found below).
     let policy = Policy { teps: Tep::ALL.iter().map(|t| t.id()).collect(), mandatory_app_aware: false };
-    let neg = eno::negotiate(c.syn_option, c.synack_option, &policy, |b, a| lengths_valid(b, a))
+    let neg = eno::negotiate(c.syn_option, c.synack_option, &policy, lengths_valid)
         .map_err(|f| ObserveError::NotTcpcrypt(f.to_string()))?;
     let tep = Tep::from_id(neg.b_suboption.tep).ok_or(ObserveError::NotTcpcrypt("unsupported TEP".into()))?;
     let tep_byte = neg.tep_byte();

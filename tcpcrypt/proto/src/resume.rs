@@ -77,13 +77,16 @@ pub fn resume_fields(sub: &TepSuboption) -> Result<Option<ResumeFields<'_>>, Inv
     Ok(Some((h, &sub.data[RESUME_HALF_LEN..])))
 }
 
+/// A cached ticket: its peer, the ticket, its insertion order, when it was cached.
+type CacheEntry = (Vec<u8>, ResumeTicket, u64, Option<Instant>);
+
 /// Cache of resumable sessions. Tickets are taken out when offered or accepted, so a
 /// session secret is never used twice (§3.5). With a `lifetime`, a ticket older than that is
 /// never offered by [`SessionCache::take_for_peer`] and is dropped by
 /// [`SessionCache::purge_expired`].
 #[derive(Debug, Default)]
 pub struct SessionCache {
-    tickets: HashMap<[u8; RESUME_ID_LEN], (Vec<u8>, ResumeTicket, u64, Option<Instant>)>,
+    tickets: HashMap<[u8; RESUME_ID_LEN], CacheEntry>,
     by_peer: HashMap<Vec<u8>, [u8; RESUME_ID_LEN]>,
     by_peer_half: HashMap<[u8; RESUME_HALF_LEN], [u8; RESUME_ID_LEN]>,
     seq: u64,
@@ -341,13 +344,13 @@ mod tests {
     fn suboption_lengths() {
         let with = |n: usize| TepSuboption::with_data(0x23, vec![7; n]);
         let plain = TepSuboption::plain(0x23);
-        assert!(lengths_valid(&plain, &[plain.clone()]));
+        assert!(lengths_valid(&plain, std::slice::from_ref(&plain)));
         assert!(lengths_valid(&plain, &[with(8)]), "under 9 bytes: a fresh key exchange");
         assert!(lengths_valid(&plain, &[with(17)]), "an offer B may decline");
         assert!(!lengths_valid(&plain, &[with(18)]));
         assert!(!lengths_valid(&plain, &[with(9), with(12)]), "two offers");
         assert!(lengths_valid(&with(9), &[with(17)]), "B resumes what A offered");
-        assert!(!lengths_valid(&with(9), &[plain.clone()]), "B resumes what A did not offer");
+        assert!(!lengths_valid(&with(9), std::slice::from_ref(&plain)), "B resumes what A did not offer");
         assert!(!lengths_valid(&with(18), &[with(9)]));
         // A SYN offering 0x21 and 0x23 with 18 bytes: the SYN-ACK takes 0x21 (eno-bpf does too).
         let mut syn = vec![eno::KIND, 22, 0x21, 0xa3];

@@ -104,7 +104,7 @@ fn pcapng(data: &[u8]) -> anyhow::Result<Vec<(u32, &[u8])>> {
         }
         let kind = u32e(data, off, le).unwrap_or(0);
         let len = u32e(data, off + 4, le).ok_or_else(|| anyhow!("pcapng block truncated at byte {off}"))? as usize;
-        if len < 12 || len % 4 != 0 || off + len > data.len() {
+        if len < 12 || !len.is_multiple_of(4) || off + len > data.len() {
             bail!("pcapng block at byte {off}: bad length {len}");
         }
         let body = &data[off + 8..off + len - 4];
@@ -369,7 +369,7 @@ mod tests {
         tcp.extend(seq.to_be_bytes());
         tcp.extend(0u32.to_be_bytes());
         let mut o = opts.to_vec();
-        while o.len() % 4 != 0 {
+        while !o.len().is_multiple_of(4) {
             o.push(0);
         }
         tcp.push((((20 + o.len()) / 4) as u8) << 4);

@@ -553,7 +553,7 @@ async fn session_id_per_connection_over_the_control_socket() {
     c.read_exact(&mut b).await.unwrap();
     let app_addr = c.local_addr().unwrap().to_string();
     let svc_peer = peer_of_service.recv().await.unwrap().to_string();
-    async fn ask(path: &PathBuf, addr: &str) -> Value {
+    async fn ask(path: &std::path::Path, addr: &str) -> Value {
         for _ in 0..200 {
             if let Ok(v) = tcpcryptd::control::request(path, &format!("session {addr}")).await {
                 return v["connections"][0].clone();
