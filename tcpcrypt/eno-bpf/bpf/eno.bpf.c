@@ -671,6 +671,32 @@ static __attribute__((noinline)) void active_established(struct bpf_sock_ops *sk
 /* ---- passive opener --------------------------------------------------- */
 
 /*
+ * The passive opener's TEP: the first configured one that A offered and
+ * whose suboptions in A's option meet RFC 8548 3.5 (rules: eno_rules), 0 if
+ * none.  A function of its own so that passive_synack's frame stays small
+ * (see there).
+ */
+static __attribute__((noinline)) __u8 choose_tep(const struct parsed *a, __u64 rules)
+{
+	__u32 zero = 0;
+	struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
+
+	if (!cfg || !a)
+		return 0;
+	__u32 nc = cfg->n_teps;
+	for (int k = 0; k < 32; k++) {
+		if (k >= nc)
+			break;
+		__u8 t = cfg->teps[k] & 0x7f;
+		/* a TEP A's suboptions make invalid is not offered: the next
+		 * we support, or none */
+		if (t >= 0x20 && has_tep(a->teps, t) && !rule_bad(rules, t))
+			return t;
+	}
+	return 0;
+}
+
+/*
  * The passive opener's decision, from the SYN: for the SYN-ACK (skops->sk is
  * the request sock; TCP_BPF_SYN is the SYN being answered, or the saved SYN
  * on a retransmission) and again at PASSIVE_ESTABLISHED (the SYN saved with
@@ -681,7 +707,6 @@ static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops,
 {
 	struct obuf hdr = {}, eno = {};
 	struct parsed a;
-	__u32 zero = 0;
 	int hl, n;
 
 	if (!rec)
@@ -727,23 +752,8 @@ static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops,
 		return;
 	}
 
-	__u8 tep = 0;
-	__u64 rules = eno_rules(&eno, n);
-	struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
-	if (cfg) {
-		__u32 nc = cfg->n_teps;
-		for (int k = 0; k < 32; k++) {
-			if (k >= nc)
-				break;
-			__u8 t = cfg->teps[k] & 0x7f;
-			/* a TEP A's suboptions make invalid (RFC 8548 3.5) is
-			 * not offered: the next we support, or none */
-			if (t >= 0x20 && has_tep(a.teps, t) && !rule_bad(rules, t)) {
-				tep = t;
-				break;
-			}
-		}
-	}
+	__u8 tep = choose_tep(&a, eno_rules(&eno, n));
+
 	rec->synack_opt[0] = TCPOPT_ENO;
 	rec->synack_opt[2] = GLOBAL_B;
 	/* A offers to resume with this TEP (its last suboption, nonce_a 0..8
@@ -752,12 +762,18 @@ static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops,
 	__u32 dl = n - a.dat_pos - 1;
 	if (tep && a.dat_id == tep && dl >= RESUME_HALF && dl <= RESUME_HALF + 8 &&
 	    !eno.b[OTHER_AT]) {
-		struct resume_key key = { .tep = tep };
+		/* the key in hdr's bytes, done with once eno_find copied the
+		 * option: this frame must stay <= 160 bytes, or the chain
+		 * PASSIVE_ESTABLISHED -> passive_synack -> eno_parse passes the
+		 * verifier's 512-byte bound where frames round up to 32 bytes
+		 * (no JIT: the UML guest) */
+		struct resume_key *key = (struct resume_key *)hdr.b;
 		struct resume_val *v;
 
+		key->tep = tep;
 		for (int k = 0; k < RESUME_HALF; k++)
-			key.half[k] = eno.b[m63(a.dat_pos + 1 + k)];
-		v = bpf_map_lookup_elem(&eno_resume, &key);
+			key->half[k] = eno.b[m63(a.dat_pos + 1 + k)];
+		v = bpf_map_lookup_elem(&eno_resume, key);
 		if (v) {
 			rec->synack_opt[1] = 4 + RESUME_HALF;
 			rec->synack_opt[3] = tep | 0x80;
@@ -768,7 +784,7 @@ static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops,
 			rec->flags |= F_SYNACK_ENO | F_RESUME;
 			rec->state = ST_B_SYNACK_SENT;
 			if (take)
-				bpf_map_delete_elem(&eno_resume, &key);
+				bpf_map_delete_elem(&eno_resume, key);
 			return;
 		}
 	}
