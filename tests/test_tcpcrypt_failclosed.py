@@ -8,7 +8,9 @@ real eno-bpf program in two namespaces (TcLab of test_tcpcrypt_interop: root, ho
   is reported with its reason.
 * Both daemons report the same session ID over their control sockets (`session ADDR`), and it is
   the one RFC 8548 §3.3/§3.4 derives from the capture's ENO options, Init1, Init2 and the ES of the
-  key log (--key-log), computed here with the independent peer's HKDF (tcpcrypt_rfcpeer).
+  key log (--key-log), computed here with the independent peer's HKDF (tcpcrypt_rfcpeer); and
+  `tcpcryptd decrypt` turns the capture and the key log back into exactly the bytes each side sent
+  (a wrong key: exit 1, "wrong key").
 * A peer that negotiates ENO and never sends Init1 costs the daemon at most the back-pressure cap of
   data it reads from the service and is reset when --handshake-timeout runs out.
 """
@@ -76,6 +78,17 @@ def tcp_payloads(pcap: Path, port: int) -> dict[bool, bytes]:
                 stream[off:off + len(ps[off])] = ps[off]
         out[d] = bytes(stream)
     return out
+
+
+def decrypted(keylog: Path, pcap: Path, out: Path, port: int) -> tuple[str, dict[int, tuple[bytes, bytes]]]:
+    """`tcpcryptd decrypt` of a capture: its report and, per connection number, the application
+    bytes A -> B and B -> A (A: the active opener)."""
+    r = run([str(TCPCRYPTD), "decrypt", "--key-log", str(keylog), "--pcap", str(pcap), "--port", str(port),
+             "--out", str(out)], timeout=30)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    conns = {int(f.name[4:].split("-")[0]) for f in out.glob("conn*-a2b.bin")}
+    return r.stdout, {n: ((out / f"conn{n}-a2b.bin").read_bytes(), (out / f"conn{n}-b2a.bin").read_bytes())
+                      for n in sorted(conns)}
 
 
 def wait_for(pred, timeout: float, what: str):
@@ -278,6 +291,15 @@ def test_both_daemons_report_the_session_id_the_rfc_derives_from_capture_and_key
     ss = next(l for l in lines if l[0] == "TCPCRYPT_SS" and l[1] == sid)
     assert ss[2] == "0" and ss[3] == prk.hex()
     assert sorted(keylog_a.read_text().splitlines()) == sorted(keylog_b.read_text().splitlines())
+    # the key log decrypts the capture (tcpcryptd decrypt): exactly what each side sent, both FINp
+    report, plain = decrypted(keylog_a, cap.path, lab.dir / "decrypted", PEER_PORT)
+    assert list(plain.values()) == [(b"ping", b"ping")], (report, plain)
+    assert f"session {sid}" in report and report.count("FINp,") == 0 and report.count(", FINp") == 2, report
+    # ... and a key log whose ES is wrong says so, with exit status 1
+    wrong = lab.dir / "wrong.keys"
+    wrong.write_text(f"TCPCRYPT_ES {n_a.hex()} {bytes(len(es)).hex()}\n")
+    r = run([str(TCPCRYPTD), "decrypt", "--key-log", str(wrong), "--pcap", str(cap.path), "--port", str(PEER_PORT)])
+    assert r.returncode == 1 and "wrong key" in r.stdout, (r.returncode, r.stdout, r.stderr)
     # the close records: clean at both ends with one session ID = what wearlab counts as encrypted
     ca = da.wait_stats(lambda s: s.get("mode") == "tcpcrypt")
     cb = db.wait_stats(lambda s: s.get("mode") == "tcpcrypt")

@@ -38,6 +38,19 @@ def test_topology_node_option(tmp_path):
         topo(tmp_path, ", tcpcrypt: maybe")
 
 
+def test_resumption_node_option(tmp_path):
+    """`tcpcrypt_resumption` (RFC 8548 3.5) is off unless a node asks; the resolved topology (which
+    the results keep) says so only where it is on."""
+    assert topo(tmp_path, "").nodes["watch"].tcpcrypt_resumption is False
+    t = topo(tmp_path, ", tcpcrypt_resumption: true")
+    assert t.nodes["watch"].tcpcrypt_resumption is True and t.nodes["server"].tcpcrypt_resumption is False
+    doc = t.to_document(CATALOG)["nodes"]
+    assert doc["watch"]["tcpcrypt_resumption"] is True and "tcpcrypt_resumption" not in doc["server"]
+    with pytest.raises(InputError) as e:
+        topo(tmp_path, ", tcpcrypt_resumption: sometimes")
+    assert "tcpcrypt_resumption" in str(e.value)
+
+
 @pytest.fixture
 def daemon_factory(tmp_path, monkeypatch):
     monkeypatch.setattr(tc.cgroup, "base", lambda: tmp_path / "cg")
@@ -58,6 +71,34 @@ def test_require_reaches_the_daemon(daemon_factory):
     assert per_port[per_port.index("--require-encryption") + 1] == "8080"
     node = daemon_factory([Tcpcrypt("watch", 8080, "outbound")], require_all=True).argv()
     assert node[node.index("--require-encryption") + 1] == "all"
+
+
+def test_resumption_reaches_the_daemon(daemon_factory):
+    """tcpcryptd resumes by default; wearlab passes --no-resume unless the node asks, so an
+    experiment that does not mention resumption measures a key exchange per connection."""
+    assert "--no-resume" in daemon_factory([Tcpcrypt("watch", 8080, "outbound")]).argv()
+    assert "--no-resume" not in daemon_factory([Tcpcrypt("watch", 8080, "outbound")], resumption=True).argv()
+
+
+def test_resumption_from_the_topology_to_the_daemon(tmp_path, monkeypatch, daemon_factory):
+    """The node option reaches the daemon a node kind starts (nodes.node_kind: bring_up)."""
+    from wearlab.nodes import node_kind
+    made = {}
+
+    class Daemon:
+        def __init__(self, net, node, workdir, needs, device=None, **kw):
+            made[node] = daemon_factory(needs, **kw)
+
+        def start(self):
+            pass
+    monkeypatch.setattr(node_kind, "TcpcryptDaemon", Daemon)
+    t = topo(tmp_path, ", tcpcrypt_resumption: true")
+    for node in ("watch", "server"):
+        net = SimpleNamespace(topo=t)
+        ctx = node_kind.NodeContext(net=net, node=node, settings={}, workdir=tmp_path / node)
+        node_kind.NodeKind(ctx, [Tcpcrypt(node, 8080, "outbound")]).bring_up()
+    assert "--no-resume" not in made["watch"].argv()
+    assert "--no-resume" in made["server"].argv()
 
 
 SID = "23" + "ab" * 32

@@ -99,6 +99,11 @@ class NodeSpec(BaseModel):
     # (fall back to plain TCP when the peer has no TCP-ENO, RFC 8547 4.6) or require (reset
     # such connections instead: tcpcryptd --require-encryption all)
     tcpcrypt: Literal["opportunistic", "require"] = "opportunistic"
+    # RFC 8548 3.5 session resumption between this node's tcpcryptd and its peers' (both ends must
+    # have it on). Off by default: resumption skips the key exchange of every connection after
+    # the first to a peer, which changes what a tcpcrypt experiment measures (seed 004's numbers
+    # are of fresh key exchanges). Off: tcpcryptd --no-resume.
+    tcpcrypt_resumption: bool = False
     sysctls: dict[str, Annotated[str, BeforeValidator(_sysctl_value)]] = Field(default_factory=dict)
 
     @field_validator("device")
@@ -159,6 +164,7 @@ class Node(BaseModel):
     image: str | None = None  # runs as a Docker container of this image (realize.containers)
     device: str | None = None  # a device's name; the plan resolves it (built-in or the topology's)
     tcpcrypt: str = "opportunistic"  # opportunistic | require (NodeSpec.tcpcrypt)
+    tcpcrypt_resumption: bool = False  # NodeSpec.tcpcrypt_resumption
 
 
 class Link(BaseModel):
@@ -243,6 +249,8 @@ class Topology(BaseModel):
                 nodes[node.name]["device"] = node.device
             if node.tcpcrypt != "opportunistic":
                 nodes[node.name]["tcpcrypt"] = node.tcpcrypt
+            if node.tcpcrypt_resumption:
+                nodes[node.name]["tcpcrypt_resumption"] = True
             if node.sysctls:
                 nodes[node.name]["sysctls"] = dict(node.sysctls)
         links = []
@@ -410,7 +418,8 @@ def _resolve_node(name: str, spec: NodeSpec, problem: _Report, catalog: Catalog)
                 f"kind {kind_name} cannot run in a container: its software is wearlab's own and runs in the "
                 f"node's namespace (kinds that can: {', '.join(able) or 'none for this role'})")
     return Node(name=name, role=spec.role, kind=kind_name, options=options, sysctls=dict(spec.sysctls),
-                image=spec.image, device=spec.device, tcpcrypt=spec.tcpcrypt)
+                image=spec.image, device=spec.device, tcpcrypt=spec.tcpcrypt,
+                tcpcrypt_resumption=spec.tcpcrypt_resumption)
 
 
 def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, Any],
@@ -429,7 +438,7 @@ def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, 
     options: dict[str, Any] = {k: v for k, v in (normalised or {}).items() if k in kind.options}
     for key, value in given.items():
         if key not in kind.options:
-            allowed = ["role", "kind", "image", "device", "tcpcrypt", "sysctls", *kind.options.names()]
+            allowed = ["role", "kind", "image", "device", "tcpcrypt", "tcpcrypt_resumption", "sysctls", *kind.options.names()]
             hint = did_you_mean(key, allowed) or f" (kind {kind_name} takes: {', '.join(kind.options.names()) or 'no options'})"
             problems.append((key, f"unknown key '{key}'{hint}"))
             continue

@@ -66,7 +66,8 @@ class NodeKind(NodeKindDecl):
             device = self.ctx.plan.device_of(self.node) if self.ctx.plan is not None else None
             spec = self.net.topo.nodes.get(self.node) if getattr(self.net, "topo", None) is not None else None
             self.tcpcrypt = TcpcryptDaemon(self.net, self.node, self.workdir, self._crypt, device,
-                                           require_all=getattr(spec, "tcpcrypt", "opportunistic") == "require")
+                                           require_all=getattr(spec, "tcpcrypt", "opportunistic") == "require",
+                                           resumption=bool(getattr(spec, "tcpcrypt_resumption", False)))
             self.tcpcrypt.start()
 
     def shut_down(self) -> None:
@@ -120,7 +121,8 @@ class NodeKind(NodeKindDecl):
         """What metadata.json records about this node's software."""
         facts = {"kind": self.name, "settings": self.settings, "version": self.version()}
         if self.tcpcrypt is not None:
-            facts["tcpcrypt"] = {"argv": self.tcpcrypt.argv(), "version": self.tcpcrypt.version()}
+            facts["tcpcrypt"] = {"argv": self.tcpcrypt.argv(), "version": self.tcpcrypt.version(),
+                                 "resumption": self.tcpcrypt.resumption}
         image = self.net.topo.nodes[self.node].image
         if image:
             facts["container"] = {"image": image, "id": getattr(self.net.hosts[self.node], "cid", None)}

@@ -16,6 +16,9 @@ Fail closed and verify (issue 22): a connection the daemon cannot prove unencryp
 (topology) or a need with `require` resets connections that would fall back to plain TCP
 (`--require-encryption`); a run counts as encrypted (`encrypted()`) only when the client's
 connection closed cleanly and both daemons report the same session ID.
+
+Resumption (RFC 8548 3.5) is off unless the node says `tcpcrypt_resumption: true` (tcpcryptd
+--no-resume otherwise), so existing experiments keep measuring a fresh key exchange per connection.
 """
 
 from __future__ import annotations
@@ -58,11 +61,15 @@ class TcpcryptDaemon:
     """One tcpcryptd in one node."""
 
     def __init__(self, net, node: str, workdir: Path, needs: list[Tcpcrypt], device: Device | None = None,
-                 require_all: bool = False):
+                 require_all: bool = False, resumption: bool = False):
         self.net, self.node, self.dir = net, node, workdir
         # --require-encryption: every connection (the node's `tcpcrypt: require`), or the ports
         # whose needs ask for it.
         self.require: list[str] = ["all"] if require_all else [str(p) for p in sorted({n.port for n in needs if n.require})]
+        # RFC 8548 3.5 resumption only when the node asks for it (`tcpcrypt_resumption: true`): the
+        # daemon's own default is on, and with it every connection after the first to a peer
+        # skips the key exchange - not what seed 004's experiments measure.
+        self.resumption = resumption
         # On a node with a device the daemon pads its own cryptography to the device's times
         # (tcpcryptd --device-profile; tcpcrypt/tcpcryptd/src/device.rs), on the node's cores with
         # the node's other processes (--device-cores: nodes.devicecpu.node_cpu).
@@ -100,6 +107,8 @@ class TcpcryptDaemon:
             argv += ["--service-port", ",".join(map(str, inb))]
         if self.require:
             argv += ["--require-encryption", ",".join(self.require)]
+        if not self.resumption:
+            argv += ["--no-resume"]
         if self.device_profile is not None:
             argv += ["--device-profile", str(self.device_profile), "--device-cores", str(self.device_cores)]
         return argv

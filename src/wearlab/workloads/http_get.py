@@ -137,12 +137,13 @@ class HttpGet(Workload):
         *energy_metrics(handshake=True),
     )
     series = (ENERGY_SERIES, Series("tcpcrypt", ("node", "mode", "state", "reason", "tep", "aead", "session_id",
-                                  "handshake_ms", "plaintext_sent",
+                                  "resumed", "handshake_ms", "plaintext_sent",
                                   "ciphertext_sent", "handshake_bytes_sent", "frames_sent", "eno_syn", "eno_synack",
                                   "device_ms"),
                      doc="tcpcrypt cells: each daemon's record of the run's connection: mode tcpcrypt, plain (ENO fell "
                          "back; reason says why) or none (reset before any byte: its ENO record missing, or "
-                         "encryption required); state closed or aborted; the session ID both ends must share "
+                         "encryption required); state closed or aborted; the session ID both ends must share; "
+                         "resumed: the session resumed a ticket (RFC 8548 3.5; a node's tcpcrypt_resumption) "
                          "(device_ms: on a node with a device, the device's time for the connection's cryptography)"),)
     series += (Series("devicecpu", ("node", "op", "calls", "bytes", "host_s", "device_s"),
                       doc="a client with a device: what the devicecpu library charged in the run, per operation "
@@ -353,7 +354,7 @@ def _series_row(node: str, r: dict[str, Any]) -> dict[str, Any]:
     eno = r.get("eno") or {}
     return {"node": node, "mode": r.get("mode"), "state": r.get("state"), "reason": fallback_reason(r),
             "tep": r.get("tep"), "aead": r.get("cipher"),
-            "session_id": r.get("session_id"), "handshake_ms": r.get("handshake_ms"),
+            "session_id": r.get("session_id"), "resumed": r.get("resumed"), "handshake_ms": r.get("handshake_ms"),
             "plaintext_sent": c.get("plaintext_sent"), "ciphertext_sent": c.get("ciphertext_sent"),
             "handshake_bytes_sent": c.get("handshake_bytes_sent"), "frames_sent": c.get("frames_sent"),
             "eno_syn": eno.get("syn") if isinstance(eno, dict) else None,

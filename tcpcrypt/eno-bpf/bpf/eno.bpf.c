@@ -65,6 +65,7 @@
 #define F_SYN_ENO        0x02  /* syn_opt valid */
 #define F_SYNACK_ENO     0x04  /* synack_opt valid */
 #define F_OVERRIDE       0x08  /* active: SYN option came from the per-socket override */
+#define F_RESUME         0x10  /* passive: the SYN-ACK agreed to resume (RFC 8548 3.5) */
 
 /* eno_rec.fallback: 0 = none (yet) */
 #define FB_NONE            0
@@ -136,20 +137,62 @@ struct obuf {
 	__u8 b[BUF];
 };
 
+/*
+ * RFC 8548 3.5 resumption, passive side: the identifier halves of the tickets
+ * the daemon would accept, written by the daemon once it holds the ticket
+ * (after the peer's first authenticated frame) and deleted when the ticket is
+ * used, replaced or expires.  Key: TEP id + the half the peer sends; value:
+ * the half we answer with.  Looked up (never changed) for a SYN-ACK, so a
+ * retransmitted SYN-ACK carries the same option; deleted at
+ * PASSIVE_ESTABLISHED (single use: a second SYN naming the same ticket after
+ * that gets a fresh key exchange).  Our nonce_b is zero bytes (allowed,
+ * 3.5): a random one could not be recomputed from the saved SYN; nonce_a
+ * (8 bytes from the daemon) keeps sn[i] unique.
+ */
+#define RESUME_HALF 9
+struct resume_key {
+	__u8 tep;
+	__u8 half[RESUME_HALF];
+};
+struct resume_val {
+	__u8 half[RESUME_HALF];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct resume_key);
+	__type(value, struct resume_val);
+} eno_resume SEC(".maps");
+
+/* eno_find() leaves in out->b[OTHER_AT] whether the segment carried an option
+ * that also takes SYN-ACK space (MPTCP 30, MD5 19, TCP-AO 29, Fast Open 34) */
+#define OTHER_AT 63
+
 struct parsed {
 	__u64 teps[2];      /* bitmap over glt (0..127) */
 	__u8 global;        /* first global suboption, implicit 0x00 */
 	__u8 n_teps;
 	__u8 last_tep;      /* last TEP glt in option order */
+	__u8 dat_pos;       /* position of the last suboption with implied-length data (v=1, no length byte) */
+	__u8 dat_id;        /* its TEP glt, 0 if none */
 };
 
+/*
+ * The inline asm below is BPF assembly; for any other target (the host build
+ * of these parsers for fuzz_eno_diff, tcpcrypt/fuzz) each helper is the C
+ * expression with the same 64-bit semantics (BPF ">>=" is a logical shift).
+ */
 /* (glt >> 6) & 1, computed where clang can't fold it into an index the
  * verifier can't bound */
 static __always_inline __u64 word_of(__u8 glt)
 {
 	__u64 w = glt;
 
+#ifdef __bpf__
 	asm volatile("%0 >>= 6; %0 &= 1" : "+r"(w));
+#else
+	w = (w >> 6) & 1;
+#endif
 	return w;
 }
 
@@ -170,14 +213,22 @@ static __always_inline int has_tep(const __u64 *bm, __u8 glt)
 /* x & 63, hidden from clang so that it can't drop the mask the verifier needs */
 static __always_inline __u64 m63(__u64 x)
 {
+#ifdef __bpf__
 	asm volatile("%0 &= 63" : "+r"(x));
+#else
+	x &= 63;
+#endif
 	return x;
 }
 
 /* in asm, because clang recognizes these idioms and emits branches */
 static __always_inline __u64 lt_(__u64 a, __u64 b)   /* a < b, both < 2^63 */
 {
+#ifdef __bpf__
 	asm volatile("%0 -= %1; %0 >>= 63" : "+r"(a) : "r"(b));
+#else
+	a = (a - b) >> 63;
+#endif
 	return a;
 }
 
@@ -185,7 +236,11 @@ static __always_inline __u64 nz_(__u64 x)             /* x != 0 */
 {
 	__u64 y = x;
 
+#ifdef __bpf__
 	asm volatile("%0 = -%0; %0 |= %1; %0 >>= 63" : "+r"(y) : "r"(x));
+#else
+	y = ((0 - y) | x) >> 63;
+#endif
 	return y;
 }
 
@@ -195,16 +250,42 @@ static __always_inline __u64 nz_(__u64 x)             /* x != 0 */
 #define SEL(m, a, b) ((((__u64)(a)) & -(__u64)(m)) | (((__u64)(b)) & ~-(__u64)(m)))
 
 /*
+ * RFC 8548 3.5's rules on a TEP's suboptions, as tcpcrypt-proto has them
+ * (resume::lengths_valid): a suboption with data (v = 1) carries at most
+ * 9 + 8 bytes (identifier half, nonce); from 9 bytes on it offers
+ * resumption, which A may do once per TEP.  A "rules word" describes A's
+ * option for the TEP ids 0x20-0x3f (tcpcrypt's are 0x21-0x24, RFC 8548 7;
+ * tcpcryptd refuses any other TEP): bit (id - 0x20) set when A's suboptions
+ * for that TEP break the rules (RULE_BAD), bit 32 + (id - 0x20) when A offers
+ * to resume it (RULE_RES).  One scalar, not two bitmaps in struct parsed: the
+ * call chains through active_established and passive_synack are at the
+ * verifier's combined stack bound.
+ */
+#define RULE_BAD(id) (1ULL << ((id) & 31))
+#define RULE_RES(id) (1ULL << (32 + ((id) & 31)))
+
+/* whether the rules word r says TEP t cannot be chosen */
+static __always_inline int rule_bad(__u64 r, __u8 t)
+{
+	return t >= 0x20 && t < 0x40 && ((r >> (t & 31)) & 1);
+}
+
+/*
  * Parse a SYN-form ENO option (o[0] = 69, o[1] = len) per RFC 8547 4.1-4.4.
  * Fills p (offered TEPs, first global suboption).  If a is given, returns
- * the last TEP (in option order) that is also in a (4.5: host B's option
- * decides), else 0.  Returns -1 if the option is ill-formed.
+ * the last TEP suboption (in option order) that A also offered and that is a
+ * valid choice under the rules word ar of A's option (4.5: host B's option
+ * decides; RFC 8548 3.5: the TEP not bad in A, at most 17 bytes of data, and
+ * a resuming one only if A offered to resume), else 0.  Whether the ticket a
+ * resumption names exists only the daemon knows: a SYN-ACK naming one it
+ * does not hold is reset by the daemon, never relayed in plaintext.
+ * Returns -1 if the option is ill-formed.
  */
 static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
-					 struct parsed *p, const struct parsed *a)
+					 struct parsed *p, const struct parsed *a, __u64 ar)
 {
 	__u64 skip = 0, hg = 0, glob = 0, bm0 = 0, bm1 = 0, err = 0, last = 0;
-	__u64 pick = 0, n = 0, a0 = 0, a1 = 0;
+	__u64 pick = 0, n = 0, a0 = 0, a1 = 0, dpos = 0, did = 0;
 
 	if (a) {
 		a0 = a->teps[0];
@@ -225,6 +306,21 @@ static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
 		__u64 dl = (c & 0x1f) + 1;
 		__u64 bad = (1 ^ LT(pos + 1, len)) | LT(t, 0xa0) | LT(len, pos + 2 + dl);
 		__u64 has = (SEL(hi, a1, a0) >> (id & 63)) & 1;
+		__u64 ok = has;
+
+		if (a) {
+			/* RFC 8548 3.5 on B's suboption (TEP ids 0x20-0x3f); a
+			 * constant condition: eno_parse's walk has none of it */
+			__u64 low = (id >> 5) & 1 & (1 ^ hi);
+			__u64 dlen = SEL(act & isdat, len - pos - 1, SEL(islen, dl, 0));
+			__u64 withdata = (isdat | islen) & low;
+			__u64 toolong = withdata & LT(17, dlen);
+			__u64 isres = withdata & (1 ^ LT(dlen, 9)) & (1 ^ toolong);
+			__u64 abad = (ar >> (id & 31)) & low & 1;
+			__u64 ares = (ar >> (32 + (id & 31))) & low & 1;
+
+			ok = has & (1 ^ abad) & (1 ^ toolong) & ((1 ^ isres) | ares);
+		}
 
 		glob |= SEL(gm, c, 0);
 		hg |= gm;
@@ -232,7 +328,9 @@ static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
 		bm1 |= SEL(tm & hi, bit, 0);
 		n += tm;
 		last = SEL(tm, id, last);
-		pick = SEL(tm & has, id, pick);
+		pick = SEL(tm & ok, id, pick);
+		dpos = SEL(act & isdat, pos, dpos);
+		did = SEL(act & isdat, id, did);
 		err |= act & islen & bad;
 		skip = SEL(act, SEL(islen, 1 + dl, 0) + SEL(isdat, 64, 0), skip - NZ(skip));
 	}
@@ -241,9 +339,43 @@ static __always_inline int walk_syn_form(const struct obuf *ob, __u32 len,
 	p->global = glob;
 	p->n_teps = n;
 	p->last_tep = last;
+	p->dat_pos = dpos;
+	p->dat_id = did;
 	if (err)
 		return -1;
 	return pick;
+}
+
+/*
+ * The rules word (above) of a SYN-form option that eno_parse() accepted: a
+ * walk of its own, so that eno_parse's and eno_pick's frames stay as small.
+ */
+__attribute__((noinline))
+__u64 eno_rules(const struct obuf *ob, __u32 len)
+{
+	__u64 skip = 0, r = 0;
+
+	if (!ob || len > ENO_MAX)
+		return 0;
+	for (__u32 pos = 2; pos < ENO_MAX; pos++) {
+		__u64 c = ob->b[pos], t = ob->b[pos + 1];
+		__u64 act = LT(pos, len) & EQ(skip, 0);
+		__u64 isdat = 1 ^ LT(c, 0xa0);
+		__u64 islen = LT(c, 0xa0) & (1 ^ LT(c, 0x80));
+		__u64 id = SEL(islen, t & 0x7f, c & 0x7f);
+		__u64 dl = (c & 0x1f) + 1;
+		__u64 low = (id >> 5) & 1 & (1 ^ ((id >> 6) & 1));   /* 0x20..0x3f */
+		__u64 dlen = SEL(act & isdat, len - pos - 1, SEL(islen, dl, 0));
+		__u64 withdata = act & (isdat | islen) & low;
+		__u64 toolong = withdata & LT(17, dlen);
+		__u64 isres = withdata & (1 ^ LT(dlen, 9)) & (1 ^ toolong);
+		__u64 again = isres & ((r >> (32 + (id & 31))) & 1);
+
+		r |= SEL(toolong | again, 1ULL << (id & 31), 0);
+		r |= SEL(isres, 1ULL << (32 + (id & 31)), 0);
+		skip = SEL(act, SEL(islen, 1 + dl, 0) + SEL(isdat, 64, 0), skip - NZ(skip));
+	}
+	return r;
 }
 
 /* Parse a SYN-form option; 0 if well formed, -1 otherwise. */
@@ -254,15 +386,17 @@ int eno_parse(const struct obuf *ob, __u32 len, struct parsed *p)
 		return -1;
 	if (len < 2 || len > ENO_MAX)
 		return -1;
-	return walk_syn_form(ob, len, p, NULL) < 0 ? -1 : 0;
+	return walk_syn_form(ob, len, p, NULL, 0) < 0 ? -1 : 0;
 }
 
 /*
- * Negotiated TEP (4.5): the last TEP in host B's SYN-form option (hb, lb)
- * that host A also sent (bitmap in a).  Returns the glt, 0 if none.
+ * Negotiated TEP (4.5): the last TEP suboption in host B's SYN-form option
+ * (hb, lb) that host A also sent (bitmap in a) and that is a valid choice
+ * under ar, the rules word of A's option (eno_rules).  Returns the glt, 0 if
+ * none.
  */
 __attribute__((noinline))
-int eno_pick(const struct obuf *hb, __u32 lb, const struct parsed *a)
+int eno_pick(const struct obuf *hb, __u32 lb, const struct parsed *a, __u64 ar)
 {
 	struct parsed tmp;
 	int r;
@@ -271,7 +405,7 @@ int eno_pick(const struct obuf *hb, __u32 lb, const struct parsed *a)
 		return 0;
 	if (lb < 2 || lb > ENO_MAX)
 		return 0;
-	r = walk_syn_form(hb, lb, &tmp, a);
+	r = walk_syn_form(hb, lb, &tmp, a, ar);
 	return r < 0 ? 0 : r;
 }
 
@@ -283,7 +417,7 @@ int eno_pick(const struct obuf *hb, __u32 lb, const struct parsed *a)
 __attribute__((noinline))
 int eno_find(const struct obuf *ob, __u32 start, __u32 olen, struct obuf *out)
 {
-	__u64 skip = 0, count = 0, first = 0, err = 0, stop = 0, flen;
+	__u64 skip = 0, count = 0, first = 0, err = 0, stop = 0, other = 0, flen;
 
 	if (!ob || !out || start > 20)
 		return -2;
@@ -302,9 +436,11 @@ int eno_find(const struct obuf *ob, __u32 start, __u32 olen, struct obuf *out)
 		err |= act & isopt & bad;
 		first = SEL(iseno & EQ(count, 0), start + pos, first);
 		count += iseno;
+		other |= act & isopt & (EQ(k, 30) | EQ(k, 19) | EQ(k, 29) | EQ(k, 34));
 		skip = SEL(act, SEL(isopt & (1 ^ bad), l - 1, 0), skip - NZ(skip));
 		stop |= act & isopt & bad;
 	}
+	out->b[OTHER_AT] = other;
 	if (err)
 		return -2;
 	if (count == 0)
@@ -361,6 +497,8 @@ static __always_inline void copy_opt(__u8 *dst, const __u8 *src, __u32 len)
 	__builtin_memcpy(dst, src, ENO_MAX);
 }
 
+static __always_inline int build_syn_cfg(const struct eno_cfg *cfg, struct eno_rec *rec);
+
 /* Active opener: build the SYN option into rec (syn_opt/syn_len). */
 static __always_inline int build_syn(struct bpf_sock_ops *skops, struct eno_rec *rec)
 {
@@ -382,7 +520,15 @@ static __always_inline int build_syn(struct bpf_sock_ops *skops, struct eno_rec 
 	}
 
 	struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
-	if (!cfg || cfg->n_teps == 0)
+	if (!cfg)
+		return -1;
+	return build_syn_cfg(cfg, rec);
+}
+
+/* The SYN option of the configured TEPs (fresh key exchange). */
+static __always_inline int build_syn_cfg(const struct eno_cfg *cfg, struct eno_rec *rec)
+{
+	if (cfg->n_teps == 0)
 		return -1;
 	__u32 n = cfg->n_teps;
 	if (n > ENO_MAX - 2)
@@ -441,7 +587,7 @@ static __attribute__((noinline)) void active_established(struct bpf_sock_ops *sk
 	struct eno_rec *rec;
 	struct obuf opts = {}, eno = {};
 	struct obuf *mine = &opts;   /* reused once the SYN-ACK options are parsed */
-	struct parsed a, b;
+	struct parsed p;   /* the SYN-ACK's option, then ours (one: the stack bound) */
 	int olen = 0, n;
 
 	rec = sk_rec(skops);
@@ -486,23 +632,30 @@ static __attribute__((noinline)) void active_established(struct bpf_sock_ops *sk
 		rec->fallback = FB_SYNACK_NO_ENO;
 	else if (n == -1)
 		rec->fallback = FB_DUPLICATE;
-	else if (n < 0 || eno_parse(&eno, n, &b) ||
-		 eno_parse(mine, rec->syn_len, &a))
+	else if (n < 0 || eno_parse(&eno, n, &p))
 		rec->fallback = FB_ILL_FORMED;
-	else if ((a.global & GLOBAL_B) == (b.global & GLOBAL_B))
-		rec->fallback = FB_ROLE_CONFLICT;
 	else {
-		/* host B is whoever sent b=1: normally the passive opener,
-		 * or us if the per-socket override set b=1 */
-		int tep;
+		__u8 peer_b = p.global & GLOBAL_B;
 
-		if (a.global & GLOBAL_B)
-			tep = eno_pick(mine, rec->syn_len, &b);
-		else
-			tep = eno_pick(&eno, n, &a);
-		if (!tep)
-			rec->fallback = FB_NO_COMMON_TEP;
-		rec->tep = tep;
+		if (eno_parse(mine, rec->syn_len, &p))
+			rec->fallback = FB_ILL_FORMED;
+		else if ((p.global & GLOBAL_B) == peer_b)
+			rec->fallback = FB_ROLE_CONFLICT;
+		else {
+			/* host B is whoever sent b=1: normally the passive
+			 * opener, or us if the per-socket override set b=1 */
+			int tep;
+
+			if (!peer_b) {
+				eno_parse(&eno, n, &p);
+				tep = eno_pick(mine, rec->syn_len, &p, eno_rules(&eno, n));
+			} else {
+				tep = eno_pick(&eno, n, &p, eno_rules(mine, rec->syn_len));
+			}
+			if (!tep)
+				rec->fallback = FB_NO_COMMON_TEP;
+			rec->tep = tep;
+		}
 	}
 
 	if (rec->fallback) {
@@ -518,17 +671,42 @@ static __attribute__((noinline)) void active_established(struct bpf_sock_ops *sk
 /* ---- passive opener --------------------------------------------------- */
 
 /*
+ * The passive opener's TEP: the first configured one that A offered and
+ * whose suboptions in A's option meet RFC 8548 3.5 (rules: eno_rules), 0 if
+ * none.  A function of its own so that passive_synack's frame stays small
+ * (see there).
+ */
+static __attribute__((noinline)) __u8 choose_tep(const struct parsed *a, __u64 rules)
+{
+	__u32 zero = 0;
+	struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
+
+	if (!cfg || !a)
+		return 0;
+	__u32 nc = cfg->n_teps;
+	for (int k = 0; k < 32; k++) {
+		if (k >= nc)
+			break;
+		__u8 t = cfg->teps[k] & 0x7f;
+		/* a TEP A's suboptions make invalid is not offered: the next
+		 * we support, or none */
+		if (t >= 0x20 && has_tep(a->teps, t) && !rule_bad(rules, t))
+			return t;
+	}
+	return 0;
+}
+
+/*
  * The passive opener's decision, from the SYN: for the SYN-ACK (skops->sk is
  * the request sock; TCP_BPF_SYN is the SYN being answered, or the saved SYN
  * on a retransmission) and again at PASSIVE_ESTABLISHED (the SYN saved with
  * the new socket).  Deterministic in the SYN and the config, so every call
  * gives the same option (4.6: a retransmitted SYN-ACK MUST NOT change it).
  */
-static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops, struct eno_rec *rec)
+static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops, struct eno_rec *rec, int take)
 {
 	struct obuf hdr = {}, eno = {};
 	struct parsed a;
-	__u32 zero = 0;
 	int hl, n;
 
 	if (!rec)
@@ -574,22 +752,42 @@ static __attribute__((noinline)) void passive_synack(struct bpf_sock_ops *skops,
 		return;
 	}
 
-	__u8 tep = 0;
-	struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
-	if (cfg) {
-		__u32 nc = cfg->n_teps;
-		for (int k = 0; k < 32; k++) {
-			if (k >= nc)
-				break;
-			__u8 t = cfg->teps[k] & 0x7f;
-			if (t >= 0x20 && has_tep(a.teps, t)) {
-				tep = t;
-				break;
-			}
-		}
-	}
+	__u8 tep = choose_tep(&a, eno_rules(&eno, n));
+
 	rec->synack_opt[0] = TCPOPT_ENO;
 	rec->synack_opt[2] = GLOBAL_B;
+	/* A offers to resume with this TEP (its last suboption, nonce_a 0..8
+	 * bytes) a ticket we hold, and nothing else in the SYN takes SYN-ACK
+	 * option space beyond MSS/SACK/TS/WS (<= 20 bytes, so our 13 fit) */
+	__u32 dl = n - a.dat_pos - 1;
+	if (tep && a.dat_id == tep && dl >= RESUME_HALF && dl <= RESUME_HALF + 8 &&
+	    !eno.b[OTHER_AT]) {
+		/* the key in hdr's bytes, done with once eno_find copied the
+		 * option: this frame must stay <= 160 bytes, or the chain
+		 * PASSIVE_ESTABLISHED -> passive_synack -> eno_parse passes the
+		 * verifier's 512-byte bound where frames round up to 32 bytes
+		 * (no JIT: the UML guest) */
+		struct resume_key *key = (struct resume_key *)hdr.b;
+		struct resume_val *v;
+
+		key->tep = tep;
+		for (int k = 0; k < RESUME_HALF; k++)
+			key->half[k] = eno.b[m63(a.dat_pos + 1 + k)];
+		v = bpf_map_lookup_elem(&eno_resume, key);
+		if (v) {
+			rec->synack_opt[1] = 4 + RESUME_HALF;
+			rec->synack_opt[3] = tep | 0x80;
+			for (int k = 0; k < RESUME_HALF; k++)
+				rec->synack_opt[4 + k] = v->half[k];
+			rec->synack_len = 4 + RESUME_HALF;
+			rec->tep = tep;
+			rec->flags |= F_SYNACK_ENO | F_RESUME;
+			rec->state = ST_B_SYNACK_SENT;
+			if (take)
+				bpf_map_delete_elem(&eno_resume, key);
+			return;
+		}
+	}
 	if (tep) {
 		rec->synack_opt[1] = 4;
 		rec->synack_opt[3] = tep;
@@ -617,7 +815,7 @@ static __attribute__((noinline)) void passive_established(struct bpf_sock_ops *s
 
 	bpf_sock_ops_cb_flags_set(skops, 0);   /* B received a non-SYN segment: done */
 	nrec.role = ROLE_PASSIVE;
-	passive_synack(skops, &nrec);
+	passive_synack(skops, &nrec, 1);
 	r = bpf_load_hdr_opt(skops, buf, sizeof(buf), 0);
 	if (r > 0 || r == -28 /* -ENOSPC: present but long */)
 		nrec.flags |= F_ACK_HAD_ENO;
@@ -643,7 +841,7 @@ static __attribute__((noinline)) int synack_len(struct bpf_sock_ops *skops)
 	struct eno_rec nrec = {};
 
 	nrec.role = ROLE_PASSIVE;
-	passive_synack(skops, &nrec);
+	passive_synack(skops, &nrec, 0);
 	/* no room: the SYN-ACK goes out without ENO (no write callback follows);
 	 * A then sends no ENO in its ACK and both ends fall back */
 	if (nrec.synack_len)
@@ -657,7 +855,7 @@ static __attribute__((noinline)) int synack_write(struct bpf_sock_ops *skops)
 	struct eno_rec nrec = {};
 
 	nrec.role = ROLE_PASSIVE;
-	passive_synack(skops, &nrec);
+	passive_synack(skops, &nrec, 0);
 	if (nrec.synack_len)
 		store_opt(skops, nrec.synack_opt, nrec.synack_len);
 	return CG_OK;
@@ -679,7 +877,25 @@ static __attribute__((noinline)) int hdr_opt(struct bpf_sock_ops *skops, int wri
 		if (rec->state != ST_A_SYN_SENT || !rec->syn_len)
 			return CG_OK;
 		if (!write) {
-			if (reserve(skops, rec->syn_len)) {
+			int no_room = reserve(skops, rec->syn_len);
+
+			if (no_room && (rec->flags & F_OVERRIDE)) {
+				/* the override (a resumption suboption: 12-21
+				 * bytes) does not fit (e.g. MPTCP took 4 of the
+				 * SYN's 20 free bytes): offer a fresh key
+				 * exchange with the configured TEPs instead */
+				struct eno_rec tmp = {};
+				__u32 zero = 0;
+				struct eno_cfg *cfg = bpf_map_lookup_elem(&eno_cfg, &zero);
+
+				if (cfg && !build_syn_cfg(cfg, &tmp) && !reserve(skops, tmp.syn_len)) {
+					copy_opt(rec->syn_opt, tmp.syn_opt, ENO_MAX);
+					rec->syn_len = tmp.syn_len;
+					rec->flags &= ~F_OVERRIDE;
+					no_room = 0;
+				}
+			}
+			if (no_room) {
 				/* SYN goes out without ENO: plain TCP */
 				rec->fallback = FB_NO_SPACE;
 				rec->flags &= ~F_SYN_ENO;

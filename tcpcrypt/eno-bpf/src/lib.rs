@@ -42,7 +42,7 @@ use std::{
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::{
-    maps::{Array, Map, MapData},
+    maps::{Array, HashMap, Map, MapData},
     programs::{links::CgroupAttachMode, SockOps},
     Ebpf, EbpfLoader, Pod,
 };
@@ -66,6 +66,8 @@ pub const TEP_TCPCRYPT_ECDHE_CURVE448: u8 = 0x24;
 
 const MAX_CFG_TEPS: usize = 32;
 const ENO_MAX: usize = 40;
+/// Half of an RFC 8548 resumption identifier resume[i] (9 bytes).
+pub const RESUME_HALF_LEN: usize = 9;
 
 /// What the program offers / accepts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -269,6 +271,7 @@ pub struct EnoBpf {
     sk_rec: MapData,
     cfg: Mutex<Array<MapData, RawCfg>>,
     sk_syn: Option<MapData>,
+    resume: Mutex<HashMap<MapData, [u8; 1 + RESUME_HALF_LEN], [u8; RESUME_HALF_LEN]>>,
     // Owns the program and its link; must outlive nothing else, dropped last.
     _ebpf: Ebpf,
 }
@@ -296,6 +299,8 @@ impl EnoBpf {
             _ => None,
         };
 
+        let resume = HashMap::try_from(ebpf.take_map("eno_resume").ok_or_else(|| anyhow!("no eno_resume map"))?)?;
+
         let cgroup = File::open(cgroup_dir)
             .with_context(|| format!("opening cgroup directory {}", cgroup_dir.display()))?;
         let prog: &mut SockOps = ebpf
@@ -306,7 +311,7 @@ impl EnoBpf {
         prog.attach(&cgroup, CgroupAttachMode::Single)
             .with_context(|| format!("attaching eno_sockops to {}", cgroup_dir.display()))?;
 
-        Ok(EnoBpf { sk_rec, cfg: Mutex::new(cfg_map), sk_syn, _ebpf: ebpf })
+        Ok(EnoBpf { sk_rec, cfg: Mutex::new(cfg_map), sk_syn, resume: Mutex::new(resume), _ebpf: ebpf })
     }
 
     /// Replaces the TEP configuration; affects connections opened from now on.
@@ -345,10 +350,33 @@ impl EnoBpf {
         }
     }
 
+    /// RFC 8548 §3.5, passive side: from now on a SYN whose last suboption is a resumption
+    /// suboption for `tep` naming `peer_half` gets a SYN-ACK that agrees to resume with
+    /// `my_half` (and a zero-byte nonce_b), until [`EnoBpf::unaccept_resume`] or until a
+    /// connection established with it (the program deletes the entry then: single use).
+    /// At most 4,096 entries (the map's size).
+    pub fn accept_resume(&self, tep: u8, peer_half: &[u8; RESUME_HALF_LEN], my_half: &[u8; RESUME_HALF_LEN]) -> Result<()> {
+        let mut k = [0u8; 1 + RESUME_HALF_LEN];
+        k[0] = tep & 0x7f;
+        k[1..].copy_from_slice(peer_half);
+        self.resume.lock().unwrap_or_else(|p| p.into_inner()).insert(k, *my_half, 0).context("updating eno_resume")
+    }
+
+    /// Stop accepting the resumption named by (`tep`, `peer_half`) (the ticket was used,
+    /// replaced or expired). No error if it was not there.
+    pub fn unaccept_resume(&self, tep: u8, peer_half: &[u8; RESUME_HALF_LEN]) {
+        let mut k = [0u8; 1 + RESUME_HALF_LEN];
+        k[0] = tep & 0x7f;
+        k[1..].copy_from_slice(peer_half);
+        let _ = self.resume.lock().unwrap_or_else(|p| p.into_inner()).remove(&k);
+    }
+
     /// Overrides, for one not-yet-connected socket, the complete SYN-form ENO option of its
     /// SYN: `opt` is the whole option including kind (69) and length bytes, 2..=40 bytes
-    /// (in practice at most 20 fit next to MSS/SACK/TS/WS; if it does not fit the SYN goes
-    /// out without ENO and the record says [`EnoFallback::NoSpace`]). Use it for RFC 8548
+    /// (in practice at most 20 fit next to MSS/SACK/TS/WS, 16 next to MPTCP's MP_CAPABLE; if it
+    /// does not fit, the SYN carries the configured TEPs instead - a fresh key exchange - and
+    /// the record's `syn_option` says so; only if that does not fit either does the SYN go
+    /// out without ENO, with [`EnoFallback::NoSpace`]). Use it for RFC 8548
     /// session resumption suboptions or to set b=1 for a simultaneous open. Call before
     /// `connect()`; the socket must have been created inside the cgroup.
     pub fn set_syn_option(&self, sock: BorrowedFd<'_>, opt: &[u8]) -> Result<()> {

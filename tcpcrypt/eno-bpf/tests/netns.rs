@@ -570,3 +570,62 @@ fn listener_before_attach_and_per_socket_records() {
     let (ra2, rb2) = records(&a, Some(&b), &c2);
     assert!(ra2.encrypted() && rb2.unwrap().encrypted());
 }
+
+/// RFC 8548 §3.5 through the program: a SYN whose resumption suboption names a half in B's
+/// `eno_resume` map gets a SYN-ACK that resumes (B's half, empty nonce_b), and only once (the
+/// entry is deleted when the connection is established: the same SYN again gets a fresh TEP);
+/// an override that does not fit in the SYN's 20 free bytes gives the configured TEPs (a fresh
+/// key exchange), not a SYN without ENO.
+#[test]
+fn resumption_from_the_map_single_use_and_oversized_override_falls_back() {
+    require_root!();
+    let _g = lock();
+    let lab = Lab::new();
+    let a = EnoBpf::attach(&lab.cg_a, &EnoConfig { teps: vec![0x21] }).unwrap();
+    let b = EnoBpf::attach(&lab.cg_b, &EnoConfig { teps: vec![0x23, 0x21] }).unwrap();
+    let (half_a, half_b) = ([1u8, 2, 3, 4, 5, 6, 7, 8, 9], [0x91u8, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99]);
+    b.accept_resume(0x23, &half_a, &half_b).unwrap();
+    let mut opt = vec![69, 20, 0xa3];
+    opt.extend_from_slice(&half_a);
+    opt.extend_from_slice(&[0xee; 8]); // nonce_a
+    let mut resumed = vec![69, 13, 0x01, 0xa3];
+    resumed.extend_from_slice(&half_b);
+    let cap = Capture::start();
+
+    let (mut c, _l) = connect(&lab, 7010, |fd| a.set_syn_option(fd.as_fd(), &opt).unwrap());
+    exchange(&mut c);
+    let segs = cap.segments(7010);
+    let d = dump(&segs);
+    assert_eq!(segs[0].eno(), vec![&opt], "{d}");
+    assert_eq!(segs[1].eno(), vec![&resumed], "{d}");
+    assert_eq!(segs[2].eno(), vec![&vec![69, 2]], "{d}");
+    let (ra, rb) = records(&a, Some(&b), &c);
+    let rb = rb.unwrap();
+    assert_eq!((&ra.syn_option, &ra.synack_option), (&opt, &resumed));
+    assert_eq!(ra.transcript(), rb.transcript());
+    assert!(ra.encrypted() && rb.encrypted());
+
+    // single use: the same offer again gets a fresh key exchange's TEP
+    let (mut c, _l) = connect(&lab, 7011, |fd| a.set_syn_option(fd.as_fd(), &opt).unwrap());
+    exchange(&mut c);
+    let segs = cap.segments(7011);
+    let d = dump(&segs);
+    assert_eq!(segs[1].eno(), vec![&vec![69, 4, 0x01, 0x23]], "{d}");
+    let (_, rb) = records(&a, Some(&b), &c);
+    assert_eq!(rb.unwrap().synack_option, vec![69, 4, 0x01, 0x23]);
+
+    // 24 bytes do not fit next to MSS/SACK/TS/WS (20): the configured TEPs go out instead
+    let mut big = vec![69, 24, 0xa3];
+    big.extend_from_slice(&[7u8; 21]);
+    let (mut c, _l) = connect(&lab, 7012, |fd| a.set_syn_option(fd.as_fd(), &big).unwrap());
+    exchange(&mut c);
+    let segs = cap.segments(7012);
+    let d = dump(&segs);
+    assert_eq!(segs[0].eno(), vec![&vec![69, 3, 0x21]], "{d}");
+    assert_eq!(segs[1].eno(), vec![&vec![69, 4, 0x01, 0x21]], "{d}");
+    let (ra, rb) = records(&a, Some(&b), &c);
+    assert!(!ra.overridden && ra.fallback.is_none(), "{ra:?}");
+    assert_eq!(ra.syn_option, vec![69, 3, 0x21]);
+    assert_eq!(ra.transcript(), rb.unwrap().transcript());
+    assert!(ra.encrypted());
+}

@@ -1,12 +1,11 @@
 /*
- * fuzz_eno_diff's C side: the BPF program's own source (eno.bpf.c, its inline-asm helpers
- * replaced by build.rs with C of the same semantics) compiled for user space, with the BPF
- * helpers stubbed here. Exposes the ENO parsers and the passive opener's SYN-ACK decision
+ * fuzz_eno_diff's C side: the BPF program's own source (eno.bpf.c, whose inline-asm helpers
+ * have C forms outside __bpf__) compiled for user space, with the BPF helpers stubbed here. Exposes the ENO parsers and the passive opener's SYN-ACK decision
  * to Rust (src/eno_diff.rs).
  */
 #include <string.h>
 #include <linux/bpf.h>
-#include "eno_bpf_user.c"
+#include "eno.bpf.c"
 
 /* ---- helper stubs: one fake connection at a time ---------------------------------- */
 static struct eno_cfg stub_cfg;
@@ -23,7 +22,14 @@ void *bpf_map_lookup_elem(void *map, const void *key)
 	(void)key;
 	if (map == (void *)&eno_cfg)
 		return stub_cfg_present ? &stub_cfg : NULL;
+	if (map == (void *)&eno_resume)
+		return NULL;   /* the daemon holds no tickets */
 	return stub_rec_present ? &stub_rec : NULL;
+}
+long bpf_map_delete_elem(void *map, const void *key)
+{
+	(void)map; (void)key;
+	return -2;
 }
 long bpf_map_update_elem(void *map, const void *key, const void *value, __u64 flags)
 {
@@ -110,7 +116,16 @@ int fuzz_eno_parse(const __u8 *buf, __u32 len, struct fuzz_parsed *out)
 	return r;
 }
 
-int fuzz_eno_pick(const __u8 *hb, __u32 lb, const struct fuzz_parsed *a)
+/* buf: 64 bytes, a well-formed option in [0, len) */
+__u64 fuzz_eno_rules(const __u8 *buf, __u32 len)
+{
+	struct obuf ob;
+
+	memcpy(ob.b, buf, BUF);
+	return eno_rules(&ob, len);
+}
+
+int fuzz_eno_pick(const __u8 *hb, __u32 lb, const struct fuzz_parsed *a, __u64 rules)
 {
 	struct obuf ob;
 	struct parsed pa;
@@ -122,7 +137,7 @@ int fuzz_eno_pick(const __u8 *hb, __u32 lb, const struct fuzz_parsed *a)
 	pa.global = a->global;
 	pa.n_teps = a->n_teps;
 	pa.last_tep = a->last_tep;
-	return eno_pick(&ob, lb, &pa);
+	return eno_pick(&ob, lb, &pa, rules);
 }
 
 int fuzz_eno_find(const __u8 *buf, __u32 start, __u32 olen, __u8 *out64)
@@ -164,7 +179,7 @@ int fuzz_passive_synack(const __u8 *syn_hdr, int hdr_len, int cfg_present, const
 
 	memset(&rec, 0, sizeof(rec));
 	rec.role = ROLE_PASSIVE;
-	passive_synack(NULL, &rec);
+	passive_synack(NULL, &rec, 0);
 	memcpy(synack, rec.synack_opt, ENO_MAX);
 	memcpy(syn, rec.syn_opt, ENO_MAX);
 	*fallback = rec.fallback;

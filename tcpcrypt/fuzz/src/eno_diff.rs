@@ -1,12 +1,16 @@
 //! fuzz_eno_diff: the BPF program's C parsers of the ENO option (tcpcrypt/eno-bpf/bpf/eno.bpf.c,
-//! compiled for user space by build.rs: its inline-asm helpers replaced by C of the same
-//! semantics, its BPF helpers stubbed in c/eno_shim.c) against tcpcrypt-proto's (eno.rs), on
+//! compiled for user space by build.rs: its inline-asm helpers have C forms outside
+//! `__bpf__`, its BPF helpers are stubbed in c/eno_shim.c) against tcpcrypt-proto's (eno.rs), on
 //! every input:
 //!
 //! 0. `eno_parse` vs `SynOption::parse_contents`: same verdict; for a valid option the same
 //!    TEP set, first global suboption, number of TEP suboptions and last TEP; the bytes after
 //!    the option in the C buffer do not matter.
-//! 1. `eno_pick` vs `eno::negotiate` (the last TEP of B's option that A offered, RFC 8547 §4.5).
+//!    `eno_rules` (RFC 8548 §3.5 on A's suboptions: at most 9 + 8 bytes of data, one
+//!    resumption offer per TEP) vs `resume::lengths_valid`.
+//! 1. `eno_pick` vs `eno::negotiate` (the last TEP of B's option that A offered, RFC 8547 §4.5,
+//!    and that meets RFC 8548 §3.5's rules: `resume::lengths_valid`; the fuzzer found the BPF
+//!    program choosing a TEP whose suboption carried more than 9 + 8 bytes).
 //! 2. `eno_find` (the ENO option among a segment's TCP options) vs a reference walk of the
 //!    options written here (RFC 9293 §3.1: EOL, NOP, kind-length-value).
 //! 3. `passive_synack` (the SYN-ACK's option for a SYN header and the configured TEPs) vs the
@@ -14,7 +18,7 @@
 //!    are tcpcrypt's.
 //! 4. `active_established` (the active opener's verdict on a SYN-ACK: fallback reason, TEP,
 //!    recorded option) vs `eno::negotiate` on the same two options.
-use tcpcrypt_proto::eno::{self, Fallback, Policy, SynOption};
+use tcpcrypt_proto::eno::{self, Fallback, Policy, SynOption, TepSuboption};
 use tcpcrypt_proto::{resume, Tep};
 
 use crate::crypto::SEED_SYNACK;
@@ -31,7 +35,8 @@ struct CParsed {
 
 extern "C" {
     fn fuzz_eno_parse(buf: *const u8, len: u32, out: *mut CParsed) -> i32;
-    fn fuzz_eno_pick(hb: *const u8, lb: u32, a: *const CParsed) -> i32;
+    fn fuzz_eno_pick(hb: *const u8, lb: u32, a: *const CParsed, rules: u64) -> i32;
+    fn fuzz_eno_rules(buf: *const u8, len: u32) -> u64;
     fn fuzz_eno_find(buf: *const u8, start: u32, olen: u32, out64: *mut u8) -> i32;
     #[allow(clippy::too_many_arguments)]
     fn fuzz_passive_synack(
@@ -79,9 +84,40 @@ fn c_parse(buf: &[u8; 64], len: u32) -> (i32, CParsed) {
     (r, p)
 }
 
-fn c_pick(hb: &[u8; 64], lb: u32, a: &CParsed) -> i32 {
+fn c_pick(hb: &[u8; 64], lb: u32, a: &CParsed, rules: u64) -> i32 {
     // SAFETY: hb is 64 bytes; a is a valid CParsed.
-    unsafe { fuzz_eno_pick(hb.as_ptr(), lb, a) }
+    unsafe { fuzz_eno_pick(hb.as_ptr(), lb, a, rules) }
+}
+
+fn c_rules(buf: &[u8; 64], len: u32) -> u64 {
+    // SAFETY: buf is 64 bytes, as the C side reads.
+    unsafe { fuzz_eno_rules(buf.as_ptr(), len) }
+}
+
+/// RFC 8548 §3.5's rules on a choice of B's suboption (`resume::lengths_valid`, what tcpcryptd
+/// applies), for the TEP ids eno-bpf applies them to: 0x20-0x3f, which hold tcpcrypt's
+/// 0x21-0x24 (tcpcryptd refuses any other TEP whatever its suboptions).
+fn rules_valid(b: &TepSuboption, a_subs: &[TepSuboption]) -> bool {
+    b.tep >= 0x40 || resume::lengths_valid(b, a_subs)
+}
+
+/// eno_rules' word for a valid option, from eno.rs and `resume`: bit (t - 0x20) when A's
+/// suboptions of TEP t make it unusable, bit 32 + (t - 0x20) when A offers to resume t.
+fn want_rules(o: &SynOption) -> u64 {
+    let mut w = 0u64;
+    for t in 0x20u8..0x40 {
+        let subs: Vec<TepSuboption> = o.teps().filter(|s| s.tep == t).cloned().collect();
+        if subs.is_empty() {
+            continue;
+        }
+        if !resume::lengths_valid(&TepSuboption::plain(t), &subs) {
+            w |= 1 << (t & 31);
+        }
+        if subs.iter().any(|s| matches!(resume::resume_fields(s), Ok(Some(_)))) {
+            w |= 1 << (32 + (t & 31));
+        }
+    }
+    w
 }
 
 fn c_find(buf: &[u8; 64], start: u32, olen: u32) -> (i32, [u8; 64]) {
@@ -209,6 +245,8 @@ fn diff_parse(r: &mut Input) -> u32 {
             assert_eq!(usize::from(p.n_teps), o.teps().count(), "number of TEP suboptions");
             assert_eq!(p.last_tep, o.teps().last().map_or(0, |t| t.tep), "last TEP");
             assert_eq!((p2.teps, p2.global, p2.n_teps, p2.last_tep), (p.teps, p.global, p.n_teps, p.last_tep));
+            assert_eq!(c_rules(&buf, len), want_rules(o), "eno_rules: {:02x?}", &buf[..len as usize]);
+            assert_eq!(c_rules(&other, len), want_rules(o), "eno_rules depends on bytes after the option");
         }
         Err(e) => assert_eq!(rc, -1, "C accepts what eno.rs rejects ({e:?}): {:02x?}", &buf[..len as usize]),
     }
@@ -233,18 +271,26 @@ fn diff_pick(r: &mut Input) -> u32 {
     let ra = SynOption::parse(a_opt);
     assert_eq!(rc_a == 0, ra.is_ok());
     let Ok(ra) = ra else { return reached::PARSE_BAD };
-    let pick = c_pick(&bbuf, lb, &pa);
+    let pick = c_pick(&bbuf, lb, &pa, c_rules(&abuf, la));
     let rb = SynOption::parse(b_opt);
+    let a_subs = |tep: u8| -> Vec<TepSuboption> { ra.teps().filter(|s| s.tep == tep).cloned().collect() };
     let want = match &rb {
         Err(_) => 0,
-        Ok(b) => b.teps().rev().find(|t| ra.teps().any(|s| s.tep == t.tep)).map_or(0, |t| i32::from(t.tep)),
+        Ok(b) => b
+            .teps()
+            .rev()
+            .find(|t| {
+                let subs = a_subs(t.tep);
+                !subs.is_empty() && rules_valid(t, &subs)
+            })
+            .map_or(0, |t| i32::from(t.tep)),
     };
     assert_eq!(pick, want, "eno_pick: A {a_opt:02x?} B {b_opt:02x?}");
     // The same through eno.rs's negotiation, where the roles are right.
     if let Ok(b) = &rb {
         if !ra.global().b() && b.global().b() {
             let policy = Policy { teps: (0x20..=0x7f).collect(), mandatory_app_aware: false };
-            match eno::negotiate(a_opt, b_opt, &policy, |_, _| true) {
+            match eno::negotiate(a_opt, b_opt, &policy, rules_valid) {
                 Ok(n) => assert_eq!(i32::from(n.tep()), pick, "negotiate vs eno_pick"),
                 Err(Fallback::NoCommonTep) => assert_eq!(pick, 0, "negotiate found no TEP, eno_pick {pick:#x}"),
                 Err(f) => panic!("negotiate: {f:?}"),
@@ -350,7 +396,11 @@ fn diff_synack(r: &mut Input) -> u32 {
                     Ok(o) if o.global().b() => (FB_ROLE_CONFLICT, vec![]),
                     Ok(o) => {
                         let cfg: &[u8] = if cfg_present { &teps } else { &[] };
-                        match cfg.iter().map(|t| t & 0x7f).find(|&t| t >= 0x20 && o.teps().any(|s| s.tep == t)) {
+                        let usable = |t: u8| {
+                            let subs: Vec<TepSuboption> = o.teps().filter(|s| s.tep == t).cloned().collect();
+                            t >= 0x20 && !subs.is_empty() && rules_valid(&TepSuboption::plain(t), &subs)
+                        };
+                        match cfg.iter().map(|t| t & 0x7f).find(|&t| usable(t)) {
                             Some(t) => (FB_NONE, vec![eno::KIND, 4, 0x01, t]),
                             None => (FB_NO_COMMON_TEP, vec![eno::KIND, 3, 0x01]),
                         }
@@ -480,7 +530,7 @@ fn diff_active(r: &mut Input) -> u32 {
             let theirs = &opt_buf[first..first + n as usize];
             assert_eq!(&synack[..usize::from(synack_len)], theirs, "recorded SYN-ACK option: {ctx}");
             let policy = Policy { teps: (0x20..=0x7f).collect(), mandatory_app_aware: false };
-            match eno::negotiate(ours, theirs, &policy, |_, _| true) {
+            match eno::negotiate(ours, theirs, &policy, rules_valid) {
                 Ok(neg) => {
                     assert_eq!(tep, neg.tep(), "negotiated TEP: {ctx}");
                     FB_NONE

@@ -6,6 +6,7 @@
 //! * [`msgs`]: Init1, Init2, frames.
 //! * [`keys`]: the HKDF-SHA256 key schedule.
 //! * [`Session`]: the connection state machine.
+//! * [`observe`]: a passive observer with the key log: decrypt a captured connection.
 //!
 //! ```
 //! use tcpcrypt_proto::{resume, Config, Session};
@@ -33,6 +34,7 @@ pub mod eno;
 mod error;
 pub mod keys;
 pub mod msgs;
+pub mod observe;
 pub mod resume;
 mod session;
 pub mod suite;

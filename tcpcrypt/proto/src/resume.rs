@@ -2,6 +2,7 @@
 //! validity rules of tcpcrypt suboptions) and session caching/resumption (RFC 8548 §3.2, §3.5).
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use rand_core::{CryptoRng, RngCore};
 
@@ -76,16 +77,23 @@ pub fn resume_fields(sub: &TepSuboption) -> Result<Option<ResumeFields<'_>>, Inv
     Ok(Some((h, &sub.data[RESUME_HALF_LEN..])))
 }
 
+/// A cached ticket: its peer, the ticket, its insertion order, when it was cached.
+type CacheEntry = (Vec<u8>, ResumeTicket, u64, Option<Instant>);
+
 /// Cache of resumable sessions. Tickets are taken out when offered or accepted, so a
-/// session secret is never used twice (§3.5).
+/// session secret is never used twice (§3.5). With a `lifetime`, a ticket older than that is
+/// never offered by [`SessionCache::take_for_peer`] and is dropped by
+/// [`SessionCache::purge_expired`].
 #[derive(Debug, Default)]
 pub struct SessionCache {
-    tickets: HashMap<[u8; RESUME_ID_LEN], (Vec<u8>, ResumeTicket, u64)>,
+    tickets: HashMap<[u8; RESUME_ID_LEN], CacheEntry>,
     by_peer: HashMap<Vec<u8>, [u8; RESUME_ID_LEN]>,
     by_peer_half: HashMap<[u8; RESUME_HALF_LEN], [u8; RESUME_ID_LEN]>,
     seq: u64,
     /// Maximum number of tickets (oldest evicted); 0 = unlimited.
     pub capacity: usize,
+    /// How long a ticket may be used after it was cached; None = no expiry.
+    pub lifetime: Option<Duration>,
 }
 
 impl SessionCache {
@@ -102,23 +110,32 @@ impl SessionCache {
         self.tickets.is_empty()
     }
     /// Cache a ticket for the peer identified by `peer` (e.g. its IP address). Replaces the
-    /// peer's previous ticket.
-    pub fn insert(&mut self, peer: &[u8], ticket: ResumeTicket) {
+    /// peer's previous ticket; returns the tickets that left the cache (replaced, evicted).
+    pub fn insert(&mut self, peer: &[u8], ticket: ResumeTicket) -> Vec<ResumeTicket> {
+        let mut gone = Vec::new();
         if let Some(old) = self.by_peer.get(peer).copied() {
-            self.remove(&old);
+            gone.extend(self.remove(&old));
         }
         if self.capacity > 0 && self.tickets.len() >= self.capacity {
-            if let Some(oldest) = self.tickets.iter().min_by_key(|(_, (_, _, s))| *s).map(|(k, _)| *k) {
-                self.remove(&oldest);
+            if let Some(oldest) = self.tickets.iter().min_by_key(|(_, (_, _, s, _))| *s).map(|(k, _)| *k) {
+                gone.extend(self.remove(&oldest));
             }
         }
         self.seq += 1;
+        let expires = self.lifetime.map(|l| Instant::now() + l);
         self.by_peer.insert(peer.to_vec(), ticket.id);
         self.by_peer_half.insert(ticket.peer_half(), ticket.id);
-        self.tickets.insert(ticket.id, (peer.to_vec(), ticket, self.seq));
+        self.tickets.insert(ticket.id, (peer.to_vec(), ticket, self.seq, expires));
+        gone
+    }
+    /// Drop the tickets whose lifetime ran out; returns them.
+    pub fn purge_expired(&mut self) -> Vec<ResumeTicket> {
+        let now = Instant::now();
+        let old: Vec<_> = self.tickets.iter().filter(|(_, e)| e.3.is_some_and(|x| x <= now)).map(|(k, _)| *k).collect();
+        old.iter().filter_map(|k| self.remove(k)).collect()
     }
     fn remove(&mut self, id: &[u8; RESUME_ID_LEN]) -> Option<ResumeTicket> {
-        let (peer, t, _) = self.tickets.remove(id)?;
+        let (peer, t, _, _) = self.tickets.remove(id)?;
         self.by_peer.remove(&peer);
         self.by_peer_half.remove(&t.peer_half());
         Some(t)
@@ -127,12 +144,19 @@ impl SessionCache {
     /// unused i; it counts as used whether or not resumption succeeds).
     pub fn take_for_peer(&mut self, peer: &[u8]) -> Option<ResumeTicket> {
         let id = *self.by_peer.get(peer)?;
-        self.remove(&id)
+        let expired = self.tickets.get(&id).and_then(|e| e.3).is_some_and(|x| x <= Instant::now());
+        let t = self.remove(&id);
+        if expired {
+            return None;
+        }
+        t
     }
-    /// Passive opener: take the ticket named by the identifier half the peer sent.
+    /// Passive opener: take the ticket named by the identifier half the peer sent. Expiry is
+    /// not checked here: a passive opener's SYN-ACK agreed (or not) when the SYN came, by
+    /// what [`SessionCache::purge_expired`] had left; the key schedule must follow the wire.
     pub fn take_by_peer_half(&mut self, half: &[u8; RESUME_HALF_LEN], tep: Tep) -> Option<ResumeTicket> {
         let id = *self.by_peer_half.get(half)?;
-        if self.tickets.get(&id).map(|(_, t, _)| t.tep) != Some(tep) {
+        if self.tickets.get(&id).map(|(_, t, _, _)| t.tep) != Some(tep) {
             return None;
         }
         self.remove(&id)
@@ -178,7 +202,13 @@ pub fn synack_option<R: RngCore + CryptoRng>(
         return (Vec::new(), None);
     }
     let global = Some(Global::new(false, true));
-    let Some(tep) = teps.iter().copied().find(|t| a.teps().any(|s| s.tep == t.id())) else {
+    // A TEP whose suboptions from A break §3.5 (too long, two resumption offers) cannot be
+    // negotiated (`lengths_valid`): not answered, as eno-bpf does not answer it.
+    let usable = |t: &Tep| {
+        let subs: Vec<TepSuboption> = a.teps().filter(|s| s.tep == t.id()).cloned().collect();
+        !subs.is_empty() && lengths_valid(&TepSuboption::plain(t.id()), &subs)
+    };
+    let Some(tep) = teps.iter().copied().find(usable) else {
         // ENO present but nothing in common: a vacuous option is allowed here (§4.6).
         return (SynOption::new(global, vec![]).encode().unwrap_or_default(), None);
     };
@@ -218,8 +248,32 @@ pub struct Plan {
     pub mode: KeyMode,
 }
 
+/// The rules of §3.5 a choice of B's suboption `b` must meet whatever tickets a host holds:
+/// A's suboptions for its TEP (`a_subs`) carry at most 9 + 8 bytes of data each and offer
+/// resumption (9 bytes or more) at most once; `b` carries at most 9 + 8 bytes; and if `b`
+/// resumes, A offered resumption. (eno-bpf's sock_ops program applies the same rules when it
+/// picks a TEP, so both agree on when ENO negotiated tcpcrypt: `fuzz_eno_diff`.)
+pub fn lengths_valid(b: &TepSuboption, a_subs: &[TepSuboption]) -> bool {
+    let mut offers = 0;
+    for s in a_subs {
+        match resume_fields(s) {
+            Err(InvalidResume) => return false,
+            Ok(Some(_)) => offers += 1,
+            Ok(None) => {}
+        }
+    }
+    match resume_fields(b) {
+        Err(InvalidResume) => false,
+        Ok(Some(_)) => offers == 1,
+        Ok(None) => offers <= 1,
+    }
+}
+
 fn tcpcrypt_valid(role: Role, b: &TepSuboption, a_subs: &[TepSuboption], tickets: &[&ResumeTicket]) -> Option<KeyMode> {
     let tep = Tep::from_id(b.tep)?;
+    if !lengths_valid(b, a_subs) {
+        return None;
+    }
     // §3.5: at most one resumption suboption per TEP from A; a malformed one invalidates.
     let mut a_res = Vec::new();
     for s in a_subs {
@@ -274,4 +328,61 @@ pub fn negotiate(
     })?;
     let tep = Tep::from_id(eno.tep()).ok_or(Fallback::NoCommonTep)?;
     Ok(Plan { eno, tep, mode })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticket(b: u8) -> ResumeTicket {
+        ResumeTicket::new(Tep::Curve25519, Aead::Aes128Gcm, Role::A, 1, Secret::from_bytes([b; K_LEN]))
+    }
+
+    /// RFC 8548 §3.5: data of more than 9 + 8 bytes, or two resumption offers for one TEP,
+    /// make the TEP unusable (the inputs on which fuzz_eno_diff found eno-bpf disagreeing).
+    #[test]
+    fn suboption_lengths() {
+        let with = |n: usize| TepSuboption::with_data(0x23, vec![7; n]);
+        let plain = TepSuboption::plain(0x23);
+        assert!(lengths_valid(&plain, std::slice::from_ref(&plain)));
+        assert!(lengths_valid(&plain, &[with(8)]), "under 9 bytes: a fresh key exchange");
+        assert!(lengths_valid(&plain, &[with(17)]), "an offer B may decline");
+        assert!(!lengths_valid(&plain, &[with(18)]));
+        assert!(!lengths_valid(&plain, &[with(9), with(12)]), "two offers");
+        assert!(lengths_valid(&with(9), &[with(17)]), "B resumes what A offered");
+        assert!(!lengths_valid(&with(9), std::slice::from_ref(&plain)), "B resumes what A did not offer");
+        assert!(!lengths_valid(&with(18), &[with(9)]));
+        // A SYN offering 0x21 and 0x23 with 18 bytes: the SYN-ACK takes 0x21 (eno-bpf does too).
+        let mut syn = vec![eno::KIND, 22, 0x21, 0xa3];
+        syn.extend([0x11; 18]);
+        let (synack, _) = synack_option(&syn, &[Tep::Curve25519, Tep::P256], None, 8, &mut rand_core::OsRng);
+        assert_eq!(synack, [eno::KIND, 4, 0x01, 0x21]);
+        // ... and a SYN-ACK naming 0x23 with 18 bytes negotiates nothing.
+        let mut synack = vec![eno::KIND, 22, 0x01, 0xa3];
+        synack.extend([0x11; 18]);
+        let syn = [eno::KIND, 3, 0x23];
+        assert_eq!(negotiate(&syn, &synack, false, true, &[Tep::Curve25519], &[]).err(), Some(Fallback::NoCommonTep));
+    }
+
+    #[test]
+    fn expired_tickets_are_not_offered_and_purge_returns_them() {
+        let mut c = SessionCache::new(8);
+        c.lifetime = Some(Duration::ZERO);
+        assert!(c.insert(b"p", ticket(1)).is_empty());
+        assert!(c.take_for_peer(b"p").is_none(), "an expired ticket must not be offered");
+        assert!(c.is_empty());
+        c.insert(b"q", ticket(2));
+        assert_eq!(c.purge_expired().len(), 1);
+        assert!(c.is_empty());
+        c.lifetime = Some(Duration::from_secs(600));
+        c.insert(b"r", ticket(3));
+        assert!(c.purge_expired().is_empty());
+        // a second ticket for one peer replaces the first and hands it back (to unaccept it)
+        let gone = c.insert(b"r", ticket(4));
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0].id, ticket(3).id);
+        // single use
+        assert_eq!(c.take_for_peer(b"r").map(|t| t.id), Some(ticket(4).id));
+        assert!(c.take_for_peer(b"r").is_none());
+    }
 }

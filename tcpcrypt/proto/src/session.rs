@@ -196,44 +196,7 @@ impl Session {
         if cfg.aeads.is_empty() {
             return Err(Error::NoCommonCipher);
         }
-        let mut s = Session {
-            role: plan.eno.role,
-            tep: plan.tep,
-            tep_byte: plan.eno.tep_byte(),
-            transcript: plan.eno.transcript.clone(),
-            cfg,
-            state: State::AwaitInit1,
-            resumed: false,
-            eph: None,
-            my_nonce: [0; 32],
-            init1: Vec::new(),
-            aead: None,
-            encrypt_ab: plan.eno.role == Role::A,
-            send_mk: None,
-            recv_mk: None,
-            send_key: None,
-            recv_key: None,
-            local_gen: 0,
-            remote_gen: 0,
-            rekey_flag: false,
-            bytes_since_rekey: 0,
-            send_off: 0,
-            recv_off: 0,
-            session_id: None,
-            ticket: None,
-            incoming: Vec::new(),
-            plaintext: Vec::new(),
-            outgoing: Vec::new(),
-            pending: Vec::new(),
-            fin_queued: false,
-            fin_sent: false,
-            peer_fin: false,
-            events: VecDeque::new(),
-            stats: Stats::default(),
-            key_log: Vec::new(),
-            #[cfg(test)]
-            nonce_log: Vec::new(),
-        };
+        let mut s = Session::blank(plan.eno.role, plan.tep, plan.eno.tep_byte(), plan.eno.transcript.clone(), cfg);
         match &plan.mode {
             KeyMode::Resume { id, my_nonce, peer_nonce } => {
                 let t = ticket.filter(|t| t.id == *id && t.tep == plan.tep).ok_or(Error::ResumeMismatch)?;
@@ -263,6 +226,67 @@ impl Session {
             }
         }
         Ok(s)
+    }
+
+    /// A session in its first state, no keys.
+    fn blank(role: Role, tep: Tep, tep_byte: u8, transcript: Vec<u8>, cfg: Config) -> Session {
+        Session {
+            role,
+            tep,
+            tep_byte,
+            transcript,
+            cfg,
+            state: State::AwaitInit1,
+            resumed: false,
+            eph: None,
+            my_nonce: [0; 32],
+            init1: Vec::new(),
+            aead: None,
+            encrypt_ab: role == Role::A,
+            send_mk: None,
+            recv_mk: None,
+            send_key: None,
+            recv_key: None,
+            local_gen: 0,
+            remote_gen: 0,
+            rekey_flag: false,
+            bytes_since_rekey: 0,
+            send_off: 0,
+            recv_off: 0,
+            session_id: None,
+            ticket: None,
+            incoming: Vec::new(),
+            plaintext: Vec::new(),
+            outgoing: Vec::new(),
+            pending: Vec::new(),
+            fin_queued: false,
+            fin_sent: false,
+            peer_fin: false,
+            events: VecDeque::new(),
+            stats: Stats::default(),
+            key_log: Vec::new(),
+            #[cfg(test)]
+            nonce_log: Vec::new(),
+        }
+    }
+
+    /// One direction of a session as a passive observer with its secret sees it
+    /// ([`crate::observe`]): a receive-only session holding the sender's traffic keys (k_ab when
+    /// `sender_ab`) from ss[i] and sn[i], reading frames whose stream offsets start at
+    /// `recv_off` (after Init1 or Init2 in a fresh session, 0 in a resumed one). What it would
+    /// send (answers to rekeys) goes to its outgoing buffer, which no one reads.
+    pub(crate) fn observer(tep: Tep, tep_byte: u8, aead: Aead, ss: Secret, sn: &[u8], sender_ab: bool, recv_off: u64) -> Result<Session, Error> {
+        let cfg = Config { aeads: vec![aead], rekey_after_bytes: None, cache_sessions: false, key_log: false, ..Config::default() };
+        let mut s = Session::blank(if sender_ab { Role::B } else { Role::A }, tep, tep_byte, Vec::new(), cfg);
+        s.encrypt_ab = !sender_ab;
+        s.install_keys(ss, sn, aead, Role::A, 0)?;
+        s.recv_off = recv_off;
+        Ok(s)
+    }
+
+    /// Bytes received but not yet a complete message or frame.
+    pub(crate) fn unparsed_len(&self) -> usize {
+        self.incoming.len()
     }
 
     fn emit_handshake(&mut self, msg: &[u8]) {

@@ -1,9 +1,14 @@
 //! The production ENO source: the `tcpcrypt-eno-bpf` sock_ops program attached to the
 //! daemon's cgroup. Its records live in socket storage (`BPF_MAP_TYPE_SK_STORAGE`) of the
 //! connection's own socket, so no other connection (or SYN flood) can evict them; the daemon
-//! reads them through the socket's fd. Its SYN-ACK carries one fresh-key-exchange TEP, so a
-//! daemon behind it never resumes sessions (it caches nothing it cannot use:
-//! `supports_resumption` is false).
+//! reads them through the socket's fd.
+//!
+//! Resumption (RFC 8548 §3.5): an outgoing socket's SYN carries the resumption suboption the
+//! daemon sets for it (`eno_sk_syn`: the configured TEPs plus the ticket's TEP with v = 1, its
+//! identifier half and an 8-byte nonce_a); if that does not fit in the SYN's option space the
+//! program sends the configured TEPs instead (a fresh key exchange). A listener's program answers
+//! a resumption suboption with one (its half, a zero-byte nonce_b) when the half is in
+//! `eno_resume`, the map this daemon fills with the tickets it holds (see `accept_resume`).
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::BorrowedFd;
@@ -11,7 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tcpcrypt_eno_bpf::{EnoBpf, EnoConfig, EnoFallback};
-use tcpcrypt_proto::Tep;
+use tcpcrypt_proto::eno::TepSuboption;
+use tcpcrypt_proto::{resume, ResumeTicket, Tep};
 
 use crate::eno_source::{EnoLookup, EnoRecord, EnoSource};
 
@@ -27,6 +33,34 @@ fn v4(a: SocketAddr) -> Option<SocketAddrV4> {
 impl EnoSource for Bpf {
     fn name(&self) -> &'static str {
         "bpf"
+    }
+    fn supports_resumption(&self) -> bool {
+        true
+    }
+    fn prepare_connect(&self, sock: BorrowedFd<'_>, local: SocketAddr, remote: SocketAddr, resume: Option<&TepSuboption>) -> bool {
+        let Some(sub) = resume else { return false };
+        if v4(local).is_none() || v4(remote).is_none() || remote.ip().is_loopback() || !remote.is_ipv4() {
+            return false;
+        }
+        // Only the ticket's TEP (its resumption suboption also offers it for a fresh key
+        // exchange, RFC 8548 §3.5): 2 + 1 + 9 + 8 = 20 bytes, all the room a Linux SYN leaves
+        // next to MSS, SACK-permitted, timestamps and window scale (20 bytes).
+        let Ok(opt) = resume::syn_option(&[], Some(sub)) else { return false };
+        match self.0.set_syn_option(sock, &opt) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("tcpcryptd: resumption not offered: {e:#}");
+                false
+            }
+        }
+    }
+    fn accept_resume(&self, t: &ResumeTicket) {
+        if let Err(e) = self.0.accept_resume(t.tep.id(), &t.peer_half(), &t.my_half()) {
+            eprintln!("tcpcryptd: resumption ticket not given to eno-bpf: {e:#}");
+        }
+    }
+    fn unaccept_resume(&self, t: &ResumeTicket) {
+        self.0.unaccept_resume(t.tep.id(), &t.peer_half());
     }
     fn record(&self, sock: BorrowedFd<'_>, local: SocketAddr, remote: SocketAddr, _passive: bool) -> anyhow::Result<EnoLookup> {
         // What the program leaves alone never carried ENO: plain TCP by design.

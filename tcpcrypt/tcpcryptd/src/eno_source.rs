@@ -56,11 +56,17 @@ pub trait EnoSource: Send + Sync + 'static {
     fn supports_resumption(&self) -> bool {
         false
     }
-    /// Called after bind() and before connect() of an outgoing socket. Returns whether the
-    /// resumption suboption will be in the SYN.
-    fn prepare_connect(&self, _local: SocketAddr, _remote: SocketAddr, _resume: Option<&TepSuboption>) -> bool {
+    /// Called after bind() and before connect() of an outgoing socket (`sock`). Returns
+    /// whether the resumption suboption is meant for the SYN (it may still not fit: the
+    /// record's SYN option says what went out).
+    fn prepare_connect(&self, _sock: BorrowedFd<'_>, _local: SocketAddr, _remote: SocketAddr, _resume: Option<&TepSuboption>) -> bool {
         false
     }
+    /// Passive side: SYNs naming this ticket (our cache holds it) may now be answered with
+    /// a resumption (RFC 8548 §3.5).
+    fn accept_resume(&self, _ticket: &ResumeTicket) {}
+    /// Passive side: the ticket left our cache (used, replaced, expired): stop accepting it.
+    fn unaccept_resume(&self, _ticket: &ResumeTicket) {}
     /// The record of an established connection (`sock`: its socket, after connect()/accept()).
     fn record(&self, sock: BorrowedFd<'_>, local: SocketAddr, remote: SocketAddr, passive: bool) -> anyhow::Result<EnoLookup>;
     /// Drop per-connection state (eno-bpf: the socket's storage; tests use it to delete a
@@ -153,7 +159,7 @@ impl EnoSource for FakeEno {
     fn supports_resumption(&self) -> bool {
         true
     }
-    fn prepare_connect(&self, local: SocketAddr, remote: SocketAddr, resume: Option<&TepSuboption>) -> bool {
+    fn prepare_connect(&self, _sock: BorrowedFd<'_>, local: SocketAddr, remote: SocketAddr, resume: Option<&TepSuboption>) -> bool {
         let syn = match &self.teps {
             Some(t) => resume::syn_option(t, resume).unwrap_or_default(),
             None => Vec::new(),

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bpf;
+pub mod capture;
 pub mod control;
 pub mod device;
 pub mod eno_source;

@@ -21,6 +21,8 @@ USAGE:
   tcpcryptd session ADDR         the connection(s) with this address (IP:PORT; an application's own
                                  socket address finds its connection): session ID, mode, reason (JSON)
   tcpcryptd cleanup              remove what a killed daemon left (iptables chains, socket, cgroup)
+  tcpcryptd decrypt --key-log FILE --pcap FILE [--out DIR] [--port P]
+                                 decrypt a capture's tcpcrypt connections with a key log (see below)
   tcpcryptd help
 
 RUN OPTIONS:
@@ -49,6 +51,8 @@ RUN OPTIONS:
   --key-log FILE          append every session's secrets to FILE (debugging/teaching only, like
                           SSLKEYLOGFILE; never on by default; format in tcpcrypt/README.md)
   --no-resume             no session caching/resumption
+  --resume-lifetime S     a cached session (RFC 8548 3.5 ticket) may be resumed for S seconds after
+                          the peer's first authenticated frame of the session that made it (default 600)
   --stats-file PATH       append one JSON line per closed connection
   --control PATH          control socket (default /run/tcpcryptd/control.sock)
   --device-profile FILE   compute in a device's time: pad key pairs, key agreement, the key
@@ -66,6 +70,16 @@ TESTING ONLY:
                           connect()/accept() (as an eviction would): such connections must be reset
 
 CLEANUP/STATUS OPTIONS: --iptables CMD, --chain-prefix P, --control PATH, --cgroup DIR, --json
+
+DECRYPT (teaching and debugging; the capture from tcpdump -w, pcap or pcapng, from the SYNs on):
+  --key-log FILE          a key log a daemon wrote with --key-log (both daemons' are the same)
+  --pcap FILE             the capture
+  --out DIR               write each connection's application bytes to DIR/conn<N>-a2b.bin and
+                          DIR/conn<N>-b2a.bin (A: the connection's active opener) instead of
+                          printing them (escaped) after the connection's line
+  --port P                only connections with port P at either end
+  Exit status 0 when every tcpcrypt connection decrypted, 1 when one did not (no key or a key
+  that does not authenticate its frames: `wrong key`), 2 on an unreadable capture or key log.
 ";
 
 struct Opts {
@@ -156,6 +170,13 @@ fn main() {
         "status" | "sessions" => status(opts),
         "session" => session(opts),
         "cleanup" | "--cleanup" => cleanup(opts),
+        "decrypt" => match decrypt(opts) {
+            Ok(all) => std::process::exit(if all { 0 } else { 1 }),
+            Err(e) => {
+                eprintln!("tcpcryptd decrypt: {e:#}");
+                std::process::exit(2);
+            }
+        },
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(())
@@ -274,6 +295,16 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
             std::time::Duration::from_secs_f64(secs)
         }
     };
+    let resume_lifetime = match o.value("--resume-lifetime")? {
+        None => tcpcryptd::proxy::DEFAULT_RESUME_LIFETIME,
+        Some(v) => {
+            let secs: f64 = v.parse().with_context(|| format!("--resume-lifetime {v}"))?;
+            if !(secs > 0.0 && secs.is_finite()) {
+                bail!("--resume-lifetime must be positive");
+            }
+            std::time::Duration::from_secs_f64(secs)
+        }
+    };
     let key_log = o
         .value("--key-log")?
         .map(|p| {
@@ -310,6 +341,7 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
         proto: Config { teps: teps.clone(), aeads: aeads.clone(), max_frame_data: frame, rekey_after_bytes: rekey, cache_sessions: !no_resume, key_log: key_log_on, ..Config::default() },
         mark,
         resumption: !no_resume,
+        resume_lifetime,
         require: require.clone(),
         handshake_timeout,
         key_log: key_log.map(|f| Arc::new(std::sync::Mutex::new(f))),
@@ -389,4 +421,86 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
     drop(eno);
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
     r
+}
+
+/// `tcpcryptd decrypt`: the capture's connections, each tcpcrypt one decrypted with the key
+/// log (tcpcrypt_proto::observe: the session's own frame code). Ok(false): some connection
+/// that ran tcpcrypt could not be decrypted.
+fn decrypt(mut o: Opts) -> anyhow::Result<bool> {
+    use std::io::Write;
+    use tcpcrypt_proto::observe::{self, Captured, KeyLog, ObserveError};
+    let keys = o.value("--key-log")?.ok_or_else(|| anyhow!("--key-log FILE is required"))?;
+    let pcap = o.value("--pcap")?.ok_or_else(|| anyhow!("--pcap FILE is required"))?;
+    let out = o.value("--out")?.map(PathBuf::from);
+    let port = o.value("--port")?.map(|p| p.parse::<u16>().with_context(|| format!("--port {p}"))).transpose()?;
+    o.done()?;
+    let text = std::fs::read_to_string(&keys).with_context(|| keys.clone())?;
+    let log = KeyLog::parse(&text).map_err(|e| anyhow!("{keys}: {e}"))?;
+    if log.is_empty() {
+        bail!("{keys}: no TCPCRYPT_ES or TCPCRYPT_SS line");
+    }
+    let conns = tcpcryptd::capture::read(Path::new(&pcap))?;
+    if let Some(d) = &out {
+        std::fs::create_dir_all(d).with_context(|| d.display().to_string())?;
+    }
+    let mut all = true;
+    let stdout = std::io::stdout();
+    let mut w = stdout.lock();
+    for (n, c) in conns.iter().enumerate().map(|(i, c)| (i + 1, c)) {
+        if port.is_some_and(|p| c.a.port() != p && c.b.port() != p) {
+            continue;
+        }
+        write!(w, "connection {n}: {} -> {}: ", c.a, c.b)?;
+        let holes = [("A->B", &c.a_to_b), ("B->A", &c.b_to_a)]
+            .iter()
+            .filter_map(|(d, s)| s.hole_at.map(|h| format!("{d} has a hole at byte {h} (lost from the capture)")))
+            .collect::<Vec<_>>();
+        let cap = Captured { syn_option: &c.syn_option, synack_option: &c.synack_option, a_to_b: &c.a_to_b.bytes, b_to_a: &c.b_to_a.bytes };
+        match observe::decrypt(&log, &cap) {
+            Ok(x) => {
+                writeln!(
+                    w,
+                    "tcpcrypt, {}, TEP {:#04x}, {}, session {}{}",
+                    if x.resumed { "resumed" } else { "fresh key exchange" },
+                    x.tep.id(),
+                    x.aead,
+                    tcpcrypt_proto::hex(&x.session_id),
+                    if x.verified { "" } else { " (no frame to check the key with)" }
+                )?;
+                for (name, file, d) in [("A->B", "a2b", &x.a_to_b), ("B->A", "b2a", &x.b_to_a)] {
+                    let mut notes = vec![format!("{} bytes in {} frames", d.plaintext.len(), d.frames)];
+                    if d.rekeys > 0 {
+                        notes.push(format!("{} rekeys", d.rekeys));
+                    }
+                    notes.push(if d.fin { "FINp".into() } else { "no FINp".into() });
+                    if d.trailing > 0 {
+                        notes.push(format!("{} bytes of an incomplete frame at the end", d.trailing));
+                    }
+                    if let Some(e) = &d.error {
+                        notes.push(format!("stopped: {e}"));
+                    }
+                    writeln!(w, "  {name}: {}", notes.join(", "))?;
+                    match &out {
+                        Some(dir) => {
+                            let f = dir.join(format!("conn{n}-{file}.bin"));
+                            std::fs::write(&f, &d.plaintext).with_context(|| f.display().to_string())?;
+                        }
+                        None => writeln!(w, "  {}", d.plaintext.escape_ascii())?,
+                    }
+                }
+                for h in &holes {
+                    writeln!(w, "  {h}")?;
+                }
+            }
+            Err(ObserveError::NotTcpcrypt(why)) => writeln!(w, "plain TCP ({why})")?,
+            Err(e) => {
+                all = false;
+                writeln!(w, "tcpcrypt, not decrypted: {e}")?;
+                for h in &holes {
+                    writeln!(w, "  {h}")?;
+                }
+            }
+        }
+    }
+    Ok(all)
 }

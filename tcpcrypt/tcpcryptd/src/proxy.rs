@@ -37,6 +37,8 @@ pub struct DaemonConfig {
     pub mark: u32,
     /// Cache session secrets and resume when the ENO source can.
     pub resumption: bool,
+    /// How long a cached ticket may be used (`--resume-lifetime`).
+    pub resume_lifetime: Duration,
     /// Relay buffer size.
     pub buf_size: usize,
     /// A device's time for the cryptography (`--device-profile`; crate::device): None, this
@@ -59,12 +61,21 @@ pub struct DaemonConfig {
 /// device's key agreement are well under a second; the rest is slack for loss).
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Default `--resume-lifetime`: 10 minutes. RFC 8548 sets none. Every resumed session's keys
+/// descend from the last key exchange's ECDHE, and a cached ss[i] in either daemon's memory
+/// decrypts the sessions resumed from it: the lifetime bounds how long one key exchange covers
+/// and how long a stolen cache is worth. The connections that gain (a page load's fetches to
+/// one origin, a wearable's sync burst) come seconds apart; 10 minutes keeps a periodic sync
+/// (every few minutes) resuming, far under TLS's 7-day ticket cap (RFC 8446 §4.6.1).
+pub const DEFAULT_RESUME_LIFETIME: Duration = Duration::from_secs(600);
+
 impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {
             proto: Config::default(),
             mark: 0,
             resumption: true,
+            resume_lifetime: DEFAULT_RESUME_LIFETIME,
             buf_size: 64 * 1024,
             device: None,
             require: RequirePolicy::default(),
@@ -266,7 +277,45 @@ fn lock(s: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
 impl Daemon {
     /// A daemon.
     pub fn new(cfg: DaemonConfig, eno: Arc<dyn EnoSource>, registry: Arc<Registry>) -> Arc<Daemon> {
-        Arc::new(Daemon { cfg, eno, cache: Arc::new(Mutex::new(SessionCache::new(4096))), registry })
+        let mut cache = SessionCache::new(4096);
+        cache.lifetime = Some(cfg.resume_lifetime);
+        Arc::new(Daemon { cfg, eno, cache: Arc::new(Mutex::new(cache)), registry })
+    }
+
+    /// Drop expired tickets, and tell the ENO source (eno-bpf's `eno_resume` map) to stop
+    /// accepting them.
+    pub fn purge_tickets(&self) {
+        let gone = self.cache.lock().unwrap_or_else(|p| p.into_inner()).purge_expired();
+        for t in &gone {
+            self.eno.unaccept_resume(t);
+        }
+    }
+
+    /// Cache a session's next ticket (ss[i+1]) for `peer`, and let the ENO source accept it.
+    fn cache_ticket(&self, peer: &[u8], t: tcpcrypt_proto::ResumeTicket) {
+        self.purge_tickets();
+        self.eno.accept_resume(&t);
+        let gone = self.cache.lock().unwrap_or_else(|p| p.into_inner()).insert(peer, t);
+        for t in &gone {
+            self.eno.unaccept_resume(t);
+        }
+    }
+
+    /// Expire tickets once a second while `self` lives (started by the accept loops).
+    fn spawn_purger(self: &Arc<Self>) {
+        if !(self.cfg.resumption && self.eno.supports_resumption()) {
+            return;
+        }
+        let w = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                match w.upgrade() {
+                    Some(d) => d.purge_tickets(),
+                    None => return,
+                }
+            }
+        });
     }
 
     fn marked_socket(&self, dst: SocketAddr) -> anyhow::Result<TcpSocket> {
@@ -280,6 +329,7 @@ impl Daemon {
 
     /// Accept loop for outbound connections (applications' connections redirected to us).
     pub async fn serve_outbound(self: Arc<Self>, listener: TcpListener, dest: Destination) {
+        self.spawn_purger();
         loop {
             let Ok((app, peer)) = listener.accept().await else { continue };
             let d = self.clone();
@@ -303,6 +353,7 @@ impl Daemon {
 
     /// Accept loop for inbound connections (SYNs to a service port redirected to us).
     pub async fn serve_inbound(self: Arc<Self>, listener: TcpListener, service: Destination) {
+        self.spawn_purger();
         loop {
             let Ok((net, peer)) = listener.accept().await else { continue };
             let d = self.clone();
@@ -339,7 +390,7 @@ impl Daemon {
             rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut nonce);
             t.suboption(&nonce)
         });
-        let offered = self.eno.prepare_connect(bound, dst, resume_sub.as_ref());
+        let offered = self.eno.prepare_connect(sock.as_fd(), bound, dst, resume_sub.as_ref());
         if !offered {
             ticket = None;
         }
@@ -376,7 +427,11 @@ impl Daemon {
         }
         let mut rec = self.eno.record(net.as_fd(), local, remote, true);
         let ticket = match rec.as_mut() {
-            Ok(EnoLookup::Record(r)) => r.resume_ticket.take(),
+            Ok(EnoLookup::Record(r)) => match r.resume_ticket.take() {
+                Some(t) => Some(t),
+                // The kernel's SYN-ACK agreed to resume (eno-bpf): the ticket it named.
+                None => self.resumed_ticket(r),
+            },
             _ => None,
         };
         let sock = self.marked_socket(service)?;
@@ -521,16 +576,37 @@ impl Daemon {
         }
     }
 
+    /// Passive side: the ticket named by a SYN-ACK that agreed to resume (RFC 8548 §3.5: the
+    /// SYN's resumption suboption for the SYN-ACK's TEP carries the peer's identifier half).
+    /// Taken out of the cache (single use); None if we do not hold it (the connection then
+    /// fails closed: the peer resumes, we cannot).
+    fn resumed_ticket(&self, r: &crate::eno_source::EnoRecord) -> Option<tcpcrypt_proto::ResumeTicket> {
+        use tcpcrypt_proto::eno::SynOption;
+        let b = SynOption::parse(&r.synack_option).ok()?;
+        let bsub = b.teps().find(|s| resume::resume_fields(s).ok().flatten().is_some())?;
+        let tep = tcpcrypt_proto::Tep::from_id(bsub.tep)?;
+        let a = SynOption::parse(&r.syn_option).ok()?;
+        let (half, _) = a.teps().filter(|s| s.tep == bsub.tep).find_map(|s| resume::resume_fields(s).ok().flatten())?;
+        let t = self.cache.lock().unwrap_or_else(|p| p.into_inner()).take_by_peer_half(&half, tep)?;
+        self.eno.unaccept_resume(&t);
+        Some(t)
+    }
+
     fn established(&self, conn: &Conn, s: &mut Session, peer: &[u8]) {
         self.write_key_log(s);
-        let mut st = conn.lock();
-        if st.state == "handshaking" && s.is_established() {
-            st.state = "established";
-            st.handshake_ms = Some(conn.started.elapsed().as_secs_f64() * 1e3);
-            if self.cfg.resumption {
-                if let Some(t) = s.take_ticket() {
-                    self.cache.lock().unwrap_or_else(|p| p.into_inner()).insert(peer, t);
-                }
+        {
+            let mut st = conn.lock();
+            if st.state == "handshaking" && s.is_established() {
+                st.state = "established";
+                st.handshake_ms = Some(conn.started.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        // The next session's secret is cached only where it can be used (an ENO source that
+        // puts resumption in SYNs) and only once the peer's first frame authenticated: a
+        // peer that merely completed Init1/Init2 has proven nothing about holding the keys.
+        if self.cfg.resumption && self.eno.supports_resumption() && s.is_established() && s.stats().frames_received > 0 {
+            if let Some(t) = s.take_ticket() {
+                self.cache_ticket(peer, t);
             }
         }
     }

@@ -500,7 +500,7 @@ async fn a_peer_that_never_sends_init1_costs_at_most_the_cap_and_is_reset_after_
     // The peer: ENO negotiated as a tcpcrypt host would (the fake network's records), then silence.
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    assert!(!net.host(all()).prepare_connect(sock.local_addr().unwrap(), in_addr, None));
+    assert!(!net.host(all()).prepare_connect(std::os::fd::AsFd::as_fd(&sock), sock.local_addr().unwrap(), in_addr, None));
     let t0 = Instant::now();
     let mut peer = sock.connect(in_addr).await.unwrap();
     let pending = |srv: &Daemon| srv.registry.snapshot().first().and_then(|c| c["pending_bytes"].as_u64()).unwrap_or(0) as usize;
@@ -553,7 +553,7 @@ async fn session_id_per_connection_over_the_control_socket() {
     c.read_exact(&mut b).await.unwrap();
     let app_addr = c.local_addr().unwrap().to_string();
     let svc_peer = peer_of_service.recv().await.unwrap().to_string();
-    async fn ask(path: &PathBuf, addr: &str) -> Value {
+    async fn ask(path: &std::path::Path, addr: &str) -> Value {
         for _ in 0..200 {
             if let Ok(v) = tcpcryptd::control::request(path, &format!("session {addr}")).await {
                 return v["connections"][0].clone();

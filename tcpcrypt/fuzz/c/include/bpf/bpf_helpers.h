@@ -14,6 +14,7 @@
 struct bpf_sock_ops;
 void *bpf_map_lookup_elem(void *map, const void *key);
 long bpf_map_update_elem(void *map, const void *key, const void *value, __u64 flags);
+long bpf_map_delete_elem(void *map, const void *key);
 long bpf_sock_ops_cb_flags_set(struct bpf_sock_ops *skops, int flags);
 long bpf_getsockopt(void *ctx, int level, int optname, void *optval, int optlen);
 long bpf_setsockopt(void *ctx, int level, int optname, void *optval, int optlen);
