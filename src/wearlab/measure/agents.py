@@ -49,18 +49,22 @@ class StreamAgent:
                 self.proc.kill()
 
 
-class FetchAgent:
-    """wearlab.measure.fetch_agent running in the client's namespace."""
+class LineAgent:
+    """A measurement agent module running in a node's namespace, spoken to in JSON lines: it
+    answers `{"ready": true, "libcurl": ...}` once started, then one line per request."""
+
+    module = ""      # the agent's module (python -m)
+    what = ""        # how errors name it
 
     def __init__(self, net, client: str, timeout: float = 30, env: dict[str, str] | None = None):
         self.net, self.client = net, client
         # env: on a node with a device, the devicecpu library's settings (nodes.devicecpu)
-        self.proc = net.popen(client, [sys.executable, "-m", "wearlab.measure.fetch_agent"],
+        self.proc = net.popen(client, [sys.executable, "-m", self.module],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, bufsize=1, **({"env": env} if env is not None else {}))
         hello = self._read(timeout)
         if not hello.get("ready"):
-            raise RuntimeError(f"fetch agent on {client} did not start: {hello}")
+            raise RuntimeError(f"{self.what} on {client} did not start: {hello}")
         self.libcurl = hello.get("libcurl")
 
     def _read(self, timeout: float) -> dict[str, Any]:
@@ -68,53 +72,36 @@ class FetchAgent:
         line = self.proc.stdout.readline() if r else ""
         if not line:
             err = self.proc.stderr.read() if self.proc.poll() is not None else "no answer"
-            raise RuntimeError(f"fetch agent on {self.client}: {err.strip()[-300:]}")
+            raise RuntimeError(f"{self.what} on {self.client}: {err.strip()[-300:]}")
         return json.loads(line)
+
+    def request(self, timeout_s: float, **req) -> dict[str, Any]:
+        self.proc.stdin.write(json.dumps({**req, "timeout_s": timeout_s}) + "\n")
+        self.proc.stdin.flush()
+        return self._read(timeout_s + 10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class FetchAgent(LineAgent):
+    """wearlab.measure.fetch_agent running in the client's namespace: one fetch per request."""
+
+    module, what = "wearlab.measure.fetch_agent", "fetch agent"
 
     def get(self, timeout_s: float, **req) -> dict[str, Any]:
-        self.proc.stdin.write(json.dumps({**req, "timeout_s": timeout_s}) + "\n")
-        self.proc.stdin.flush()
-        return self._read(timeout_s + 10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        return self.request(timeout_s, **req)
 
 
-class PageAgent:
+class PageAgent(LineAgent):
     """wearlab.measure.page_agent running in the client's namespace: one page load per request."""
 
-    def __init__(self, net, client: str, timeout: float = 30, env: dict[str, str] | None = None):
-        self.client = client
-        self.proc = net.popen(client, [sys.executable, "-m", "wearlab.measure.page_agent"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, bufsize=1, **({"env": env} if env is not None else {}))
-        hello = self._read(timeout)
-        if not hello.get("ready"):
-            raise RuntimeError(f"page agent on {client} did not start: {hello}")
-        self.libcurl = hello.get("libcurl")
-
-    def _read(self, timeout: float) -> dict[str, Any]:
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if r else ""
-        if not line:
-            err = self.proc.stderr.read() if self.proc.poll() is not None else "no answer"
-            raise RuntimeError(f"page agent on {self.client}: {err.strip()[-300:]}")
-        return json.loads(line)
+    module, what = "wearlab.measure.page_agent", "page agent"
 
     def load(self, timeout_s: float, **req) -> dict[str, Any]:
-        self.proc.stdin.write(json.dumps({**req, "timeout_s": timeout_s}) + "\n")
-        self.proc.stdin.flush()
-        return self._read(timeout_s + 10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        return self.request(timeout_s, **req)
