@@ -21,6 +21,8 @@ from typing import Any
 
 import pycurl
 
+from wearlab.measure.agent_loop import serve
+
 _VERSIONS = {
     "1.0": (pycurl.SSLVERSION_TLSv1_0, pycurl.SSLVERSION_MAX_TLSv1_0),
     "1.1": (pycurl.SSLVERSION_TLSv1_1, pycurl.SSLVERSION_MAX_TLSv1_1),
@@ -92,16 +94,7 @@ def request(url: str, *, resolve: str | None = None, connect_to: str | None = No
 
 
 def main() -> int:
-    print(json.dumps({"ready": True, "libcurl": pycurl.version}), flush=True)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            out = request(**json.loads(line))
-        except Exception as e:  # noqa: BLE001 - the runner gets the reason, the agent lives on
-            out = {"exitcode": -1, "errormsg": f"{type(e).__name__}: {e}"}
-        print(json.dumps(out), flush=True)
-    return 0
+    return serve(request, lambda reason: {"exitcode": -1, "errormsg": reason})
 
 
 if __name__ == "__main__":

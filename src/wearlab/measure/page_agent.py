@@ -34,6 +34,8 @@ from typing import Any
 
 import pycurl
 
+from wearlab.measure.agent_loop import serve
+
 HTTP_VERSIONS = {
     ("1.1", "http"): pycurl.CURL_HTTP_VERSION_1_1,
     ("1.1", "https"): pycurl.CURL_HTTP_VERSION_1_1,
@@ -167,16 +169,7 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
 
 
 def main() -> int:
-    print(json.dumps({"ready": True, "libcurl": pycurl.version}), flush=True)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            out = load(**json.loads(line))
-        except Exception as e:  # noqa: BLE001 - the runner gets the reason, the agent lives on
-            out = {"objects": [], "error": f"{type(e).__name__}: {e}"}
-        print(json.dumps(out), flush=True)
-    return 0
+    return serve(load, lambda reason: {"objects": [], "error": reason})
 
 
 if __name__ == "__main__":
