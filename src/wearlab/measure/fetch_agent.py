@@ -15,7 +15,6 @@ wearlab.measure.curl.CURL_FIELDS (what curl's -w '%{json}' names).
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 

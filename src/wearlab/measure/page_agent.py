@@ -27,7 +27,6 @@ result). Times are seconds from the first request's start on this process's mono
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any
