@@ -137,11 +137,22 @@ compare-proxy: setup
 # Tests run twice over: on the host kernel (schemas, parsers, CLI, the UML runtime itself), then
 # the netem-dependent physics inside the runtime that has netem (`wearlab runtime-exec` picks it);
 # then tcpcrypt's tests and its fuzz targets' regression (every corpus input through the targets'
-# code, without AFL: tcpcrypt/fuzz/README.md). Each pytest step names its 15 slowest tests: CI is
-# held under 60 minutes, and a new test is paid for by making an old one faster.
+# code, without AFL: tcpcrypt/fuzz/README.md). The runtime step runs in two guests side by side,
+# each claiming the next module when it frees up (tests/work_sharing.py): a guest is one process
+# that mostly waits on its links' timers, and the machine has 2 cores. Each pytest step names its
+# slowest tests: CI is held under 60 minutes, and a new test is paid for by making an old one faster.
 test: setup tcpcrypt
 	$(PY) -m pytest -m "not netem and not guest and not compose and not shipped" -q --durations=15
-	$(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q --durations=15
+	@rm -rf .test-logs/guest-claims && mkdir -p .test-logs/guest-claims
+	@echo "test: the runtime step in two guests side by side, sharing its modules (tests/work_sharing.py)"
+	@claims=$(abspath .test-logs/guest-claims); export WEARLAB_TEST_CLAIMS=$$claims; \
+	  ( WEARLAB_TEST_WORKER=1/2 $(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q \
+	      --durations=10 -p no:cacheprovider; rc=$$?; touch $$claims/finished-1; exit $$rc ) \
+	    > .test-logs/guest-1.log 2>&1 & one=$$!; \
+	  WEARLAB_TEST_WORKER=2/2 $(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q \
+	      --durations=10 -p no:cacheprovider; two=$$?; touch $$claims/finished-2; \
+	  wait $$one; first=$$?; echo "--- the other guest:"; cat .test-logs/guest-1.log; \
+	  echo "test: guest 1 exit $$first, guest 2 exit $$two"; [ $$first -eq 0 ] && [ $$two -eq 0 ]
 	cd tcpcrypt && $(CARGO) test --locked -q
 	cd tcpcrypt/fuzz && $(CARGO) test --locked -q --lib --target-dir target/regress
 

@@ -25,6 +25,8 @@ from skip_policy import (  # noqa: F401
     pytest_sessionstart,
     pytest_terminal_summary,
 )
+# Two workers sharing the guest step module by module (WEARLAB_TEST_CLAIMS; tests/work_sharing.py).
+from work_sharing import pytest_runtestloop  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 WEARLAB = [sys.executable, "-m", "wearlab"]
