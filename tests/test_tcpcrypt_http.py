@@ -7,12 +7,21 @@ plain TCP."""
 from __future__ import annotations
 
 import csv
+import json
+import random
+import stat
 import statistics
+import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import wearlab
 from wearlab.nodes.tcpcrypt import BINARY
+from wearlab.plan.seeds import file_seed
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tcpcrypt_wire as tw  # noqa: E402
 
 pytestmark = pytest.mark.netem
 
@@ -29,11 +38,14 @@ RTT = 2 * ONE_WAY
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def experiment(tmp_path_factory):
+    """The experiment's results directory and `wearlab run`'s output. The watch keeps a key log
+    (tcpcrypt_key_log: one line per session written at its key exchange, a few hundred bytes: not
+    what the physics below measures) for test_the_key_log_decrypts_the_capture."""
     d = tmp_path_factory.mktemp("tcpcrypt")
     (d / "topo.yaml").write_text(f"""
 nodes:
-  watch: {{role: wearable}}
+  watch: {{role: wearable, tcpcrypt_key_log: true}}
   phone: {{role: phone}}
   ap: {{role: ap}}
   server: {{role: server}}
@@ -55,7 +67,12 @@ matrix:
 """)
     res = wearlab("run", str(d / "exp.yaml"), "--out", str(d / "results"), timeout=400)
     assert res.returncode == 0, res.stdout + res.stderr
-    latest = d / "results" / "tcpcrypt-physics" / "latest"
+    return d / "results" / "tcpcrypt-physics" / "latest", res
+
+
+@pytest.fixture(scope="module")
+def runs(experiment):
+    latest, _ = experiment
     with (latest / "runs.csv").open() as f:
         rows = list(csv.DictReader(f))
     with (latest / "series" / "tcpcrypt.csv").open() as f:
@@ -83,6 +100,62 @@ def test_direct_path_is_encrypted_with_one_session_id(runs):
         # ENO on the wire: A's SYN offers TEPs (kind 69 = 0x45), B's SYN-ACK answers with b = 1.
         watch = next(x for x in pair if x["node"] == "watch")
         assert watch["eno_syn"].startswith("45") and watch["eno_synack"].startswith("45")
+
+
+def wire(pcaps, client_port: int) -> tuple[bytes, bytes]:
+    """The payload bytes a connection carried on the wire (its client end's port), up and down, in
+    capture order: whatever crossed in clear would be in them."""
+    up, down = bytearray(), bytearray()
+    for pcap in pcaps:
+        for s in tw.tcp_segments(pcap):
+            if s.sport == client_port:
+                up += s.payload
+            elif s.dport == client_port:
+                down += s.payload
+    return bytes(up), bytes(down)
+
+
+def test_the_key_log_decrypts_the_capture(experiment, runs, tmp_path):
+    """issue 22 item 5: with the watch's key log, `wearlab decrypt --run N` opens a tcpcrypt run's
+    connection in the watch's capture to exactly the request curl sent and the response nginx
+    served (the generated file, byte for byte: random.Random(file_seed(seed, size))), while the
+    same connection's bytes on the wire hold none of it - and a plain HTTP run's do (the check
+    sees plaintext where there is some)."""
+    latest, res = experiment
+    rows, records = runs
+    assert "WARNING: tcpcrypt key log kept on watch" in res.stdout
+    meta = json.loads((latest / "metadata.json").read_text())
+    assert meta["tcpcrypt_key_logs"] == {"watch": "keys/watch.keylog"}
+    assert any("these results hold session keys" in n for n in meta["notes"])
+    keylog = latest / "keys" / "watch.keylog"
+    assert stat.S_IMODE(keylog.stat().st_mode) == 0o600
+    assert not (latest / "keys" / "server.keylog").exists()       # only the node that asked
+
+    run = cell(rows, "tcpcrypt", "ap")[0]["run"]
+    sid = {x["session_id"] for x in records if x["run"] == run}.pop()
+    out = tmp_path / "plain"
+    dec = wearlab("decrypt", str(latest), "--run", run, "--out", str(out), timeout=60)
+    assert dec.returncode == 0, dec.stdout + dec.stderr
+    conns = [l for l in dec.stdout.splitlines() if l.startswith("connection ")]
+    assert len(conns) == 1 and "tcpcrypt, fresh key exchange, TEP 0x23" in conns[0] and sid in conns[0], dec.stdout
+    a2b, = out.glob("*/conn*-a2b.bin")
+    request, response = a2b.read_bytes(), a2b.with_name(a2b.name.replace("a2b", "b2a")).read_bytes()
+    assert request.startswith(f"GET /files/{SIZE}.bin HTTP/1.1\r\n".encode()) and request.endswith(b"\r\n\r\n")
+    head, _, body = response.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and f"Content-Length: {SIZE}\r\n".encode() in head + b"\r\n"
+    assert body == random.Random(file_seed(meta["seed"], SIZE)).randbytes(SIZE)
+
+    pcaps = sorted((latest / "captures").glob("*.pcap"))
+    port = int(conns[0].split(" -> ")[0].rpartition(":")[2])
+    samples = [body[i:i + 32] for i in (0, SIZE // 2, SIZE - 32)]
+    up, down = wire(pcaps, port)
+    assert len(down) >= SIZE and b"GET /files" not in up and not any(s in down for s in samples)
+    up, down = wire(pcaps, int(cell(rows, "http", "ap")[0]["local_port"]))
+    assert request.split(b"\r\n")[0] in up and all(s in down for s in samples)
+
+    fell_back = cell(rows, "tcpcrypt", "phone")[0]["run"]      # plain TCP: nothing to decrypt
+    dec = wearlab("decrypt", str(latest), "--run", fell_back, timeout=60)
+    assert dec.returncode == 2 and "no encrypted connection" in dec.stderr and "Traceback" not in dec.stderr
 
 
 def test_key_exchange_takes_one_round_trip(runs):
