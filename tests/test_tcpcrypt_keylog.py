@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import stat
+from textwrap import dedent
 from types import SimpleNamespace
 
 import pytest
@@ -32,6 +33,24 @@ def test_key_log_node_option(tmp_path):
     with pytest.raises(InputError) as e:
         topo(tmp_path, ", tcpcrypt_key_log: please")
     assert "tcpcrypt_key_log" in str(e.value)
+
+
+def test_the_plan_names_the_nodes_that_keep_one(tmp_path):
+    """A key log is kept only where tcpcryptd runs: on a node with the option and a tcpcrypt need
+    (here the watch, in the tcpcrypt cell); the server, with the option but plain HTTP, keeps none."""
+    from wearlab.model.experiment_file import load_experiment
+    from wearlab.plan.plan import plan
+    exp = tmp_path / "exp.yaml"
+    for protocol, expected in (("tcpcrypt", ["watch", "server"]), ("http", [])):
+        exp.write_text(dedent(f"""
+            topology:
+              nodes:
+                watch: {{role: wearable, tcpcrypt_key_log: true}}
+                server: {{role: server, tcpcrypt_key_log: true}}
+              links: [{{between: [watch, server]}}]
+            workload: {{kind: http-get, client: watch, server: server, size: 1000, protocol: {protocol}}}
+        """))
+        assert plan(load_experiment(exp, CATALOG)).key_log_nodes() == expected
 
 
 def test_key_log_from_the_topology_to_the_daemon(tmp_path, monkeypatch, daemon_factory):  # noqa: F811
