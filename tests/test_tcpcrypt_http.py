@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from conftest import wearlab
+from wearlab.errors import InputError
 from wearlab.nodes.tcpcrypt import BINARY
 from wearlab.plan.seeds import file_seed
+from wearlab.report.decrypt import decrypt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tcpcrypt_wire as tw  # noqa: E402
@@ -102,25 +104,26 @@ def test_direct_path_is_encrypted_with_one_session_id(runs):
         assert watch["eno_syn"].startswith("45") and watch["eno_synack"].startswith("45")
 
 
-def wire(pcaps, client_port: int) -> tuple[bytes, bytes]:
-    """The payload bytes a connection carried on the wire (its client end's port), up and down, in
-    capture order: whatever crossed in clear would be in them."""
-    up, down = bytearray(), bytearray()
+def wire(pcaps, *ports: int) -> dict[int, tuple[bytes, bytes]]:
+    """The payload bytes each connection (its client end's port) carried on the wire, up and down,
+    in capture order: whatever crossed in clear would be in them."""
+    out = {p: (bytearray(), bytearray()) for p in ports}
     for pcap in pcaps:
         for s in tw.tcp_segments(pcap):
-            if s.sport == client_port:
-                up += s.payload
-            elif s.dport == client_port:
-                down += s.payload
-    return bytes(up), bytes(down)
+            if s.sport in out:
+                out[s.sport][0].extend(s.payload)
+            elif s.dport in out:
+                out[s.dport][1].extend(s.payload)
+    return {p: (bytes(u), bytes(d)) for p, (u, d) in out.items()}
 
 
 def test_the_key_log_decrypts_the_capture(experiment, runs, tmp_path):
-    """issue 22 item 5: with the watch's key log, `wearlab decrypt --run N` opens a tcpcrypt run's
-    connection in the watch's capture to exactly the request curl sent and the response nginx
-    served (the generated file, byte for byte: random.Random(file_seed(seed, size))), while the
-    same connection's bytes on the wire hold none of it - and a plain HTTP run's do (the check
-    sees plaintext where there is some)."""
+    """issue 22 item 5: with the watch's key log, `wearlab decrypt --run N` (report.decrypt, in
+    this process: the command line's refusals are tests/test_tcpcrypt_keylog.py's) opens a
+    tcpcrypt run's connection in the watch's capture to exactly the request curl sent and the
+    response nginx served (the generated file, byte for byte: random.Random(file_seed(seed,
+    size))), while the same connection's bytes on the wire hold none of it - and a plain HTTP
+    run's do (the check sees plaintext where there is some)."""
     latest, res = experiment
     rows, records = runs
     assert "WARNING: tcpcrypt key log kept on watch" in res.stdout
@@ -133,11 +136,10 @@ def test_the_key_log_decrypts_the_capture(experiment, runs, tmp_path):
 
     run = cell(rows, "tcpcrypt", "ap")[0]["run"]
     sid = {x["session_id"] for x in records if x["run"] == run}.pop()
-    out = tmp_path / "plain"
-    dec = wearlab("decrypt", str(latest), "--run", run, "--out", str(out), timeout=60)
-    assert dec.returncode == 0, dec.stdout + dec.stderr
-    conns = [l for l in dec.stdout.splitlines() if l.startswith("connection ")]
-    assert len(conns) == 1 and "tcpcrypt, fresh key exchange, TEP 0x23" in conns[0] and sid in conns[0], dec.stdout
+    out, lines = tmp_path / "plain", []
+    assert decrypt(latest, run=int(run), out=out, write=lines.append) == 0, lines
+    conns = [l for l in lines if l.startswith("connection ")]
+    assert len(conns) == 1 and "tcpcrypt, fresh key exchange, TEP 0x23" in conns[0] and sid in conns[0], lines
     a2b, = out.glob("*/conn*-a2b.bin")
     request, response = a2b.read_bytes(), a2b.with_name(a2b.name.replace("a2b", "b2a")).read_bytes()
     assert request.startswith(f"GET /files/{SIZE}.bin HTTP/1.1\r\n".encode()) and request.endswith(b"\r\n\r\n")
@@ -145,17 +147,19 @@ def test_the_key_log_decrypts_the_capture(experiment, runs, tmp_path):
     assert head.startswith(b"HTTP/1.1 200 OK\r\n") and f"Content-Length: {SIZE}\r\n".encode() in head + b"\r\n"
     assert body == random.Random(file_seed(meta["seed"], SIZE)).randbytes(SIZE)
 
-    pcaps = sorted((latest / "captures").glob("*.pcap"))
-    port = int(conns[0].split(" -> ")[0].rpartition(":")[2])
+    crypt = int(conns[0].split(" -> ")[0].rpartition(":")[2])
+    plain = int(cell(rows, "http", "ap")[0]["local_port"])
+    seen = wire(sorted((latest / "captures").glob("*.pcap")), crypt, plain)
     samples = [body[i:i + 32] for i in (0, SIZE // 2, SIZE - 32)]
-    up, down = wire(pcaps, port)
+    up, down = seen[crypt]
     assert len(down) >= SIZE and b"GET /files" not in up and not any(s in down for s in samples)
-    up, down = wire(pcaps, int(cell(rows, "http", "ap")[0]["local_port"]))
+    up, down = seen[plain]
     assert request.split(b"\r\n")[0] in up and all(s in down for s in samples)
 
     fell_back = cell(rows, "tcpcrypt", "phone")[0]["run"]      # plain TCP: nothing to decrypt
-    dec = wearlab("decrypt", str(latest), "--run", fell_back, timeout=60)
-    assert dec.returncode == 2 and "no encrypted connection" in dec.stderr and "Traceback" not in dec.stderr
+    with pytest.raises(InputError) as e:
+        decrypt(latest, run=int(fell_back))
+    assert "no encrypted connection" in str(e.value)
 
 
 def test_key_exchange_takes_one_round_trip(runs):
