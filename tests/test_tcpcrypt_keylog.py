@@ -171,6 +171,18 @@ def test_no_capture_and_an_empty_key_log(tmp_path):
     assert str(d / "captures") in str(e.value) and "--pcap" in str(e.value)
 
 
+def test_a_merged_directory_s_shards_are_read(tmp_path):
+    """`wearlab merge` keeps each shard's key logs and captures under shards/<I-of-N>/."""
+    d = results_dir(tmp_path)
+    shard = d / "shards" / "1-of-2"
+    shard.mkdir(parents=True)
+    keys(shard)
+    (shard / "captures").mkdir()
+    (shard / "captures" / "watch-eth0.pcap").write_bytes(b"")
+    assert dc.key_logs(d) == [shard / "keys" / "watch.keylog"]
+    assert dc.captures(d, []) == [shard / "captures" / "watch-eth0.pcap"]
+
+
 def test_an_unreadable_capture_is_named(tmp_path):
     if not tc.BINARY.exists():
         pytest.fail(f"{tc.BINARY} is not built: `make test` builds it (make tcpcrypt)", pytrace=False)

@@ -8,7 +8,8 @@ This module does no cryptography of its own: for each capture (the workload's, c
 or a `wearlab capture -w FILE` of the run given with --pcap) it runs the built daemon's
 `tcpcryptd decrypt` (tcpcrypt/README.md, "Key log"), which opens the frames with the session
 code itself, with the key logs of all nodes joined into one (both ends of a session log the same
-secrets). `--run N` keeps the connections whose session IDs the run's series/tcpcrypt.csv rows
+secrets); a merged directory's shards' (`wearlab merge` keeps them under shards/<I-of-N>/) too.
+`--run N` keeps the connections whose session IDs the run's series/tcpcrypt.csv rows
 name (the daemons' own close records), so a run is found in a capture that spans the experiment.
 
 Output per connection: tcpcryptd's line (mode, TEP, AEAD, session ID, per direction bytes,
@@ -81,7 +82,7 @@ def tcpcrypt_nodes(results: Path) -> list[str]:
 
 def key_logs(results: Path) -> list[Path]:
     """The results' key logs; an InputError naming the directory when there are none."""
-    logs = sorted((results / KEY_LOG_DIR).glob("*.keylog"))
+    logs = sorted((results / KEY_LOG_DIR).glob("*.keylog")) + sorted(results.glob(f"shards/*/{KEY_LOG_DIR}/*.keylog"))
     if logs and not any(p.stat().st_size for p in logs):
         raise InputError([Problem(str(results / KEY_LOG_DIR), None, None, "the key logs are empty: no tcpcrypt session "
                                                                           "was established while they were kept")])
@@ -120,7 +121,7 @@ def captures(results: Path, given: list[Path]) -> list[Path]:
         if missing:
             raise InputError(missing)
         return given
-    found = sorted((results / "captures").glob("*.pcap"))
+    found = sorted((results / "captures").glob("*.pcap")) + sorted(results.glob("shards/*/captures/*.pcap"))
     if not found:
         raise InputError([Problem(str(results / "captures"), None, None,
                                   "no packet capture in these results (the workload takes none): capture the run "
