@@ -137,6 +137,7 @@ def decrypt(results: Path, *, run: int | None = None, pcaps: list[Path] | None =
     files = captures(results, list(pcaps or []))
     daemon = binary()
     status = 0
+    names: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="wearlab-decrypt-") as tmp:
         joined = Path(tmp) / "keys.log"
         fd = os.open(joined, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)   # secrets: owner only
@@ -155,6 +156,9 @@ def decrypt(results: Path, *, run: int | None = None, pcaps: list[Path] | None =
                 why = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
                 raise InputError([Problem(str(pcap), None, None, f"cannot decrypt: {why}")])
             conns = [c for c in parse(res.stdout) if wanted is None or c.session in wanted]
+            # --out's directory per capture: its name, numbered when two captures share one (shards)
+            name = pcap.stem if pcap.stem not in names else f"{pcap.stem}-{i + 1}"
+            names.add(name)
             write(f"{pcap}: {len(conns)} connection{'s' if len(conns) != 1 else ''}")
             for c in conns:
                 status = max(status, 1 if c.failed else 0)
@@ -167,7 +171,7 @@ def decrypt(results: Path, *, run: int | None = None, pcaps: list[Path] | None =
                     if out is None:
                         write(f"  {direction}: {escape(f.read_bytes())}")
                     else:
-                        dest = out / pcap.stem / f.name
+                        dest = out / name / f.name
                         dest.parent.mkdir(parents=True, exist_ok=True)
                         shutil.move(f, dest)
                         write(f"  {direction}: {dest}")
