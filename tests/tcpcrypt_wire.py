@@ -60,6 +60,7 @@ class Segment:
     payload_len: int
     options: bytes        # raw TCP options field
     from_active: bool = False   # sent by the host that sent the first SYN (set by eno_from_pcap)
+    payload: bytes = b""        # the segment's data
 
     @property
     def flag_str(self) -> str:
@@ -222,7 +223,7 @@ def tcp_segments(path: str | Path) -> Iterator[Segment]:
         if doff < 20 or doff > len(tcp):
             continue
         yield Segment(idx, ts, src, sport, dst, dport, off_flags & 0x1FF, seq, ack, len(tcp) - doff,
-                      bytes(tcp[20:doff]))
+                      bytes(tcp[20:doff]), payload=bytes(tcp[doff:]))
 
 
 def eno_from_pcap(path: str | Path, *, port: Optional[int] = None) -> EnoWire:
@@ -260,7 +261,7 @@ def eno_from_pcap(path: str | Path, *, port: Optional[int] = None) -> EnoWire:
 
 def _with_active(s: Segment, active: bool) -> Segment:
     return Segment(s.index, s.ts, s.src, s.sport, s.dst, s.dport, s.flags, s.seq, s.ack, s.payload_len,
-                   s.options, active)
+                   s.options, active, s.payload)
 
 
 # ------------------------------------------------------------------------------------- pcap writing

@@ -7,12 +7,23 @@ plain TCP."""
 from __future__ import annotations
 
 import csv
+import json
+import random
+import stat
 import statistics
+import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import wearlab
+from wearlab.errors import InputError
 from wearlab.nodes.tcpcrypt import BINARY
+from wearlab.plan.seeds import file_seed
+from wearlab.report.decrypt import decrypt
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tcpcrypt_wire as tw  # noqa: E402
 
 pytestmark = pytest.mark.netem
 
@@ -29,11 +40,14 @@ RTT = 2 * ONE_WAY
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def experiment(tmp_path_factory):
+    """The experiment's results directory and `wearlab run`'s output. The watch keeps a key log
+    (tcpcrypt_key_log: one line per session written at its key exchange, a few hundred bytes: not
+    what the physics below measures) for test_the_key_log_decrypts_the_capture."""
     d = tmp_path_factory.mktemp("tcpcrypt")
     (d / "topo.yaml").write_text(f"""
 nodes:
-  watch: {{role: wearable}}
+  watch: {{role: wearable, tcpcrypt_key_log: true}}
   phone: {{role: phone}}
   ap: {{role: ap}}
   server: {{role: server}}
@@ -55,7 +69,12 @@ matrix:
 """)
     res = wearlab("run", str(d / "exp.yaml"), "--out", str(d / "results"), timeout=400)
     assert res.returncode == 0, res.stdout + res.stderr
-    latest = d / "results" / "tcpcrypt-physics" / "latest"
+    return d / "results" / "tcpcrypt-physics" / "latest", res
+
+
+@pytest.fixture(scope="module")
+def runs(experiment):
+    latest, _ = experiment
     with (latest / "runs.csv").open() as f:
         rows = list(csv.DictReader(f))
     with (latest / "series" / "tcpcrypt.csv").open() as f:
@@ -83,6 +102,64 @@ def test_direct_path_is_encrypted_with_one_session_id(runs):
         # ENO on the wire: A's SYN offers TEPs (kind 69 = 0x45), B's SYN-ACK answers with b = 1.
         watch = next(x for x in pair if x["node"] == "watch")
         assert watch["eno_syn"].startswith("45") and watch["eno_synack"].startswith("45")
+
+
+def wire(pcaps, *ports: int) -> dict[int, tuple[bytes, bytes]]:
+    """The payload bytes each connection (its client end's port) carried on the wire, up and down,
+    in capture order: whatever crossed in clear would be in them."""
+    out = {p: (bytearray(), bytearray()) for p in ports}
+    for pcap in pcaps:
+        for s in tw.tcp_segments(pcap):
+            if s.sport in out:
+                out[s.sport][0].extend(s.payload)
+            elif s.dport in out:
+                out[s.dport][1].extend(s.payload)
+    return {p: (bytes(u), bytes(d)) for p, (u, d) in out.items()}
+
+
+def test_the_key_log_decrypts_the_capture(experiment, runs, tmp_path):
+    """issue 22 item 5: with the watch's key log, `wearlab decrypt --run N` (report.decrypt, in
+    this process: the command line's refusals are tests/test_tcpcrypt_keylog.py's) opens a
+    tcpcrypt run's connection in the watch's capture to exactly the request curl sent and the
+    response nginx served (the generated file, byte for byte: random.Random(file_seed(seed,
+    size))), while the same connection's bytes on the wire hold none of it - and a plain HTTP
+    run's do (the check sees plaintext where there is some)."""
+    latest, res = experiment
+    rows, records = runs
+    assert "WARNING: tcpcrypt key log kept on watch" in res.stdout
+    meta = json.loads((latest / "metadata.json").read_text())
+    assert meta["tcpcrypt_key_logs"] == {"watch": "keys/watch.keylog"}
+    assert any("these results hold session keys" in n for n in meta["notes"])
+    keylog = latest / "keys" / "watch.keylog"
+    assert stat.S_IMODE(keylog.stat().st_mode) == 0o600
+    assert not (latest / "keys" / "server.keylog").exists()       # only the node that asked
+
+    run = cell(rows, "tcpcrypt", "ap")[0]["run"]
+    sid = {x["session_id"] for x in records if x["run"] == run}.pop()
+    out, lines = tmp_path / "plain", []
+    assert decrypt(latest, run=int(run), out=out, write=lines.append) == 0, lines
+    conns = [l for l in lines if l.startswith("connection ")]
+    assert len(conns) == 1 and "tcpcrypt, fresh key exchange, TEP 0x23" in conns[0] and sid in conns[0], lines
+    a2b, = out.glob("*/conn*-a2b.bin")
+    request, response = a2b.read_bytes(), a2b.with_name(a2b.name.replace("a2b", "b2a")).read_bytes()
+    assert request.startswith(f"GET /files/{SIZE}.bin HTTP/1.1\r\n".encode()) and request.endswith(b"\r\n\r\n")
+    head, _, body = response.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and f"Content-Length: {SIZE}\r\n".encode() in head + b"\r\n"
+    assert body == random.Random(file_seed(meta["seed"], SIZE)).randbytes(SIZE)
+
+    crypt = int(conns[0].split(" -> ")[0].rpartition(":")[2])
+    plain = int(cell(rows, "http", "ap")[0]["local_port"])
+    seen = wire(sorted((latest / "captures").glob("*.pcap")), crypt, plain)
+    samples = [body[i:i + 32] for i in (0, SIZE // 2, SIZE - 32)]
+    up, down = seen[crypt]
+    assert len(down) >= SIZE and b"GET /files" not in up and not any(s in down for s in samples)
+    up, down = seen[plain]
+    assert request.split(b"\r\n")[0] in up and all(s in down for s in samples)
+
+    fell_back = cell(rows, "tcpcrypt", "phone")[0]["run"]      # plain TCP: nothing to decrypt
+    with pytest.raises(InputError) as e:
+        decrypt(latest, run=int(fell_back))
+    assert "no encrypted connection" in str(e.value)
 
 
 def test_key_exchange_takes_one_round_trip(runs):

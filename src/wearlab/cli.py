@@ -224,6 +224,7 @@ def _parser() -> argparse.ArgumentParser:
     sh.add_argument("node")
 
     _add_capture_parser(sub)
+    _add_decrypt_parser(sub)
 
     # `runtime-exec` runs a command in the runtime (the UML guest here), outside every node; `exec
     # NODE -- CMD` (a command in one node of a deployed topology) is a different verb.
@@ -270,6 +271,34 @@ def _capture(args: argparse.Namespace) -> int:
     return live_capture.capture(lambda req: control.request(results, req), args.targets, args.write,
                                 count=args.count, duration=args.duration, snaplen=args.snaplen, bpf=args.filter,
                                 say=lambda m: err_console.print(escape(m)))
+
+
+# -- wearlab decrypt (report/decrypt.py) ---------------------------------------------------------
+
+def _add_decrypt_parser(sub) -> None:
+    dc = sub.add_parser("decrypt", help="the application bytes of a results directory's tcpcrypt connections, from "
+                                        "its captures and the key logs of nodes with tcpcrypt_key_log: true")
+    dc.add_argument("results", type=Path, metavar="RESULTS", help="a results directory (or an experiment's: its latest)")
+    dc.add_argument("--run", type=int, metavar="N", help="only run N's connections (runs.csv's run)")
+    dc.add_argument("--pcap", type=Path, action="append", default=[], metavar="FILE",
+                    help="a capture to decrypt instead of the results' captures/ (e.g. `wearlab capture -w FILE` "
+                         "of the run); repeatable")
+    dc.add_argument("--out", type=Path, metavar="DIR", help="write each connection's bytes raw to "
+                    "DIR/<capture>/conn<N>-a2b.bin and -b2a.bin instead of printing them escaped")
+    dc.add_argument("--port", type=int, metavar="P", help="only connections with port P at either end")
+
+
+def _decrypt(args: argparse.Namespace) -> int:
+    from wearlab.report.check import find_results
+    from wearlab.report.decrypt import decrypt
+
+    _positive(args.run, "--run")
+    found = find_results([args.results])
+    if len(found) != 1:
+        raise InputError([Problem(WHERE, None, "RESULTS", f"{args.results} holds {len(found)} results directories "
+                                                          f"({', '.join(map(str, found))}): give one")])
+    return decrypt(found[0], run=args.run, pcaps=args.pcap, out=args.out, port=args.port,
+                   write=lambda line: print(line, flush=True))
 
 
 def _experiment_options(p: argparse.ArgumentParser) -> None:
@@ -394,6 +423,8 @@ def dispatch(args: argparse.Namespace) -> int:
         return deploy.node_command(args.name, args.node, argv, shell=cmd == "shell")
     if cmd == "capture":
         return _capture(args)
+    if cmd == "decrypt":
+        return _decrypt(args)
     if cmd == "runtime-exec":
         from wearlab.runtime.placement import exec_where_network_lives
 

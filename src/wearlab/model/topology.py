@@ -104,6 +104,11 @@ class NodeSpec(BaseModel):
     # the first to a peer, which changes what a tcpcrypt experiment measures (seed 004's numbers
     # are of fresh key exchanges). Off: tcpcryptd --no-resume.
     tcpcrypt_resumption: bool = False
+    # An opt-in key log of this node's tcpcryptd (tcpcryptd --key-log, the role SSLKEYLOGFILE
+    # plays for TLS): every session's secrets into <results>/keys/<node>.keylog, so `wearlab
+    # decrypt` can open the captures' tcpcrypt frames. For teaching and debugging only; off by
+    # default, because whoever reads the results can then read every encrypted connection.
+    tcpcrypt_key_log: bool = False
     sysctls: dict[str, Annotated[str, BeforeValidator(_sysctl_value)]] = Field(default_factory=dict)
 
     @field_validator("device")
@@ -165,6 +170,7 @@ class Node(BaseModel):
     device: str | None = None  # a device's name; the plan resolves it (built-in or the topology's)
     tcpcrypt: str = "opportunistic"  # opportunistic | require (NodeSpec.tcpcrypt)
     tcpcrypt_resumption: bool = False  # NodeSpec.tcpcrypt_resumption
+    tcpcrypt_key_log: bool = False  # NodeSpec.tcpcrypt_key_log
 
 
 class Link(BaseModel):
@@ -251,6 +257,8 @@ class Topology(BaseModel):
                 nodes[node.name]["tcpcrypt"] = node.tcpcrypt
             if node.tcpcrypt_resumption:
                 nodes[node.name]["tcpcrypt_resumption"] = True
+            if node.tcpcrypt_key_log:
+                nodes[node.name]["tcpcrypt_key_log"] = True
             if node.sysctls:
                 nodes[node.name]["sysctls"] = dict(node.sysctls)
         links = []
@@ -419,7 +427,7 @@ def _resolve_node(name: str, spec: NodeSpec, problem: _Report, catalog: Catalog)
                 f"node's namespace (kinds that can: {', '.join(able) or 'none for this role'})")
     return Node(name=name, role=spec.role, kind=kind_name, options=options, sysctls=dict(spec.sysctls),
                 image=spec.image, device=spec.device, tcpcrypt=spec.tcpcrypt,
-                tcpcrypt_resumption=spec.tcpcrypt_resumption)
+                tcpcrypt_resumption=spec.tcpcrypt_resumption, tcpcrypt_key_log=spec.tcpcrypt_key_log)
 
 
 def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, Any],
@@ -438,7 +446,7 @@ def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, 
     options: dict[str, Any] = {k: v for k, v in (normalised or {}).items() if k in kind.options}
     for key, value in given.items():
         if key not in kind.options:
-            allowed = ["role", "kind", "image", "device", "tcpcrypt", "tcpcrypt_resumption", "sysctls", *kind.options.names()]
+            allowed = ["role", "kind", "image", "device", "tcpcrypt", "tcpcrypt_resumption", "tcpcrypt_key_log", "sysctls", *kind.options.names()]
             hint = did_you_mean(key, allowed) or f" (kind {kind_name} takes: {', '.join(kind.options.names()) or 'no options'})"
             problems.append((key, f"unknown key '{key}'{hint}"))
             continue

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from wearlab.model.declarations import NodeKindDecl
 from wearlab.model.needs import Need, Tcpcrypt
 from wearlab.nodes.software import KindError
-from wearlab.nodes.tcpcrypt import TcpcryptDaemon
+from wearlab.nodes.tcpcrypt import TcpcryptDaemon, key_log_path
 
 if TYPE_CHECKING:
     from wearlab.plan.plan import RunPlan
@@ -43,6 +43,7 @@ class NodeContext:
     plan: RunPlan | None = None  # the run's plan (None: a kind started on its own, e.g. by a test)
     links: LinkControl | None = None   # the run's links, for kinds that change them (a handover)
     changes: ChangeLog | None = None   # ... and the log every change goes to
+    out_dir: Path | None = None        # the experiment's results directory (None: not in a run)
 
 
 class NodeKind(NodeKindDecl):
@@ -65,9 +66,15 @@ class NodeKind(NodeKindDecl):
         if self._crypt:
             device = self.ctx.plan.device_of(self.node) if self.ctx.plan is not None else None
             spec = self.net.topo.nodes.get(self.node) if getattr(self.net, "topo", None) is not None else None
+            key_log = None
+            if getattr(spec, "tcpcrypt_key_log", False):
+                # With the results, where `wearlab decrypt` looks; a kind started outside a run
+                # keeps it in its work directory.
+                key_log = key_log_path(self.ctx.out_dir or self.workdir, self.node)
             self.tcpcrypt = TcpcryptDaemon(self.net, self.node, self.workdir, self._crypt, device,
                                            require_all=getattr(spec, "tcpcrypt", "opportunistic") == "require",
-                                           resumption=bool(getattr(spec, "tcpcrypt_resumption", False)))
+                                           resumption=bool(getattr(spec, "tcpcrypt_resumption", False)),
+                                           key_log=key_log)
             self.tcpcrypt.start()
 
     def shut_down(self) -> None:
@@ -123,6 +130,8 @@ class NodeKind(NodeKindDecl):
         if self.tcpcrypt is not None:
             facts["tcpcrypt"] = {"argv": self.tcpcrypt.argv(), "version": self.tcpcrypt.version(),
                                  "resumption": self.tcpcrypt.resumption}
+            if self.tcpcrypt.key_log is not None:
+                facts["tcpcrypt"]["key_log"] = str(self.tcpcrypt.key_log)
         image = self.net.topo.nodes[self.node].image
         if image:
             facts["container"] = {"image": image, "id": getattr(self.net.hosts[self.node], "cid", None)}

@@ -19,6 +19,11 @@ connection closed cleanly and both daemons report the same session ID.
 
 Resumption (RFC 8548 3.5) is off unless the node says `tcpcrypt_resumption: true` (tcpcryptd
 --no-resume otherwise), so existing experiments keep measuring a fresh key exchange per connection.
+
+Key log (issue 22 item 5): only when the node says `tcpcrypt_key_log: true`, the daemon appends
+every session's secrets to <results>/keys/<node>.keylog (tcpcryptd --key-log; the file made 0600
+before the daemon opens it), from which `wearlab decrypt` opens the captures' frames. Never on by
+default: results with a key log hold every session's keys.
 """
 
 from __future__ import annotations
@@ -42,6 +47,12 @@ ROOT = Path(__file__).resolve().parents[3]
 BINARY = ROOT / "tcpcrypt" / "target" / "release" / "tcpcryptd"
 OUT_PORT, IN_PORT = TCPCRYPTD_OUT, TCPCRYPTD_IN
 NODE_CGROUP2 = Path("/sys/fs/cgroup")
+KEY_LOG_DIR = "keys"   # under the results directory: <results>/keys/<node>.keylog
+
+
+def key_log_path(results: Path, node: str) -> Path:
+    """Where a node's tcpcryptd keeps its key log (tcpcrypt_key_log: true)."""
+    return results / KEY_LOG_DIR / f"{node}.keylog"
 
 
 def process_cpu_clock(pid: int) -> int:
@@ -61,7 +72,7 @@ class TcpcryptDaemon:
     """One tcpcryptd in one node."""
 
     def __init__(self, net, node: str, workdir: Path, needs: list[Tcpcrypt], device: Device | None = None,
-                 require_all: bool = False, resumption: bool = False):
+                 require_all: bool = False, resumption: bool = False, key_log: Path | None = None):
         self.net, self.node, self.dir = net, node, workdir
         # --require-encryption: every connection (the node's `tcpcrypt: require`), or the ports
         # whose needs ask for it.
@@ -70,6 +81,7 @@ class TcpcryptDaemon:
         # daemon's own default is on, and with it every connection after the first to a peer
         # skips the key exchange - not what seed 004's experiments measure.
         self.resumption = resumption
+        self.key_log = key_log   # tcpcryptd --key-log (the node's tcpcrypt_key_log), else None
         # On a node with a device the daemon pads its own cryptography to the device's times
         # (tcpcryptd --device-profile; tcpcrypt/tcpcryptd/src/device.rs), on the node's cores with
         # the node's other processes (--device-cores: nodes.devicecpu.node_cpu).
@@ -109,12 +121,16 @@ class TcpcryptDaemon:
             argv += ["--require-encryption", ",".join(self.require)]
         if not self.resumption:
             argv += ["--no-resume"]
+        if self.key_log is not None:
+            argv += ["--key-log", str(self.key_log)]
         if self.device_profile is not None:
             argv += ["--device-profile", str(self.device_profile), "--device-cores", str(self.device_cores)]
         return argv
 
     def start(self, timeout: float = 15) -> None:
         self.stats.touch()
+        if self.key_log is not None:
+            make_key_log(self.key_log)
         self.cgroup.mkdir(parents=True, exist_ok=True)
         self.net.sh(self.node, f'[ "$(stat -f -c %T {NODE_CGROUP2})" = cgroup2fs ] || '
                                f"mount -t cgroup2 cgroup2 {NODE_CGROUP2}")
@@ -173,6 +189,17 @@ class TcpcryptDaemon:
                 self.cgroup.rmdir()
             except OSError:
                 pass
+
+
+def make_key_log(path: Path) -> None:
+    """The key log file, readable by its owner only (0600), before the daemon opens it to append
+    (it would create it with the umask's mode): session keys are secrets even in a testbed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.fchmod(fd, 0o600)   # an existing file (a kind restarted for another cell) too
+    finally:
+        os.close(fd)
 
 
 def encrypted(client: dict[str, Any] | None, server: dict[str, Any] | None) -> bool:

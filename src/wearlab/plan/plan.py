@@ -151,6 +151,12 @@ class RunPlan(PlanView):
         out = ["tcpcrypt"] if any(isinstance(n, Tcpcrypt) for n in self.needs) else []
         return out + (["devicecpu"] if self.devices else [])
 
+    def key_log_nodes(self) -> list[str]:
+        """Nodes whose tcpcryptd keeps a key log (`tcpcrypt_key_log: true` on a node that runs
+        tcpcryptd in some cell): the results will hold their session keys."""
+        crypt = {n.node for n in self.needs if isinstance(n, Tcpcrypt)}
+        return [name for name, node in self.topology.nodes.items() if node.tcpcrypt_key_log and name in crypt]
+
     def device_of(self, node: str) -> Device | None:
         return self.devices.get(node)
 

@@ -38,6 +38,7 @@ from rich.console import Console
 
 from wearlab.model.needs import Files
 from wearlab.nodes.node_kind import NodeContext, NodeKind
+from wearlab.nodes.tcpcrypt import key_log_path
 from wearlab.plan.plan import CellPlan, NodeSetting, RunPlan
 from wearlab.plan.seeds import RunSeeds, file_seed
 from wearlab.realize import changelog, netns
@@ -99,7 +100,8 @@ class Nodes:
         plan, wctx = self.state.plan, self.state.wctx
         workdir = wctx.workdir(f"{node}-{len(self.facts.get(node, []))}")
         ctx = NodeContext(net=wctx.net, node=node, settings=dict(setting.options), workdir=workdir,
-                          seed=plan.seed, plan=plan, links=self.state.links, changes=self.state.changes)
+                          seed=plan.seed, plan=plan, links=self.state.links, changes=self.state.changes,
+                          out_dir=wctx.out_dir)
         return setting.kind(ctx, plan.needs_of(node, setting))
 
     def stop(self) -> None:
@@ -111,6 +113,21 @@ class Nodes:
 
 
 Hold = Callable[[RunState, CellPlan], None]
+
+
+def _warn_key_logs(plan: RunPlan, out_dir: Path, record: RunRecord, console: Console) -> None:
+    """Nodes with `tcpcrypt_key_log: true`: said loudly on the console and recorded in metadata
+    (`tcpcrypt_key_logs`, and a note the report shows), because these results will hold every
+    tcpcrypt session's keys."""
+    nodes = plan.key_log_nodes()
+    if not nodes:
+        return
+    files = {n: str(key_log_path(out_dir, n).relative_to(out_dir)) for n in nodes}
+    text = (f"tcpcrypt key log kept on {', '.join(nodes)} (tcpcrypt_key_log: true): these results hold session keys "
+            f"({', '.join(files.values())}); anyone with them can decrypt the captures (`wearlab decrypt`)")
+    console.print(f"[bold red]WARNING: {text}[/bold red]")
+    record.note(text)
+    record.set(tcpcrypt_key_logs=files)   # (set saves the file, the note with it)
 
 
 def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = None,
@@ -145,6 +162,7 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
                **({"shard": shard.to_document(len(plan.cells) * plan.repetitions)} if shard else {}),
                **({"sessions": kept.sessions, "resumed": {"runs_kept": len(kept.runs), "runs_to_run": len(todo)}}
                   if resume else {}))
+    _warn_key_logs(plan, out_dir, record, console)
     results.write_json(out_dir / "plan.json", plan.to_document())
     param_cols = list(plan.columns.params)
     runs = results.RunsCsv(out_dir / "runs.csv", plan.columns.runs_csv(),

@@ -127,6 +127,9 @@ def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool =
     kinds = ", ".join(f"{sum(1 for c in p.claims if c.evidence == e)} {e.value}" for e in Evidence
                       if any(c.evidence == e for c in p.claims))
     console.print(f"claims (expect:, `wearlab check` scores them): {len(p.claims)}{f' ({kinds})' if kinds else ''}")
+    if p.key_log_nodes():
+        console.print(f"[bold red]tcpcrypt key log on {', '.join(p.key_log_nodes())} (tcpcrypt_key_log: true): the "
+                      "results will hold session keys (wearlab decrypt)[/bold red]")
     return 0
 
 
