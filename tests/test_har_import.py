@@ -276,3 +276,24 @@ matrix:
         "www": sorted((A, p, size) for p, (o, size, _) in EXPECTED.items() if o == A),
         "static": sorted((o, p, size) for p, (o, size, _) in EXPECTED.items() if o in (B, C)),
     }, served
+
+
+CADDY_FIXTURE = FIXTURE.parent / "two-origins-caddy.har"
+
+
+def test_the_caddy_fixture_keeps_its_host_names_without_ports():
+    """The same page from Caddy on two named origins (tests/fixtures/har/README.md, by hand): host
+    names kept, ports dropped (noted), keep-alive connections counted as the browser used them."""
+    made = har_page_document(json.loads(CADDY_FIXTURE.read_text()), name="two")
+    page = load(made.document).page
+    assert [(o.name, o.host) for o in page.origins] == [("www60791", "www.test"), ("cdn44815", "cdn.test")]
+    host = {o.name: o.host for o in page.origins}
+    on_cdn = {"/app.js", "/photo.jpg"}
+    for obj in page.objects:
+        _, want_size, want_parent = EXPECTED[obj.path]
+        assert host[obj.origin] == ("cdn.test" if obj.path in on_cdn else "www.test"), obj.path
+        assert obj.size == want_size, obj.path
+        assert (None if obj.parent is None else page.objects[obj.parent].path) == want_parent, obj.path
+    assert page.total_bytes == 28_200 and page.observed.connections == 4 and page.observed.servers == 2
+    assert made.notes == [f"origin {n} was http://{h}:{p}: replayed as {h} on its server's standard port"
+                          for n, h, p in (("www60791", "www.test", 60791), ("cdn44815", "cdn.test", 44815))]
