@@ -56,3 +56,49 @@ def test_the_phone_topology_plans_with_its_listeners_and_bad_options_exit_2(tmp_
     assert res.returncode == 2 and "Traceback" not in res.stderr
     text = res.stdout + res.stderr
     assert "bad.yaml:4" in text and "70000" in text and "tunnel" in text, text
+
+
+class _Src:
+    file = "exp.yaml"
+
+    @staticmethod
+    def line(path):
+        return 7
+
+
+def test_paths_to_several_servers(tmp_path):
+    """workloads.paths.check_paths_to, for page-load's `path` (docs/pages.md: the hook it needs):
+    the default is the client's first neighbour; a path must be a neighbour leading to every
+    server without passing back through the client."""
+    from wearlab.catalog import CATALOG
+    from wearlab.model.topology import load_topology
+    from wearlab.workloads.paths import check_paths_to
+
+    (tmp_path / "t.yaml").write_text("""name: t
+nodes:
+  watch: {role: wearable}
+  phone: {role: phone}
+  ap: {role: ap}
+  www: {role: server}
+  cdn: {role: server}
+  side: {role: ap}
+links:
+  - {between: [watch, ap]}
+  - {between: [watch, phone]}
+  - {between: [watch, side]}
+  - {between: [phone, ap]}
+  - {between: [ap, www]}
+  - {between: [ap, cdn]}
+""")
+    topo = load_topology(tmp_path / "t.yaml", CATALOG)
+    fixed, where = {}, {}
+    assert check_paths_to("watch", ["www", "cdn"], topo, fixed, {}, where, _Src) == []
+    assert fixed["path"] == "ap"
+    matrix = {"path": ["ap", "phone", "side", "cdn"]}
+    where = {("path", h): ("matrix", "path", i) for i, h in enumerate(matrix["path"])}
+    problems = check_paths_to("watch", ["www", "cdn"], topo, {}, matrix, where, _Src)
+    assert [(p.field, p.message) for p in problems] == [
+        ("matrix.path[2]", "the servers www, cdn cannot be reached through 'side' without passing back through "
+                           "the client 'watch'"),
+        ("matrix.path[3]", "'cdn' is not next to the client 'watch' (its neighbours: ap, phone, side)"),
+    ]
