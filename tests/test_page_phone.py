@@ -1,7 +1,7 @@
 """Page loads through the watch's phone (topology-declared: the relay kind's `intercept:` and
 `udp:`, nodes/proxies.py): HTTP/1.1 and HTTP/2 ride TCP connections the phone splits, HTTP/3's
-QUIC is forwarded as UDP - or, with `udp: drop`, cannot load and its runs say so - and a page
-imported from Chromium's HAR (tests/fixtures/har/) loads like a written one.
+QUIC is forwarded as UDP - or, with `udp: drop`, cannot load and its runs say so - on a page
+imported from Chromium's HAR (tests/fixtures/har/three-origins.har: three origins on two servers).
 
 Which packets the phone split is read from the watch's capture by their IP TTL (RFC 791: each
 router decrements it; RFC 1122 and Linux's net.ipv4.ip_default_ttl: a host sends 64): the split
@@ -31,25 +31,16 @@ TOPOLOGY = """
     - {between: [phone, www], delay: 5ms}
     - {between: [phone, cdn], delay: 5ms}
 """
-CHAIN = """name: chain
-origins: [www, cdn]
-objects:
-  - {path: /, size: 8KB}
-  - {path: /app.js, origin: cdn, size: 8KB, depends_on: /}
-  - {path: /data.json, size: 4KB, depends_on: /app.js}
-  - {path: /img.jpg, origin: cdn, size: 8KB, depends_on: /data.json}
-"""
 # The HAR fixture's origins (IP addresses in the recording: replayed under their names) on the
 # two servers.
 HAR_SERVERS = "{ip1270058305: www, ip1270058263: cdn, ip1270052625: cdn}"
-ORIGINS = {"chain": 2, "three-origins": 3}
+ORIGINS = 3
 HOST_TTL = 64
 
 
 @pytest.fixture(scope="module")
 def loads(tmp_path_factory):
     d = tmp_path_factory.mktemp("pagephone")
-    (d / "chain.yaml").write_text(CHAIN)
     res = wearlab("page", "import", str(ROOT / "tests" / "fixtures" / "har" / "three-origins.har"),
                   "-o", str(d / "three-origins.yaml"))
     assert res.returncode == 0, res.stdout + res.stderr
@@ -59,9 +50,8 @@ topology: {TOPOLOGY}
 repetitions: 1
 seed: 3
 timeout: 3s
-workload: {{kind: page-load, client: watch, protocol: https, servers: {HAR_SERVERS}}}
+workload: {{kind: page-load, client: watch, page: three-origins.yaml, protocol: https, servers: {HAR_SERVERS}}}
 matrix:
-  page: [chain.yaml, three-origins.yaml]
   http_version: [1.1, 2, 3]
   phone.udp: [forward, drop]
 """)
@@ -69,18 +59,14 @@ matrix:
     return latest, rows
 
 
-def _page(row) -> str:
-    return row["page"].rsplit("/", 1)[-1].removesuffix(".yaml")
-
-
 def test_tcp_through_the_split_and_quic_forwarded_load(loads):
     _, rows = loads
-    assert len(rows) == 12
+    assert len(rows) == 6
     for r in rows:
         if r["http_version"] == "3" and r["phone.udp"] == "drop":
             continue
-        assert r["status"] == "ok", (r["page"], r["http_version"], r["phone.udp"], r["error"])
-        n = ORIGINS[_page(r)]
+        assert r["status"] == "ok", (r["http_version"], r["phone.udp"], r["error"])
+        n = ORIGINS
         if r["http_version"] == "2":    # one connection per origin, each split at the phone
             assert (int(r["tcp_syns"]), int(r["quic_connections"])) == (n, 0), r
         elif r["http_version"] == "3":  # one QUIC connection per origin, forwarded
@@ -92,7 +78,7 @@ def test_tcp_through_the_split_and_quic_forwarded_load(loads):
 def test_a_phone_that_drops_udp_cannot_carry_http3_and_says_so(loads):
     _, rows = loads
     dropped = [r for r in rows if r["http_version"] == "3" and r["phone.udp"] == "drop"]
-    assert len(dropped) == 2
+    assert len(dropped) == 1
     for r in dropped:
         assert r["status"] != "ok" and r["error"], r
 
