@@ -591,6 +591,8 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "phone.sndbuf": ("stream", ["64KiB", "256KiB"], {}),
     "phone.rcvbuf": ("stream", ["64KiB", "256KiB"], {}),
     "phone.app_buffer": ("stream", ["64KiB", "1MB"], {}),
+    "phone.udp": ("stream", ["forward", "drop"], {}),
+    "phone.intercept": ("stream", [[443], [80, 443]], {}),
     "phone.mitigation": ("stream", ["none", "virtual-queue"], {}),
     "phone.vq_T": ("stream", ["0.5s", "1s"], {"phone.mitigation": "virtual-queue"}),
     "phone.vq_epsilon": ("stream", [0.1, 0.2], {"phone.mitigation": "virtual-queue"}),

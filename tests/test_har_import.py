@@ -22,7 +22,10 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "har" / "three-origins.
 
 # By hand, from the fixture (and tests/fixtures/har/README.md): URL -> (host, body bytes, the URL
 # its _initiator names, or None for the root).
-A, B, C = "127.0.0.1:58305", "127.0.0.2:58263", "127.0.0.3:52625"
+# The hosts are IP addresses, so the origins get no host: and replay under their names
+# (model/har.py: an IP address is no host name), each said in a note.
+A, B, C = "ip1270058305", "ip1270058263", "ip1270052625"
+RECORDED = {A: "http://127.0.0.1:58305", B: "http://127.0.0.2:58263", C: "http://127.0.0.3:52625"}
 EXPECTED = {
     "/index.html": (A, 2000, None),
     "/style.css": (A, 1500, "/index.html"),
@@ -52,12 +55,12 @@ def test_the_fixture_imports_into_the_page_it_holds():
     made = har_page_document(har_json(), name="three-origins")
     page = load(made.document).page
     assert page.name == "three-origins"
-    assert sorted(o.host for o in page.origins) == sorted([A, B, C])
+    assert sorted(o.name for o in page.origins) == sorted([A, B, C])
+    assert all(o.host is None for o in page.origins)
     assert len(page.objects) == len(EXPECTED) == 7
-    host = {o.name: o.host for o in page.origins}
     for obj in page.objects:
-        want_host, want_size, want_parent = EXPECTED[obj.path]
-        assert host[obj.origin] == want_host, obj.path
+        want_origin, want_size, want_parent = EXPECTED[obj.path]
+        assert obj.origin == want_origin, obj.path
         assert obj.size == want_size, obj.path
         parent = None if obj.parent is None else page.objects[obj.parent].path
         assert parent == want_parent, obj.path
@@ -72,7 +75,8 @@ def test_the_fixture_imports_into_the_page_it_holds():
     assert page.root.compute_s == pytest.approx(0.0242, abs=1e-4)
     # What the browser saw: http.server closes every connection (7), 3 servers, 29,522 B transferred.
     assert (page.observed.connections, page.observed.servers, page.observed.bytes) == (7, 3, 29_522)
-    assert made.notes == []
+    assert made.notes == [f"origin {o} was {RECORDED[o]} (an IP address, no host name): replayed as host {o}"
+                          for o in (A, B, C)]
 
 
 def test_page_import_writes_a_page_file_that_loads(tmp_path):
@@ -190,8 +194,11 @@ def test_same_host_other_port_is_another_origin():
         entry("http://www.example.com:8080/", "2024-01-01T00:00:00.100Z"),
     ), name="ports")
     page = load(made.document).page
+    # the replay serves both on its servers' standard ports: one host name, two origins (nodes)
     assert [(o.name, o.host) for o in page.origins] == [("example", "www.example.com"),
-                                                       ("example8080", "www.example.com:8080")]
+                                                       ("example8080", "www.example.com")]
+    assert made.notes[0] == ("origin example8080 was http://www.example.com:8080: replayed as www.example.com on "
+                             "its server's standard port")
     assert page.objects[1].ref == "example8080:/"
 
 
@@ -236,3 +243,57 @@ def test_page_commands_on_the_command_line(tmp_path):
     res = wearlab("page", "check", str(bad))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert f"{bad}:3: objects[0].size:" in res.stderr, res.stderr
+
+
+def test_the_imported_fixture_plans_as_a_page_load(tmp_path):
+    """`wearlab page import` of Chromium's HAR gives a page the page-load workload plans: its three
+    origins (IP addresses in the recording, so replayed under their names) mapped onto
+    topologies/pages-wifi.yaml's two servers; and each server serves its origins' objects at their
+    recorded sizes."""
+    from conftest import ROOT, wearlab
+
+    page = tmp_path / "three-origins.yaml"
+    res = wearlab("page", "import", str(FIXTURE), "-o", str(page))
+    assert res.returncode == 0, res.stdout + res.stderr
+    exp = tmp_path / "imported.yaml"
+    exp.write_text(f"""name: imported
+topology: {ROOT / "topologies" / "pages-wifi.yaml"}
+repetitions: 1
+workload:
+  kind: page-load
+  client: watch
+  page: three-origins.yaml
+  servers: {{{A}: www, {B}: static, {C}: static}}
+matrix:
+  http_version: [1.1, 2, 3]
+""")
+    res = wearlab("plan", str(exp), "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    plan = json.loads(res.stdout)
+    served = {n["node"]: sorted((o[0], o[1], o[2]) for o in n["objects"]) for n in plan["needs"]
+              if n["need"] == "pagecontent"}
+    assert served == {
+        "www": sorted((A, p, size) for p, (o, size, _) in EXPECTED.items() if o == A),
+        "static": sorted((o, p, size) for p, (o, size, _) in EXPECTED.items() if o in (B, C)),
+    }, served
+
+
+CADDY_FIXTURE = FIXTURE.parent / "two-origins-caddy.har"
+
+
+def test_the_caddy_fixture_keeps_its_host_names_without_ports():
+    """The same page from Caddy on two named origins (tests/fixtures/har/README.md, by hand): host
+    names kept, ports dropped (noted), keep-alive connections counted as the browser used them."""
+    made = har_page_document(json.loads(CADDY_FIXTURE.read_text()), name="two")
+    page = load(made.document).page
+    assert [(o.name, o.host) for o in page.origins] == [("www60791", "www.test"), ("cdn44815", "cdn.test")]
+    host = {o.name: o.host for o in page.origins}
+    on_cdn = {"/app.js", "/photo.jpg"}
+    for obj in page.objects:
+        _, want_size, want_parent = EXPECTED[obj.path]
+        assert host[obj.origin] == ("cdn.test" if obj.path in on_cdn else "www.test"), obj.path
+        assert obj.size == want_size, obj.path
+        assert (None if obj.parent is None else page.objects[obj.parent].path) == want_parent, obj.path
+    assert page.total_bytes == 28_200 and page.observed.connections == 4 and page.observed.servers == 2
+    assert made.notes == [f"origin {n} was http://{h}:{p}: replayed as {h} on its server's standard port"
+                          for n, h, p in (("www60791", "www.test", 60791), ("cdn44815", "cdn.test", 44815))]

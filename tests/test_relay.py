@@ -89,9 +89,32 @@ def test_sigterm_stops_it_promptly(echo_server):
 @pytest.mark.parametrize("argv, message", [
     (["20000"], "is not LISTEN_PORT=HOST:PORT"),
     (["20000=host:99999"], "is not LISTEN_PORT=HOST:PORT"),
+    (["20000=origin"], "nor LISTEN_PORT=original"),
+    (["0=original"], "nor LISTEN_PORT=original"),
     (["20000=10.0.0.1:80", "--app-buffer", "-5"], "not a positive number"),
     (["20000=10.0.0.1:80", "--mitigation", "virtual-queue"], "needs --throttle-dev"),
 ])
 def test_bad_command_lines(argv, message):
     res = subprocess.run([sys.executable, "-m", "wearlab.nodes.relay", *argv], capture_output=True, text=True, timeout=30)
     assert res.returncode == 2 and message in res.stderr, res.stderr
+
+
+def test_a_transparent_listener_resets_what_was_not_redirected_to_it():
+    """`PORT=original` relays to each connection's destination before REDIRECT; a connection made
+    straight to the listener has none but the listener itself, and is reset, not relayed to
+    itself (a loop)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "wearlab.nodes.relay", f"{port}=original", "--bind", "127.0.0.1"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            with pytest.raises(ConnectionResetError):
+                c.sendall(b"GET / HTTP/1.1\r\n\r\n")
+                if c.recv(1) == b"":
+                    raise AssertionError("closed, not reset")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -10,8 +10,13 @@ How each part of a page is read from the HAR, and why:
   The first entry of a page (its navigation) is the root.
 - Origins: one per scheme://host:port of the URLs, named after the host (lowercase letters and
   digits, `www.` and the last label dropped, the port appended when not the scheme's default,
-  at most 12 characters, made unique) so that each can become a server node; the real host
-  stays in the origin's `host:`.
+  at most 12 characters, made unique) so that each can become a server node; the real host name
+  stays in the origin's `host:` - the name the replay's client and servers use (URL, SNI,
+  certificate, Host header) - without the port: a replay serves every origin on its server
+  node's standard ports (80, 443), and the page file has no port to give. An IP address is no
+  host name (a client connects to it without a lookup, sends no SNI, and here it would be an
+  address of the client's own namespace), so such an origin gets no `host:` and is replayed
+  under its name. Either change is said in the notes, with the origin as recorded.
 - Sizes: the response body as transferred (`response.bodySize`: after content-encoding, without
   headers), falling back to the decoded size (`content.size`) when bodySize is unknown (-1) or 0
   (an entry served from cache, a 304). Transferred, not the larger of the two, because the
@@ -108,7 +113,19 @@ def har_page_document(har: Any, *, name: str) -> HarImport:
     origins = []
     for e in sorted({e.origin_key: e for ref in ordered for e in groups[ref]}.values(),
                     key=lambda e: min(x.start for ref in ordered for x in groups[ref] if x.origin_key == e.origin_key)):
-        origins.append({"name": origin_names[e.origin_key], "host": e.host})
+        oname = origin_names[e.origin_key]
+        scheme, rest = e.origin_key.split("://", 1)
+        hostname, port = rest.rsplit(":", 1)
+        try:
+            ipaddress.ip_address(hostname)
+            origins.append({"name": oname})
+            notes.append(f"origin {oname} was {e.origin_key} (an IP address, no host name): replayed as host {oname}")
+            continue
+        except ValueError:
+            pass
+        origins.append({"name": oname, "host": hostname})
+        if int(port) != DEFAULT_PORTS[scheme]:
+            notes.append(f"origin {oname} was {e.origin_key}: replayed as {hostname} on its server's standard port")
     pages: dict[str, dict] = {}
     for n, ref in enumerate(ordered, 1):
         entries = sorted(groups[ref], key=lambda e: e.start)

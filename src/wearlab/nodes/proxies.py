@@ -15,7 +15,17 @@ Kinds:
 - `command`: any program, started once per upstream with `{listen}` and `{upstream}` replaced
   (`host:port` each); ready when its port accepts.
 All three share the phone's TCP buffer settings (`rmem_max`, `wmem_max`: net.ipv4.tcp_rmem and
-tcp_wmem of the phone's namespace, the knob of the paper's Table 4).
+tcp_wmem of the phone's namespace, the knob of the paper's Table 4), and what the phone does with
+the watch's UDP (`udp`), which no TCP-splitting proxy can carry - QUIC (HTTP/3) above all:
+`forward` (routed as is, the watch's address kept: the default, and what a transit node here
+always did), `nat` (forwarded with the phone's own address, as Android's tethering does:
+MASQUERADE of forwarded UDP), `drop` (the phone carries only what its proxy splits).
+
+`relay` also takes `intercept:`, TCP ports it splits whatever the server (one transparent
+listener per port, the upstream the connection's original destination, SO_ORIGINAL_DST): a phone
+that proxies all its watch's TCP to a port, declared in the topology, for workloads that name no
+(server, port) to relay (page-load's several origins). A workload's own (server, port) rules come
+first.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ UNTHROTTLED = "10gbit"
 THROTTLE_QUEUE = 8           # packets: ~0.18 s at BW/2 of a 1.1 Mbit/s BT link
 THROTTLE_PRIO = 10           # the uplinks' ingress redirect into the ifb (capture taps are prio 1)
 
+UDP_MODES = ("forward", "nat", "drop")
 TCP_MEM_DEFAULTS = {"rmem_max": (4096, 131072), "wmem_max": (4096, 16384)}  # Linux's min, default
 
 BUFFER_OPTIONS = (
@@ -59,7 +70,25 @@ BUFFER_OPTIONS = (
           "unless set; `max`: rmem_max from the start, so autotuning never holds the window back)",
           to_doc=lambda v: v if v == "max" else format_size(v)),
     Param("wmem_max", P.positive_size, None, "net.ipv4.tcp_wmem max of the phone", to_doc=format_size),
+    Param("udp", P.choice("udp", UDP_MODES), "forward",
+          "the watch's UDP (QUIC, which no TCP proxy splits): forward (routed as is), nat (forwarded with the "
+          "phone's address, as Android's tethering) or drop"),
 )
+
+
+def _ports(value: Any) -> tuple[int, ...]:
+    """TCP ports: 443 or [80, 443]."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for v in items:
+        if isinstance(v, str) and v.strip().isdigit():
+            v = int(v.strip())
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 < v < 65536:
+            raise ValueError(f"intercept takes TCP port numbers (1-65535), like [80, 443]; got {v!r}")
+        out.append(v)
+    if len(set(out)) != len(out):
+        raise ValueError(f"intercept names a port twice: {out}")
+    return tuple(out)
 
 
 def _command(value: Any) -> str:
@@ -102,11 +131,23 @@ class ProxyKind(NodeKind):
     @classmethod
     def ports(cls, settings: Mapping[str, Any], needs: list[Need]) -> dict[int, str]:
         relays = [n for n in needs if isinstance(n, Relay)]
-        return {LISTEN_BASE + i: f"{cls.name} proxy for {n.server}:{n.port}" for i, n in enumerate(relays)}
+        out = {LISTEN_BASE + i: f"{cls.name} proxy for {n.server}:{n.port}" for i, n in enumerate(relays)}
+        for j, port in enumerate(settings.get("intercept") or ()):
+            out[LISTEN_BASE + len(relays) + j] = f"{cls.name} proxy for any server's TCP {port} (transparent)"
+        return out
 
     @property
     def upstreams(self) -> list[Relay]:
         return [n for n in self.needs if isinstance(n, Relay)]
+
+    @property
+    def intercepted(self) -> tuple[int, ...]:
+        """The TCP ports split whatever the server (`intercept:`), listening after the upstreams."""
+        return tuple(self.settings.get("intercept") or ())
+
+    @property
+    def listeners(self) -> int:
+        return len(self.upstreams) + len(self.intercepted)
 
     def listen_port(self, i: int) -> int:
         return LISTEN_BASE + i
@@ -124,9 +165,20 @@ class ProxyKind(NodeKind):
                 lines.append(f"echo '{min(lo, top)} {min(default, top)} {top}' > /proc/sys/net/ipv4/{sysctl}")
         # Transparent interception: (server address, port) -> the proxy's port for that upstream.
         lines.append("iptables -t nat -F PREROUTING")
-        for i, up in enumerate(n for n in needs if isinstance(n, Relay)):
+        relays = [n for n in needs if isinstance(n, Relay)]
+        for i, up in enumerate(relays):
             lines.append(f"iptables -t nat -A PREROUTING -p tcp -d {up.address} --dport {up.port} "
                          f"-j REDIRECT --to-ports {LISTEN_BASE + i}")
+        for j, port in enumerate(settings.get("intercept") or ()):
+            lines.append(f"iptables -t nat -A PREROUTING -p tcp --dport {port} "
+                         f"-j REDIRECT --to-ports {LISTEN_BASE + len(relays) + j}")
+        # The watch's UDP: forwarded packets only (a forwarded packet has no local socket).
+        lines += ["iptables -F FORWARD", "iptables -t nat -F POSTROUTING"]
+        udp = settings.get("udp") or "forward"
+        if udp == "nat":
+            lines.append("iptables -t nat -A POSTROUTING -p udp -m owner ! --socket-exists -j MASQUERADE")
+        elif udp == "drop":
+            lines.append("iptables -A FORWARD -p udp -j DROP")
         return lines
 
     def prepare(self) -> None:
@@ -136,7 +188,7 @@ class ProxyKind(NodeKind):
         raise NotImplementedError
 
     def start(self) -> None:
-        if not self.upstreams:
+        if not self.listeners:
             self.procs = []
             return
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -156,7 +208,7 @@ class ProxyKind(NodeKind):
         return Path.cwd()
 
     def ready(self, timeout: float = 15.0) -> None:
-        ports = {self.listen_port(i) for i in range(len(self.upstreams))}
+        ports = {self.listen_port(i) for i in range(self.listeners)}
         if not ports:
             return
         try:
@@ -206,7 +258,14 @@ class ProxyKind(NodeKind):
                 "device": [d.facts() for d in getattr(self, "device", [])] or None,
                 "interception": "iptables REDIRECT of each (server, port) to the proxy's port",
                 "upstreams": [{"listen_port": self.listen_port(i), "server": u.server, "address": u.address,
-                               "port": u.port} for i, u in enumerate(self.upstreams)]}
+                               "port": u.port} for i, u in enumerate(self.upstreams)],
+                "intercept": [{"listen_port": self.listen_port(len(self.upstreams) + j), "tcp_port": p,
+                               "upstream": "the connection's original destination (SO_ORIGINAL_DST)"}
+                              for j, p in enumerate(self.intercepted)] or None,
+                "udp": {"forward": "forwarded as is (routed, the watch's address kept)",
+                        "nat": "forwarded with the phone's address (MASQUERADE, as Android's tethering)",
+                        "drop": "dropped: the phone carries only the TCP its proxy splits"}[
+                            self.settings.get("udp") or "forward"]}
 
 
 class RelayProxy(ProxyKind):
@@ -227,6 +286,9 @@ class RelayProxy(ProxyKind):
               "kernel's own (a learned payload/memory ratio since 6.6, ~0.9 here). "
               "docs/phone-proxy.md#the-receive-buffers-payload-share"),
         Param("app_buffer", P.positive_size, 65536, "the relay's own buffer per direction", to_doc=format_size),
+        Param("intercept", _ports, (), "TCP ports it splits whatever the server (transparent: the upstream is "
+              "each connection's original destination), e.g. [80, 443]; the workload's own (server, port) "
+              "relays come first", to_doc=list),
         Param("mitigation", P.choice("mitigation", ("none", "virtual-queue")), "none",
               "virtual-queue: throttle server->phone to BW/2 while the shared virtual queue exceeds "
               "BW(1-eps)T, release below BW(1-2eps)T"),
@@ -293,6 +355,7 @@ class RelayProxy(ProxyKind):
         s = self.settings
         argv = [sys.executable, "-m", "wearlab.nodes.relay",
                 *[f"{self.listen_port(i)}={u.address}:{u.port}" for i, u in enumerate(self.upstreams)],
+                *[f"{self.listen_port(len(self.upstreams) + j)}=original" for j in range(len(self.intercepted))],
                 "--app-buffer", str(s["app_buffer"]), "--events", str(self.events_file)]
         for opt in ("sndbuf", "rcvbuf"):
             if s.get(opt):

@@ -2,6 +2,13 @@
 own to the server, splitting the TCP connection in two as Wear OS's phone proxy does.
 
     python -m wearlab.nodes.relay LISTEN_PORT=HOST:PORT ... [options]   (prints `ready`)
+    python -m wearlab.nodes.relay LISTEN_PORT=original ...              (transparent)
+
+`LISTEN_PORT=original`: the upstream is each connection's own destination before the phone's
+netfilter REDIRECTed it here (SO_ORIGINAL_DST), so one listener splits every connection to a
+port whatever the server - as a phone that proxies all its watch's TCP does (a relay kind's
+`intercept:`, nodes.proxies). A connection made to the listener itself (no REDIRECT, so its
+original destination is this relay) is reset, never relayed to itself.
 
 Design, from measurements (bench/bench_relay.py): one thread per direction of each connection,
 blocking, moving bytes with splice(2) socket -> pipe -> socket, so the payload never enters
@@ -54,6 +61,8 @@ F_SETPIPE_SZ = 1031
 F_GETPIPE_SZ = 1032
 LISTEN_BACKLOG = 1024
 FLUSH_NS = 500_000_000      # events reach the file at least this often (the live d3: measure.queues)
+SO_ORIGINAL_DST = 80          # linux/netfilter_ipv4.h: at SOL_IP, a REDIRECTed socket's sockaddr_in before NAT
+ORIGINAL = "original"        # LISTEN_PORT=original: relay to the connection's original destination
 RESET_ERRNOS = (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH)
 
 
@@ -232,7 +241,7 @@ class Relay:
         if self.args.rcvbuf:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.args.rcvbuf)
 
-    def listen(self, specs: list[tuple[int, tuple[str, int]]]) -> None:
+    def listen(self, specs: list[tuple[int, tuple[str, int] | None]]) -> None:
         for port, target in specs:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -245,7 +254,7 @@ class Relay:
         for s, target in self.listeners:
             threading.Thread(target=self._accept_loop, args=(s, target), daemon=True).start()
 
-    def _accept_loop(self, lst: socket.socket, target: tuple[str, int]) -> None:
+    def _accept_loop(self, lst: socket.socket, target: tuple[str, int] | None) -> None:
         while True:
             try:
                 client, _ = lst.accept()
@@ -253,8 +262,14 @@ class Relay:
                 return
             threading.Thread(target=self._open, args=(client, target), daemon=True).start()
 
-    def _open(self, client: socket.socket, target: tuple[str, int]) -> None:
+    def _open(self, client: socket.socket, target: tuple[str, int] | None) -> None:
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if target is None:
+            target = original_destination(client)
+            if target is None:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                client.close()
+                return
         up = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._tune(up)
         up.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -281,16 +296,36 @@ class Relay:
             return list(self.live)
 
 
-def _spec(text: str) -> tuple[int, tuple[str, int]]:
+def original_destination(s: socket.socket) -> tuple[str, int] | None:
+    """Where the accepted connection `s` was going before REDIRECT (SO_ORIGINAL_DST); None when
+    it came to the listener itself (then its original destination is the listener's address)."""
+    try:
+        raw = s.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+    except OSError:
+        return None
+    port = struct.unpack_from("!H", raw, 2)[0]
+    host = socket.inet_ntoa(raw[4:8])
+    if (host, port) == s.getsockname()[:2]:
+        return None
+    return host, port
+
+
+def _spec(text: str) -> tuple[int, tuple[str, int] | None]:
     try:
         port, target = text.split("=", 1)
+        if target == ORIGINAL:
+            p = int(port)
+            if not 0 < p < 65536:
+                raise ValueError
+            return p, None
         host, tport = target.rsplit(":", 1)
         p, tp = int(port), int(tport)
         if not (0 < p < 65536 and 0 < tp < 65536) or not host:
             raise ValueError
         return p, (host, tp)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not LISTEN_PORT=HOST:PORT (e.g. 20000=10.0.0.2:80)") from None
+        raise argparse.ArgumentTypeError(f"'{text}' is not LISTEN_PORT=HOST:PORT (e.g. 20000=10.0.0.2:80) "
+                                         f"nor LISTEN_PORT={ORIGINAL}") from None
 
 
 def _positive(text: str) -> int:

@@ -8,6 +8,8 @@ What gets drawn, per workload (`draw` says why where a workload gets none):
 - http-get: the phase waterfall (each run's TCP handshake, TLS handshake, wait for the first
   byte and transfer on the wire) and the phases stacked by size and protocol, the bytes per phase,
   and the declared ratios (HTTPS / HTTP ...) against size with the paper's points from the claims;
+- page-load: each cell's waterfall (series/objects.csv of its median run): a row per object, its
+  wait for the first byte and its transfer, coloured by the connection that carried it;
 - stream and messages: one-way delay over time and its CDF, goodput over time, where the delay
   sat (d1-d4: medians per cell and stacked over time) and the virtual queue;
 - a wearable's handover (series/handover.csv): each run's phases P1-P3 and delivery gap on one
@@ -63,7 +65,8 @@ DELAY_PARTS = {"d1_s": ("d1 server → phone", "#4c72b0"), "d2_s": ("d2 phone TC
 # What an artist is (its gid): the runs' data, the paper's values, a link change, a radio state.
 # tests/test_report_html.py reads them: every axes must hold data, not only marks.
 DATA_GID, PAPER_GID, CHANGE_GID, RADIO_GID = "data", "paper", "link-change", "radio"
-SECTIONS = {"http-get": "HTTP fetch", "streams": "streams", "handover": "handover", "energy": "energy"}
+SECTIONS = {"http-get": "HTTP fetch", "page-load": "page load", "streams": "streams", "handover": "handover",
+            "energy": "energy"}
 
 
 @dataclass
@@ -590,10 +593,88 @@ def _ratio_figure(res: _Results, plt) -> Figure | None:
         ax.grid(alpha=0.3)
         _legend(ax)
     fig.suptitle(f"{res.experiment}: ratios {'against size' if by_size else 'per cell'}, ours and the paper's")
-    return Figure("ratios", "http-get" if res.workload == "http-get" else "streams",
+    section = res.workload if res.workload in ("http-get", "page-load") else "streams"
+    return Figure("ratios", section,
                   "ratios against size" if by_size else "ratios",
                   "Ratios of medians between cells that differ only in the ratio's parameter, coloured per group "
                   "of the other parameters; the paper's values (claims) in black.", fig)
+
+
+# -- page-load -----------------------------------------------------------------------------------
+
+PAGE_WAIT_ALPHA = 0.35     # an object's wait for its first byte: its connection's colour, pale
+
+
+@dataclass(frozen=True)
+class PageBar:
+    """One object of one load, as its waterfall row shows it (seconds from the root's request)."""
+
+    label: str             # origin and path
+    start: float           # requested
+    first_byte: float
+    end: float             # its last byte
+    connection: str        # origin and libcurl's connection id: what the colour says
+
+
+def _page_bars(rows: list[dict[str, str]]) -> list[PageBar]:
+    out = []
+    for r in sorted(rows, key=lambda r: _f(r.get("index")) or 0.0):
+        start, ttfb, end = (_f(r.get(k)) for k in ("start_s", "ttfb_s", "end_s"))
+        if start is None or ttfb is None or end is None:
+            continue
+        origin = r.get("origin", "")
+        out.append(PageBar(f"{origin} {r.get('path', '')}", start, max(start, ttfb), max(start, ttfb, end),
+                           f"{origin} #{r.get('conn_id', '?')}"))
+    return out
+
+
+def _page_waterfall(res: _Results, plt) -> Figure | None:
+    """Per cell, the load whose page load time is the cell's median (a load, not a mix of loads:
+    its objects' times belong together), one row per object."""
+    objects: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for r in _read(res.series / "objects.csv"):
+        objects[r.get("run", "")].append(r)
+    chosen: list[tuple[str, dict[str, str], list[PageBar]]] = []
+    for cell, rs in res.runs_by_cell().items():
+        loaded = sorted((r for r in rs if _f(r.get("page_load_s")) is not None and objects.get(r.get("run", ""))),
+                        key=lambda r: (_f(r.get("page_load_s")), int(_f(r.get("repetition")) or 0)))
+        if loaded:
+            run = loaded[(len(loaded) - 1) // 2]   # the lower median: a real load
+            bars = _page_bars(objects[run.get("run", "")])
+            if bars:
+                chosen.append((cell, run, bars))
+    if not chosen:
+        return None
+    chosen = chosen[:MAX_PANELS]
+    n_rows = max(len(b) for _, _, b in chosen)
+    fig, axes = plt.subplots(len(chosen), 1, figsize=(10, 1.2 + len(chosen) * (0.7 + 0.24 * n_rows)), squeeze=False,
+                             layout="constrained")
+    t_max = max(b.end for _, _, bars in chosen for b in bars)
+    k, unit = _time_scale(t_max)
+    for ax, (cell, run, bars) in zip(axes[:, 0], chosen):
+        conns = list(dict.fromkeys(b.connection for b in bars))
+        colours = {c: CELL_COLOURS[i % len(CELL_COLOURS)] for i, c in enumerate(conns)}
+        labelled: set[str] = set()
+        for y, b in enumerate(bars):
+            colour = colours[b.connection]
+            ax.barh(y, (b.first_byte - b.start) * k, left=b.start * k, height=0.76, color=colour,
+                    alpha=PAGE_WAIT_ALPHA, gid=DATA_GID, label="_wait")
+            ax.barh(y, (b.end - b.first_byte) * k, left=b.first_byte * k, height=0.76, color=colour, gid=DATA_GID,
+                    label=None if b.connection in labelled else f"connection {b.connection}")
+            labelled.add(b.connection)
+        ax.set_yticks(range(len(bars)), [b.label for b in bars], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(0, t_max * k * 1.02)
+        ax.set_xlabel(f"time since the root's request ({unit})")
+        ax.set_title(f"{cell} · {res.run_label(run)} (median load: {_f(run.get('page_load_s')) * k:.0f} {unit})"
+                     if k != 1 else f"{cell} · {res.run_label(run)}", fontsize=9, loc="left")
+        ax.grid(axis="x", alpha=0.3)
+        _legend(ax, loc="upper left", bbox_to_anchor=(1.005, 1.0), ncol=2 if len(conns) > 12 else 1)
+    fig.suptitle(f"{res.experiment}: page load waterfall")
+    return Figure("page_waterfall", "page-load", "page load waterfall",
+                  "Per cell, its median load: one row per object in page order, from its request to its first "
+                  "byte (pale) and on to its last byte (solid), coloured by the connection that carried it "
+                  "(origin and libcurl's connection id).", fig)
 
 
 # -- streams -------------------------------------------------------------------------------------
@@ -1062,6 +1143,13 @@ def draw(results: Path, claims: list[Claim] | None = None) -> Drawing:
             add(make(res, plt))
         if res.ok and not any(f.section == "http-get" for f in d.figures):
             d.missing["http-get"] = "runs.csv has no wire phase times (wire_*_s) or bytes"
+    elif wl == "page-load":
+        if not res.ok:
+            d.missing["page-load"] = "no successful runs in runs.csv"
+        add(_page_waterfall(res, plt))
+        add(_ratio_figure(res, plt))
+        if res.ok and not any(f.section == "page-load" for f in d.figures):
+            d.missing["page-load"] = "series/objects.csv has no object times of a successful run"
     elif wl in ("stream", "messages"):
         for fig in (_owd_over_time(res, owd, plt), _owd_cdf(res, owd, plt), _goodput(res, plt),
                     _delay_split_bars(res, plt), _delay_split_over_time(res, plt), _virtual_queue(res, plt),

@@ -59,3 +59,31 @@ def check_nodes(fields, topo, fixed: dict[str, Any], matrix: dict[str, list[Any]
     return problems
 
 
+
+
+def check_paths_to(client: str, servers: list[str], topo, fixed: dict[str, Any], matrix: dict[str, list[Any]],
+                   where: dict[tuple[str, Any], YamlPath], src: YamlSource) -> list[Problem]:
+    """`path` for a workload with several servers (page-load's origins): every path is a first hop
+    of the client that leads to every one of them. Fills in the default path as check_nodes does
+    (the client's first neighbour). The client and servers are checked by the caller."""
+    problems: list[Problem] = []
+    neighbors = topo.neighbors(client)
+    if "path" not in fixed and "path" not in matrix:
+        if not neighbors:
+            return [Problem(src.file, src.line(("workload", "client")), "workload.client",
+                            f"client '{client}' has no links, so no path to its servers")]
+        fixed["path"] = neighbors[0]
+        where[("path", fixed["path"])] = ("workload", "client")
+    for hop in matrix.get("path", []) + ([fixed["path"]] if "path" in fixed else []):
+        at = where[("path", hop)]
+        if hop not in neighbors:
+            problems.append(Problem(src.file, src.line(at), dotted(at),
+                                    f"'{hop}' is not next to the client '{client}' (its neighbours: "
+                                    f"{', '.join(neighbors) or 'none'}){did_you_mean(hop, neighbors)}"))
+            continue
+        cut_off = [s for s in servers if s in topo.nodes and not topo.reachable(hop, s, avoiding=(client,))]
+        if cut_off:
+            problems.append(Problem(src.file, src.line(at), dotted(at),
+                                    f"the server{'s' if len(cut_off) > 1 else ''} {', '.join(cut_off)} cannot be "
+                                    f"reached through '{hop}' without passing back through the client '{client}'"))
+    return problems
