@@ -24,7 +24,7 @@ STAMPS := build/stamps
 NETEM_PROBE := unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root netem delay 1ms' >/dev/null 2>&1
 NEED_GUEST := $(shell if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then echo yes; fi)
 
-.PHONY: setup guest kernel rootfs tcpcrypt devicecpu experiment test bench compare-proxy clean distclean \
+.PHONY: bundle setup guest kernel rootfs tcpcrypt devicecpu experiment test bench compare-proxy clean distclean \
 	images up down experiment-compose test-compose test-experiments reproduce
 
 # A fresh box's time goes to the guest kernel's build (5-6 min on 2 cores): every Debian package
@@ -61,6 +61,17 @@ kernel: $(STAMPS)/apt-guest
 
 rootfs: $(STAMPS)/apt-guest
 	@images/uml/build-rootfs.sh $(ROOTFS)
+
+# The bundle (images/bundle/build.sh; docs/many-machines.md#the-bundle): the UML runtime in one
+# relocatable directory that an ordinary user runs with a POSIX shell (a cluster's compute node).
+# Its kernel is the guest's with images/uml/bundle.config over it (ubd + ext4; its own
+# cache: ~7.5 min once), its image the guest tree plus the venv's packages (~30 s once per tree or
+# package change); wearlab's code is copied in (a second).
+BUNDLE ?= build/wearlab-bundle
+BUNDLE_CACHE ?= /var/cache/wearlab/bundle
+bundle: setup guest
+	@kernel=$$(images/uml/build-bundle-kernel.sh $(KERNEL_CACHE)-bundle $(KERNEL_CACHE) | tail -n 1) && \
+		images/bundle/build.sh $(BUNDLE) $(BUNDLE_CACHE) "$$kernel" $(ROOTFS) $(VENV)
 
 $(STAMPS)/venv: pyproject.toml $(STAMPS)/apt
 	@mkdir -p $(STAMPS)
@@ -141,7 +152,8 @@ compare-proxy: setup
 # each claiming the next module when it frees up (tests/work_sharing.py): a guest is one process
 # that mostly waits on its links' timers, and the machine has 2 cores. Each pytest step names its
 # slowest tests: CI is held under 60 minutes, and a new test is paid for by making an old one faster.
-test: setup tcpcrypt
+# The bundle is made first: tests/test_bundle.py runs it as an ordinary user (host step).
+test: setup tcpcrypt bundle
 	$(PY) -m pytest -m "not netem and not guest and not compose and not shipped" -q --durations=15
 	@rm -rf .test-logs/guest-claims && mkdir -p .test-logs/guest-claims
 	@echo "test: the runtime step in two guests side by side, sharing its modules (tests/work_sharing.py)"

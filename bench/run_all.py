@@ -7,8 +7,8 @@ On the host (normal use; `make bench`):   .venv/bin/python bench/run_all.py
 Inside a guest (`wearlab runtime-exec -- .venv/bin/python bench/run_all.py`): the netem parts run
     directly; the host-only ones are skipped (said so).
 
-Options: --only link,connect,scale,overhead,guest,clock,container,exporter,tcpcrypt,setup (default: all but setup, which
-         clones the checkout and builds a guest from nothing, ~12 min)
+Options: --only link,connect,scale,overhead,guest,clock,container,exporter,tcpcrypt,shard,setup (default: all but
+         setup, which clones the checkout and builds a guest from nothing, ~12 min)
          --quick (a smoke run: fewer points; writes *-quick / reduced-name results)
 Exit status: 1 when any benchmark missed a target (each prints its targets at the end).
 """
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from wearlab.runtime import probe  # noqa: E402
 
 BENCHES = ("link", "connect", "relay", "bufferbloat", "timeline", "scale", "overhead", "guest", "clock", "container",
-           "exporter", "tcpcrypt", "setup")
+           "exporter", "tcpcrypt", "shard", "setup")
 # `setup` clones the checkout and builds a guest from nothing (~12 min): only when asked for.
 DEFAULT = tuple(b for b in BENCHES if b != "setup")
 
@@ -66,9 +66,12 @@ def main() -> int:
         "exporter": [venv_py, str(BENCH / "bench_exporter.py"), *(["--seconds", "15"] if a.quick else [])],
         # On the host (its namespaces need no netem); its key-exchange part runs itself in the guest.
         "tcpcrypt": [venv_py, str(BENCH / "bench_tcpcrypt.py")],
+        # On the host: its shards boot guests side by side (~6 min; no shorter form: its runs must
+        # be long enough that link time, not boots, dominates).
+        "shard": [venv_py, str(BENCH / "bench_shard.py")],
     }
     if in_guest:
-        for host_only in ("guest", "clock", "container", "tcpcrypt", "setup"):
+        for host_only in ("guest", "clock", "container", "tcpcrypt", "shard", "setup"):
             if host_only in chosen:
                 print(f"skipping {host_only}: it boots guests itself, run it on the host")
                 chosen.remove(host_only)

@@ -40,9 +40,13 @@ class ClientCapture:
             tap = add_tap(net, node, intf)
             # -B: a 32 MB kernel buffer (default 2 MB), so a busy single-CPU guest (e.g. with
             # tcpcrypt's daemons) does not drop packets of a 9 MB transfer before tcpdump reads them.
-            p = net.popen(node, ["tcpdump", "-i", tap, "-n", "-s", str(snaplen), "-B", "32768", "-U", "--immediate-mode", "-Z", "root",
-                                 "-w", str(f), f"tcp or udp port {QUIC_PORT}"], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
+            # `-w -` into a file opened here: tcpdump changes the owner of a file it opens itself (to
+            # -Z's user), which a results directory on hostfs, mounted by an ordinary user's guest
+            # (the bundle), refuses.
+            with f.open("wb") as out:
+                p = net.popen(node, ["tcpdump", "-i", tap, "-n", "-s", str(snaplen), "-B", "32768", "-U", "--immediate-mode",
+                                     "-Z", "root", "-w", "-", f"tcp or udp port {QUIC_PORT}"], stdout=out,
+                              stderr=subprocess.PIPE, text=True)
             self._wait_listening(p, intf)
             self.procs.append(p)
             self.files[intf] = f

@@ -111,9 +111,13 @@ def check_runnable(p: RunPlan) -> None:
     """Everything a placed plan needs of this machine, before anything is created: the kernel's
     features, wearlab's own builds, and for container nodes (started on this host, beside the
     guest under uml) Docker and their images. A run and a deployment check the same."""
+    images = {n: node.image for n, node in p.topology.nodes.items() if node.image}
+    if images and os.environ.get("WEARLAB_BUNDLE"):
+        raise EnvironmentProblem(f"{p.name}: container nodes ({', '.join(sorted(images))}) need root on the host "
+                                 "(Docker, and a veth joined to the guest): the bundle runs as an ordinary user and "
+                                 "cannot start them; run this experiment where you have root (`make experiment`)")
     check_kernel(p)
     check_builds(p)
-    images = {n: node.image for n, node in p.topology.nodes.items() if node.image}
     if images:
         from wearlab.realize import containers
 
