@@ -64,13 +64,13 @@ rootfs: $(STAMPS)/apt-guest
 
 # The bundle (images/bundle/build.sh; docs/many-machines.md#the-bundle): the UML runtime in one
 # relocatable directory that an ordinary user runs with a POSIX shell (a cluster's compute node).
-# Its kernel is the guest's with images/uml/bundle.config over it (ubd + ext4; its own
-# cache: ~7.5 min once), its image the guest tree plus the venv's packages (~30 s once per tree or
+# Its kernel is the guest's own (images/uml/kernel.config has ubd and ext4 for it: one kernel to
+# build on a fresh box, not two), its image the guest tree plus the venv's packages (~30 s once per tree or
 # package change); wearlab's code is copied in (a second).
 BUNDLE ?= build/wearlab-bundle
 BUNDLE_CACHE ?= /var/cache/wearlab/bundle
 bundle: setup guest
-	@kernel=$$(images/uml/build-bundle-kernel.sh $(KERNEL_CACHE)-bundle $(KERNEL_CACHE) | tail -n 1) && \
+	@kernel=$$(images/uml/build-kernel.sh $(KERNEL_CACHE) | tail -n 1) && \
 		images/bundle/build.sh $(BUNDLE) $(BUNDLE_CACHE) "$$kernel" $(ROOTFS) $(VENV)
 
 $(STAMPS)/venv: pyproject.toml $(STAMPS)/apt
@@ -150,18 +150,22 @@ compare-proxy: setup
 # then tcpcrypt's tests and its fuzz targets' regression (every corpus input through the targets'
 # code, without AFL: tcpcrypt/fuzz/README.md). The runtime step runs in two guests side by side,
 # each claiming the next module when it frees up (tests/work_sharing.py): a guest is one process
-# that mostly waits on its links' timers, and the machine has 2 cores. Each pytest step names its
+# that mostly waits on its links' timers, and the machine has 2 cores: each guest its own core
+# (WEARLAB_GUEST_CPU; by default every guest takes the highest CPU). Each pytest step names its
 # slowest tests: CI is held under 60 minutes, and a new test is paid for by making an old one faster.
 # The bundle is made first: tests/test_bundle.py runs it as an ordinary user (host step).
+# Two guests side by side: the first CPU and the last, when there are two or more.
+GUEST_CPU_1 := $(shell n=$$(nproc); [ $$n -ge 2 ] && echo 0 || echo auto)
+GUEST_CPU_2 := $(shell n=$$(nproc); [ $$n -ge 2 ] && echo $$((n - 1)) || echo auto)
 test: setup tcpcrypt bundle
 	$(PY) -m pytest -m "not netem and not guest and not compose and not shipped" -q --durations=15
 	@rm -rf .test-logs/guest-claims && mkdir -p .test-logs/guest-claims
 	@echo "test: the runtime step in two guests side by side, sharing its modules (tests/work_sharing.py)"
 	@claims=$(abspath .test-logs/guest-claims); export WEARLAB_TEST_CLAIMS=$$claims; \
-	  ( WEARLAB_TEST_WORKER=1/2 $(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q \
+	  ( WEARLAB_TEST_WORKER=1/2 WEARLAB_GUEST_CPU=$(GUEST_CPU_1) $(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q \
 	      --durations=10 -p no:cacheprovider; rc=$$?; touch $$claims/finished-1; exit $$rc ) \
 	    > .test-logs/guest-1.log 2>&1 & one=$$!; \
-	  WEARLAB_TEST_WORKER=2/2 $(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q \
+	  WEARLAB_TEST_WORKER=2/2 WEARLAB_GUEST_CPU=$(GUEST_CPU_2) $(WEARLAB) runtime-exec -- $(abspath $(PY)) -m pytest -m "netem or guest" -q \
 	      --durations=10 -p no:cacheprovider; two=$$?; touch $$claims/finished-2; \
 	  wait $$one; first=$$?; echo "--- the other guest:"; cat .test-logs/guest-1.log; \
 	  echo "test: guest 1 exit $$first, guest 2 exit $$two"; [ $$first -eq 0 ] && [ $$two -eq 0 ]
@@ -214,9 +218,9 @@ test-experiments: $(STAMPS)/apt-docker setup tcpcrypt
 	@$(STACK) images
 	@mkdir -p .test-logs
 	@echo "test-experiments: two shards side by side; shard 1's log follows shard 2's output"
-	@WEARLAB_SHARD=1/2 $(PY) -m pytest -m shipped -q -s --basetemp=.test-logs/shard-1 tests/test_shipped_experiments.py \
+	@WEARLAB_SHARD=1/2 WEARLAB_GUEST_CPU=$(GUEST_CPU_1) $(PY) -m pytest -m shipped -q -s --basetemp=.test-logs/shard-1 tests/test_shipped_experiments.py \
 	    > .test-logs/shipped-1.log 2>&1 & one=$$!; \
-	  WEARLAB_SHARD=2/2 $(PY) -m pytest -m shipped -q -s --basetemp=.test-logs/shard-2 tests/test_shipped_experiments.py; two=$$?; \
+	  WEARLAB_SHARD=2/2 WEARLAB_GUEST_CPU=$(GUEST_CPU_2) $(PY) -m pytest -m shipped -q -s --basetemp=.test-logs/shard-2 tests/test_shipped_experiments.py; two=$$?; \
 	  wait $$one; first=$$?; cat .test-logs/shipped-1.log; \
 	  echo "test-experiments: shard 1 exit $$first, shard 2 exit $$two"; [ $$first -eq 0 ] && [ $$two -eq 0 ]
 
