@@ -189,3 +189,56 @@ def test_a_quic_v1_initial_is_recognised_from_its_header(first, version, proto, 
     frame = udp_frame(bytes([first]) + version.to_bytes(4, "big") + b"\x08" + b"\x11" * 8 + b"\x00" * 40, proto=proto)
     got = quic_initial(frame, DLT_EN10MB)
     assert (got == (bytes([10, 0, 0, 1]), bytes([10, 0, 1, 2]), 40000, 443)) if found else got is None
+
+
+def server_hello(extensions: list[tuple[int, bytes]], session_id: bytes = b"\x11" * 32) -> bytes:
+    """A TLS 1.3 ServerHello in its handshake record (RFC 8446 4.1.3), extensions as given."""
+    exts = b"".join(struct.pack("!HH", t, len(v)) + v for t, v in extensions)
+    body = (b"\x03\x03" + b"\x22" * 32 + bytes([len(session_id)]) + session_id + b"\x13\x01" + b"\x00"
+            + struct.pack("!H", len(exts)) + exts)
+    hs = b"\x02" + len(body).to_bytes(3, "big") + body
+    return b"\x16\x03\x03" + struct.pack("!H", len(hs)) + hs
+
+
+@pytest.mark.parametrize("extensions,resumed", [
+    # a full handshake: supported_versions (43) and key_share (51)
+    ([(43, b"\x03\x04"), (51, b"\x00\x1d\x00\x20" + b"\x33" * 32)], False),
+    # a resumption with (EC)DHE: the server's pre_shared_key (41) names the client's identity 0
+    ([(43, b"\x03\x04"), (51, b"\x00\x1d\x00\x20" + b"\x33" * 32), (41, b"\x00\x00")], True),
+])
+def test_a_resumed_tls13_handshake_is_told_by_the_server_hellos_pre_shared_key(extensions, resumed):
+    from wearlab.measure.tcp import ConnPacket, ReassembledStream
+    from wearlab.measure.tls_records import PRE_SHARED_KEY, server_hello_extensions
+
+    payload = server_hello(extensions)
+    # the ServerHello split across two segments, as TCP may deliver it
+    conn = [ConnPacket(0.0, "up", 74, 1000, 0, 0x02, 0, b""), ConnPacket(0.01, "down", 74, 5000, 1001, 0x12, 0, b""),
+            ConnPacket(0.02, "down", 86, 5001, 1001, 0x18, 20, payload[:20]),
+            ConnPacket(0.03, "down", 66 + len(payload) - 20, 5021, 1001, 0x18, len(payload) - 20, payload[20:])]
+    got = server_hello_extensions(ReassembledStream(conn, "down"))
+    assert got == tuple(t for t, _ in extensions)
+    assert (PRE_SHARED_KEY in got) is resumed
+
+
+def test_a_packets_wire_length_comes_from_its_ip_header_not_the_snaplen():
+    from wearlab.measure.tcp import DLT_EN10MB, ip_packet
+
+    frame = udp_frame(b"\x00" * 1172, sport=40000, dport=443)
+    got = ip_packet(frame[:60], DLT_EN10MB)          # captured with a 60-byte snaplen
+    assert got is not None and (got.proto, got.sport, got.dport) == (17, 40000, 443)
+    assert got.ip_len == 20 + 8 + 1172
+
+
+def test_overlapping_connections_put_the_device_in_its_most_demanding_state():
+    """Two connections: A's handshake 0-0.1 s while B sets up 0.05-0.15 s, then both transfer to
+    0.3 s; a second burst at 1.0-1.1 s. Worked by hand: handshake 0.1 s (A's, B's connect under it
+    0.05-0.1 s), connect 0.1-0.15 s (0.05 s), data 0.15-0.3 and 1.0-1.1 (0.25 s); tail: the gap
+    0.3-1.0 s cut to the tail's 0.5 s, then the whole tail 0.5 s after the end."""
+    from wearlab.measure.energy_model import span_phases
+    from wearlab.model.choices import PowerState as S
+
+    spans = [(S.HANDSHAKE, 0.0, 0.1), (S.CONNECT, 0.05, 0.15), (S.DATA_ENCRYPTED, 0.1, 0.3),
+             (S.DATA_ENCRYPTED, 0.15, 0.3), (S.DATA_ENCRYPTED, 1.0, 1.1)]
+    got = dict(span_phases(spans, tail_s=0.5))
+    assert got == pytest.approx({S.HANDSHAKE: 0.1, S.CONNECT: 0.05, S.DATA_ENCRYPTED: 0.25, S.TAIL: 1.0})
+    assert span_phases([], tail_s=0.5) == []
