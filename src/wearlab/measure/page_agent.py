@@ -6,8 +6,8 @@ How it behaves like a browser (and where it does not):
 
 - An object is requested as soon as the object it depends on has arrived and that object's
   compute time has passed (the browser parsing the HTML, running the script). Compute is a wait
-  on this process's clock, the reference machine's time as the page gives it: the client node's
-  device does not scale it yet (the run's metadata says so).
+  on this process's clock: the page's time (the calibration machine's) x `compute_factor` (the
+  client's device's general CPU factor; 1 without a device). The network keeps running meanwhile.
 - HTTP/1.1: at most `connections_per_origin` persistent connections per origin
   (CURLMOPT_MAX_HOST_CONNECTIONS; libcurl queues the rest until a connection is free), no
   pipelining (CURLMOPT_PIPELINING = CURLPIPE_NOTHING), as Chromium's pool.
@@ -18,8 +18,13 @@ How it behaves like a browser (and where it does not):
   browser's first visit would start over TCP), no fallback.
 - Names resolve through a static map (CURLOPT_RESOLVE, origin host -> server address): no DNS
   lookups on the emulated path.
-- No TLS session resumption and no 0-RTT (each handle's session-ID cache off); no HTTP cache;
-  no connection coalescing across origins (libcurl never coalesces).
+- TLS session resumption only with `resumption` (a CURLSH share holding the load's TLS sessions,
+  CURL_LOCK_DATA_SSL_SESSION, so a ticket one connection got is offered by the next connection to
+  that origin; libcurl takes a TLS 1.3 ticket out of the cache when it offers it, as browsers do:
+  tickets are single-use, RFC 8446 C.4). Connections opened at once, before any ticket arrived or
+  while the one ticket is in use, pay full handshakes - a browser's too. Without it, each handle's
+  session cache is off: every connection a full handshake. No 0-RTT; no HTTP cache; no connection
+  coalescing across origins (libcurl never coalesces).
 
 Protocol: one JSON object per line on stdin (`load`'s keywords), one per line on stdout (its
 result). Times are seconds from the first request's start on this process's monotonic clock.
@@ -49,11 +54,18 @@ _SEEN_VERSION = {pycurl.CURL_HTTP_VERSION_1_0: "1.0", pycurl.CURL_HTTP_VERSION_1
 
 def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, connections_per_origin: int = 6,
          resolve: list[str] = (), cacert: str | None = None, groups: str | None = None,
-         timeout_s: float = 60.0) -> dict[str, Any]:
+         compute_factor: float = 1.0, resumption: bool = False, timeout_s: float = 60.0) -> dict[str, Any]:
     """Load one page. `objects`: in page order, each {url, origin, parent (index or None),
-    compute_s}; the first is the root. `groups`: the TLS key-share groups offered. Returns {objects: [...], error} with, per object, its
-    start, first byte and end (s from the root's start), body bytes, status, HTTP version,
-    connection (libcurl's id, local address and port) and the connections its transfer opened."""
+    compute_s}; the first is the root. `groups`: the TLS key-share groups offered;
+    `compute_factor`: the device's slowness on compute; `resumption`: keep TLS sessions across
+    the load's connections. Returns {objects: [...], error} with, per object, its start, first
+    byte and end (s from the root's start), body bytes, status, HTTP version, connection
+    (libcurl's id, local address and port, its connect and TLS-done times) and the connections
+    its transfer opened."""
+    share = None
+    if resumption and protocol == "https":
+        share = pycurl.CurlShare()
+        share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_SSL_SESSION)
     multi = pycurl.CurlMulti()
     multi.setopt(pycurl.M_PIPELINING, pycurl.PIPE_MULTIPLEX if http_version in ("2", "3") else pycurl.PIPE_NOTHING)
     per_origin = 1 if http_version in ("2", "3") else connections_per_origin
@@ -93,7 +105,10 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
         if resolve:
             c.setopt(pycurl.RESOLVE, list(resolve))
         if protocol == "https":
-            c.setopt(pycurl.SSL_SESSIONID_CACHE, 0)   # no resumption (yet): every connection a full handshake
+            if share is not None:
+                c.setopt(pycurl.SHARE, share)
+            else:
+                c.setopt(pycurl.SSL_SESSIONID_CACHE, 0)   # no resumption: every connection a full handshake
             c.setopt(pycurl.SSLVERSION, pycurl.SSLVERSION_TLSv1_3 | pycurl.SSLVERSION_MAX_TLSv1_3)
             if groups:
                 c.setopt(pycurl.SSL_EC_CURVES, groups)
@@ -117,6 +132,7 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
                  conn_id=c.getinfo(pycurl.CONN_ID), local_ip=c.getinfo(pycurl.LOCAL_IP),
                  local_port=c.getinfo(pycurl.LOCAL_PORT), num_connects=c.getinfo(pycurl.NUM_CONNECTS),
                  connect_s=c.getinfo(pycurl.CONNECT_TIME), appconnect_s=c.getinfo(pycurl.APPCONNECT_TIME),
+                 pretransfer_s=c.getinfo(pycurl.PRETRANSFER_TIME),
                  errno=errno, errormsg=errmsg)
         multi.remove_handle(c)
         c.close()
@@ -124,7 +140,7 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
             error = error or f"{objects[i]['url']}: " + (errmsg or f"HTTP status {r['http_code']}")
             return
         for k in children.get(i, []):
-            ready.append((end + float(objects[i].get("compute_s") or 0.0), k))
+            ready.append((end + float(objects[i].get("compute_s") or 0.0) * compute_factor, k))
 
     while (ready or handles) and not error:
         t = now()
@@ -164,6 +180,8 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
         multi.remove_handle(c)
         c.close()
     multi.close()
+    if share is not None:
+        share.close()
     return {"objects": results, "error": error}
 
 
