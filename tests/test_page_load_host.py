@@ -114,18 +114,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_agent_waits_for_dependencies_and_compute(tmp_path):
-    """On loopback (no link: round trips of microseconds), so the schedule is the page's: a child
-    starts no earlier than its parent's end plus the parent's compute time, and promptly after."""
+# The page of the first agent test, and a staircase on its own host: a root, then waves of 2, 3,
+# 4, 5 and 6 objects, each wave named by one object of the wave before after 250 ms of compute,
+# so the wave before has ended on loopback - its new connection's handshake included, which on
+# the test's device (lg-g-watch-r) takes ~140 ms full and ~60 ms resumed. HTTP/1.1 with a pool of 6 then opens exactly one new
+# connection per wave, after the connections before it finished their handshakes: 6 connections,
+# each but the first able to offer the ticket the previous one received.
+TWO = (("www.test", "/", 20_000, "text/html"), ("cdn.test", "/app.js", 60_000, "text/javascript"),
+       ("www.test", "/api.json", 4_000, "application/json"))
+STAIRS = (("stairs.test", "/", 2_000, "text/html"),) + tuple(
+    ("stairs.test", f"/w{k}-{j}.js", 2_000, "text/javascript") for k in range(2, 7) for j in range(k))
+
+
+def stairs_objects(port: int) -> list[dict]:
+    out = [{"url": f"https://stairs.test:{port}/", "origin": "stairs", "parent": None, "compute_s": 0.25}]
+    for k in range(2, 7):
+        parent = 0 if k == 2 else next(i for i, o in enumerate(out) if o["url"].endswith(f"/w{k - 1}-0.js"))
+        out += [{"url": f"https://stairs.test:{port}/w{k}-{j}.js", "origin": "stairs", "parent": parent,
+                 "compute_s": 0.25 if j == 0 else 0.0} for j in range(k)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def caddy_on_loopback(tmp_path_factory):
+    """Caddy on loopback serving TWO and STAIRS: (http port, https port, CA file)."""
     from wearlab.model.needs import PageContent
     from wearlab.nodes.caddy import caddy_config, caddy_env
     from wearlab.nodes.certs import make_pki
 
     need_tool("caddy")
-    objs = (("www.test", "/", 20_000, "text/html"), ("cdn.test", "/app.js", 60_000, "text/javascript"),
-            ("www.test", "/api.json", 4_000, "application/json"))
-    content = [PageContent("srv", objs)]
-    ca, certs = make_pki(tmp_path / "pki", "www.test", kinds=("ecdsa-p256",), also_names=("cdn.test",), ocsp=False)
+    tmp_path = tmp_path_factory.mktemp("caddy")
+    content = [PageContent("srv", TWO + STAIRS)]
+    ca, certs = make_pki(tmp_path / "pki", "www.test", kinds=("ecdsa-p256",), also_names=("cdn.test", "stairs.test"),
+                         ocsp=False)
     http, https = free_port(), free_port()
     (tmp_path / "caddy.json").write_text(json.dumps(caddy_config(
         tmp_path, content, certs["ecdsa-p256"].cert, certs["ecdsa-p256"].key,
@@ -142,27 +163,84 @@ def test_the_agent_waits_for_dependencies_and_compute(tmp_path):
             except OSError:
                 assert time.monotonic() < deadline and caddy.poll() is None, (tmp_path / "caddy.out").read_text()
                 time.sleep(0.05)
-        compute = [0.030, 0.050, 0.0]
-        for version, protocol, port in (("1.1", "http", http), ("2", "https", https), ("3", "https", https)):
-            objects = [{"url": f"{protocol}://{h}:{port}{p}", "origin": h, "parent": None if i == 0 else i - 1,
-                        "compute_s": compute[i]} for i, (h, p, _, _) in enumerate(objs)]
-            req = {"objects": objects, "http_version": version, "protocol": protocol, "cacert": str(ca),
-                   "resolve": [f"www.test:{port}:127.0.0.1", f"cdn.test:{port}:127.0.0.1"], "timeout_s": 20}
-            agent = subprocess.run([sys.executable, "-m", "wearlab.measure.page_agent"], input=json.dumps(req) + "\n",
-                                   capture_output=True, text=True, timeout=60, cwd=ROOT)
-            out = json.loads(agent.stdout.splitlines()[-1])
-            assert out["error"] == "", out
-            got = out["objects"]
-            assert [o["bytes"] for o in got] == [20_000, 60_000, 4_000]
-            assert {o["http_version"] for o in got} == {version}
-            for i in (1, 2):
-                gap = got[i]["start_s"] - (got[i - 1]["end_s"] + compute[i - 1])
-                # never early; late by at most a scheduler tick and a busy machine's slack
-                assert 0 <= gap <= 0.015, (version, i, gap)
+        yield http, https, ca
     finally:
         caddy.terminate()
         caddy.wait(timeout=10)
         log.close()
+
+
+def agent(req: dict, env: dict | None = None) -> list[dict]:
+    out = subprocess.run([sys.executable, "-m", "wearlab.measure.page_agent"], input=json.dumps(req) + "\n",
+                         capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert got["error"] == "", got
+    return got["objects"]
+
+
+def test_the_agent_waits_for_dependencies_and_compute(caddy_on_loopback):
+    """On loopback (no link: round trips of microseconds), so the schedule is the page's: a child
+    starts no earlier than its parent's end plus the parent's compute time x the device's factor,
+    and promptly after."""
+    http, https, ca = caddy_on_loopback
+    compute = [0.030, 0.050, 0.0]
+    for version, protocol, port, factor in (("1.1", "http", http, 1.0), ("2", "https", https, 1.0),
+                                            ("3", "https", https, 1.0), ("2", "https", https, 1.5)):
+        objects = [{"url": f"{protocol}://{h}:{port}{p}", "origin": h, "parent": None if i == 0 else i - 1,
+                    "compute_s": compute[i]} for i, (h, p, _, _) in enumerate(TWO)]
+        got = agent({"objects": objects, "http_version": version, "protocol": protocol, "cacert": str(ca),
+                     "resolve": [f"www.test:{port}:127.0.0.1", f"cdn.test:{port}:127.0.0.1"], "timeout_s": 20,
+                     "compute_factor": factor})
+        assert [o["bytes"] for o in got] == [20_000, 60_000, 4_000]
+        assert {o["http_version"] for o in got} == {version}
+        for i in (1, 2):
+            gap = got[i]["start_s"] - (got[i - 1]["end_s"] + compute[i - 1] * factor)
+            # never early; late by at most a scheduler tick and a busy machine's slack
+            assert 0 <= gap <= 0.015, (version, factor, i, gap)
+
+
+def test_resumed_connections_skip_the_certificate_work_and_the_device_pays_for_that_only(caddy_on_loopback, tmp_path):
+    """Issue 23's resumption check for TLS: an origin's 6 HTTP/1.1 connections, each opened after
+    the one before finished its handshake (the staircase). Resumption off: 6 full handshakes. On:
+    the first full, the other 5 resumed with the ticket each got from the one before (Caddy sends
+    one per handshake, libcurl offers each once), as OpenSSL itself says (SSL_session_reused,
+    counted by the devicecpu library). By RFC 8446 a resumption with (EC)DHE (psk_dhe_ke, the only
+    mode Go's server accepts, 4.2.9) still computes the key exchange - an X25519 key pair and
+    agreement in every handshake - and skips the certificate chain and CertificateVerify: only the
+    full handshake verifies. The device (lg-g-watch-r) then saves, per resumption, the chain's and
+    signature's verification and the platform's full-minus-resumed cost, and nothing else.
+    (The issue's goal, at most 2/6 of the handshake time, needs resumption without (EC)DHE,
+    psk_ke: Go offers none. docs/pages.md gives the numbers.)"""
+    from wearlab.model.devices import builtin_devices
+    from wearlab.nodes.devicecpu import PHASES, DeviceProcess, RunCounters
+
+    _, https, ca = caddy_on_loopback
+    device = builtin_devices()["lg-g-watch-r"]
+    proc = DeviceProcess(device, tmp_path, "stairs")
+    got = {}
+    for resumption in (False, True):
+        counters = RunCounters(proc)
+        objs = agent({"objects": stairs_objects(https), "http_version": "1.1", "protocol": "https",
+                      "cacert": str(ca), "resolve": [f"stairs.test:{https}:127.0.0.1"], "timeout_s": 30,
+                      "groups": "X25519", "resumption": resumption, "connections_per_origin": 6}, env=proc.env())
+        assert sum(o["num_connects"] for o in objs) == 6
+        got[resumption] = counters.delta()
+
+    def calls(resumption, op):
+        c = got[resumption].get(op)
+        return c.calls if c else 0
+
+    assert (calls(False, "platform:handshake"), calls(False, "platform:resumed-handshake")) == (6, 0)
+    assert (calls(True, "platform:handshake"), calls(True, "platform:resumed-handshake")) == (1, 5)
+    for op in ("keygen:x25519", "derive:x25519"):          # (EC)DHE in every handshake
+        assert calls(False, op) == calls(True, op) == 6, op
+    for op in ("verify:p256", "x509-chain"):               # certificates in full handshakes only
+        assert calls(False, op) == 6 * calls(True, op) > 0, op
+    t_off, t_on = got[False][PHASES[0]].device_s, got[True][PHASES[0]].device_s
+    per_cert = sum(got[False][op].device_s for op in ("verify:p256", "x509-chain")) / 6
+    saved = 5 * (per_cert + device.handshake.seconds() - device.resumed.seconds())
+    assert t_on == pytest.approx(t_off - saved, rel=0.10), (t_on, t_off, saved)
+    assert t_on < t_off
 
 
 def udp_frame(payload: bytes, sport: int = 40000, dport: int = 443, proto: int = 17) -> bytes:
