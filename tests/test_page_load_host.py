@@ -61,6 +61,23 @@ def test_a_good_experiment_plans_one_cell_per_version(tmp_path):
     assert all(c["page"] == str(tmp_path / "two.yaml") and c["protocol"] == "https" for c in cells)
 
 
+def test_a_session_file_plans_and_serves_every_page(tmp_path):
+    """Seed 002's session (three pages on origin bouer): one cell, and its server node serves all
+    three pages' objects."""
+    exp = experiment(tmp_path, "{kind: page-load, client: watch, page: seed002-usage-session, resumption: on}",
+                     "matrix:\n  protocol: [http, https]\n",
+                     topology=TOPOLOGY.replace("www: {role: server, kind: caddy}", "bouer: {role: server, kind: caddy}")
+                     .replace("[ap, www]", "[ap, bouer]"))
+    res = wearlab("plan", str(exp), "--json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    cells = [c["values"] for c in plan["cells"]]
+    assert [c["protocol"] for c in cells] == ["http", "https"]
+    assert cells[1]["resumption"] == "on"
+    served = json.dumps(plan)
+    assert all(p in served for p in ("/login", "/display", "/dashboard"))
+
+
 @pytest.mark.parametrize("page,line,field,words", [
     ("origins: [www]\nobjects:\n  - {path: /, size: 1KB}\n  - {path: /a.js, origin: cnd, size: 2KB}\n",
      4, "objects[1].origin", "unknown origin 'cnd'"),
@@ -197,6 +214,30 @@ def test_the_agent_waits_for_dependencies_and_compute(caddy_on_loopback):
             gap = got[i]["start_s"] - (got[i - 1]["end_s"] + compute[i - 1] * factor)
             # never early; late by at most a scheduler tick and a busy machine's slack
             assert 0 <= gap <= 0.015, (version, factor, i, gap)
+
+
+def test_a_session_loads_its_pages_in_turn_on_one_pool_or_a_fresh_one_each(caddy_on_loopback):
+    """Three one-object pages, www -> cdn -> www, 50 ms of think time between them: each page
+    starts no earlier than the one before ended plus the think time (and promptly after); on a
+    shared pool the third page reuses the first page's connection to www (opens none), on
+    per-page pools every page opens its own."""
+    _, https, ca = caddy_on_loopback
+    pages = [[{"url": f"https://{h}:{https}{p}", "origin": h, "parent": None, "compute_s": 0.0}]
+             for h, p, _, _ in TWO]
+    for pool, opened in (("shared", [1, 1, 0]), ("per-page", [1, 1, 1])):
+        req = {"pages": pages, "pool": pool, "think_s": 0.05, "http_version": "2", "protocol": "https",
+               "cacert": str(ca), "resolve": [f"www.test:{https}:127.0.0.1", f"cdn.test:{https}:127.0.0.1"],
+               "timeout_s": 20}
+        out = subprocess.run([sys.executable, "-m", "wearlab.measure.page_agent"], input=json.dumps(req) + "\n",
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+        got = json.loads(out.stdout.splitlines()[-1])
+        assert got["error"] == "", got
+        assert [o["page"] for o in got["objects"]] == [0, 1, 2]
+        assert [o["bytes"] for o in got["objects"]] == [20_000, 60_000, 4_000]
+        assert [o["num_connects"] for o in got["objects"]] == opened, pool
+        for a, b in zip(got["pages"], got["pages"][1:]):
+            gap = b["start_s"] - (a["end_s"] + 0.05)
+            assert 0 <= gap <= 0.015, (pool, gap)
 
 
 def test_resumed_connections_skip_the_certificate_work_and_the_device_pays_for_that_only(caddy_on_loopback, tmp_path):

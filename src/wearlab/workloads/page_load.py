@@ -29,14 +29,19 @@ device's energy model over the load's overlapping connection set-ups, handshakes
 and why the first connections to an origin still pay full handshakes).
 
 Not yet (issue 23): 0-RTT and repeat views; tcpcrypt; the phone path (HTTP/3 through the phone as
-forwarded UDP); sessions of pages; a waterfall plot in the report.
+forwarded UDP); an object's server_time (Caddy answers at once); a waterfall plot in the report.
+
+A page file with a `session:` is loaded whole per run: its pages one after another on one
+connection pool and TLS session cache (`pool: shared`) or a fresh one per page (`per-page`), with
+`think` between them; page_load_s is then the sum of its pages' load times and series `pages`
+has each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from wearlab.errors import InputError, Problem
 from wearlab.measure.agents import PageAgent
@@ -107,8 +112,28 @@ def page_file_path(value: str, experiment_file: str | None) -> Path:
 
 
 def load_page(path: str) -> Page:
-    """The page a cell loads (its file's first page; sessions come later)."""
+    """The first page a cell loads (its file's first page, or its session's)."""
     return load_page_file(path).sequence()[0]
+
+
+class Visit(NamedTuple):
+    """What a cell loads: the pages in order (one, or a session's), and the session's pool and
+    think time."""
+
+    pages: tuple[Page, ...]
+    pool: str = "shared"
+    think_s: float = 0.0
+
+    @property
+    def is_session(self) -> bool:
+        return len(self.pages) > 1
+
+
+def load_visit(path: str) -> Visit:
+    f = load_page_file(path)
+    if f.session is None:
+        return Visit((f.sequence()[0],))
+    return Visit(tuple(f.sequence()), f.session.pool, f.session.think_s)
 
 
 def origin_host(page: Page, origin: str) -> str:
@@ -146,7 +171,12 @@ class PageLoad(Workload):
     ))
     metrics = (
         Metric("page_load_s", "s", label="page load", summarised=True,
-               doc="the root's request -> the last object's last byte (the client's clock)"),
+               doc="the root's request -> the last object's last byte (the client's clock); a session: the sum "
+                   "of its pages' (series pages has each)"),
+        Metric("pages", "count", better="none", doc="pages loaded (a session's; 1 for a page)"),
+        Metric("session_s", "s", better="lower",
+               doc="the first page's request -> the last page's last byte (think times included; a page: "
+                   "page_load_s)"),
         Metric("root_ttfb_s", "s", label="root TTFB", summarised=True,
                doc="the root's request -> its first response byte (libcurl's starttransfer)"),
         Metric("objects", "count", better="none", doc="objects loaded"),
@@ -180,10 +210,15 @@ class PageLoad(Workload):
                doc="client handshakes the device charged as resumed (OpenSSL's SSL_session_reused)"),
         *energy_metrics(handshake=True),
     )
-    series = (Series("objects", ("index", "origin", "path", "size", "parent", "start_s", "ttfb_s", "end_s", "bytes",
+    series = (Series("objects", ("session_page", "index", "origin", "path", "size", "parent", "start_s", "ttfb_s", "end_s", "bytes",
                                  "conn_id", "local_port", "http_version", "new_connection"),
                      doc="each object of each load: when it was requested, its first byte and end (s from the root's "
                          "request), its connection (libcurl's id, the client's port) and whether it opened it"),
+              Series("pages", ("session_page", "name", "start_s", "load_s", "ttfb_s", "objects", "bytes",
+                               "connections_opened"),
+                     doc="each page of each load (a session's pages in order): its start (s from the session's), its "
+                         "load time (its root's request -> its last byte), its root's TTFB, objects, body bytes and "
+                         "the connections it opened (0 where a shared pool had them already)"),
               Series("connections", ("origin", "server", "opened", "distinct", "tcp_syns", "quic_initials"),
                      doc="per origin: connections opened (libcurl), distinct connections used, TCP SYNs and QUIC "
                          "connections (Initials from distinct client ports) to its server in the client's capture "
@@ -239,12 +274,12 @@ class PageLoad(Workload):
                 resolved.append(value)
                 continue
             try:
-                page = load_page(str(path))
+                visit = load_visit(str(path))
             except InputError as e:
                 problems += e.problems
                 resolved.append(value)
                 continue
-            for origin in page.origins_used():
+            for page, origin in ((p, o) for p in {q.name: q for q in visit.pages}.values() for o in p.origins_used()):
                 node = server_of(fields, origin)
                 if node not in topo.nodes:
                     problem(at, f"page {page.name}'s origin '{origin}' needs a server node: the topology has no node "
@@ -277,10 +312,10 @@ class PageLoad(Workload):
     def needs(cls, fields: PageLoadFields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:
         per_node: dict[str, set[tuple[str, str, int, str]]] = {}
         for path in sorted({c["page"] for c in cells}):
-            page = load_page(path)
-            for o in page.objects:
-                per_node.setdefault(server_of(fields, o.origin), set()).add(
-                    (origin_host(page, o.origin), o.path, o.size, o.type))
+            for page in load_visit(path).pages:
+                for o in page.objects:
+                    per_node.setdefault(server_of(fields, o.origin), set()).add(
+                        (origin_host(page, o.origin), o.path, o.size, o.type))
         for node in per_node:
             for c in cells:
                 plan.kind_of(node, c).service(c["protocol"])   # ServiceMissing: the plan says which
@@ -313,7 +348,7 @@ class PageLoad(Workload):
         self.agent = PageAgent(self.ctx.net, client, env=self.device.env() if self.device else None)
         # 300 bytes a packet: a TLS 1.3 ServerHello (its extensions say whether it resumed) fits.
         self.capture = self.ctx.capture(client, snaplen=300)
-        self.pages: dict[str, Page] = {}
+        self.pages: dict[str, Visit] = {}
         # The client's first hop (the energy model's medium; a relaying phone's energy).
         self.hop = next((e.peer for e in self.ctx.plan.link_ends(client)), client)
         self.energy = RunEnergy(self.ctx.plan, client, "")
@@ -334,24 +369,29 @@ class PageLoad(Workload):
                        "(CURL_LOCK_DATA_SSL_SESSION), each offered once (psk_dhe_ke: a resumption still computes "
                        "the (EC)DHE key exchange, RFC 8446 4.2.9)",
                 "not_yet": ["tcpcrypt resumption", "0-RTT and repeat views", "paths through the phone",
-                            "sessions of pages"]}
+                            "server_time (Caddy answers at once)"]}
 
-    def page(self, path: str) -> Page:
+    def visit(self, path: str) -> Visit:
         if path not in self.pages:
-            self.pages[path] = load_page(path)
+            self.pages[path] = load_visit(path)
         return self.pages[path]
 
     def request(self, cell: dict[str, Any]) -> dict[str, Any]:
-        page = self.page(cell["page"])
+        visit = self.visit(cell["page"])
         scheme, port = cell["protocol"], PORTS[cell["protocol"]]
-        objects, resolve = [], set()
-        for o in page.objects:
-            host = origin_host(page, o.origin)
-            node = server_of(self.fields, o.origin)
-            objects.append({"url": f"{scheme}://{host}:{port}{o.path}", "origin": o.origin, "parent": o.parent,
-                            "compute_s": o.compute_s})
-            resolve.add(f"{host}:{port}:{self.ctx.address(node)}")
-        return {"objects": objects, "http_version": cell["http_version"], "protocol": scheme,
+        pages, resolve = [], set()
+        for page in visit.pages:
+            objects = []
+            for o in page.objects:
+                host = origin_host(page, o.origin)
+                node = server_of(self.fields, o.origin)
+                objects.append({"url": f"{scheme}://{host}:{port}{o.path}", "origin": o.origin, "parent": o.parent,
+                                "compute_s": o.compute_s})
+                resolve.add(f"{host}:{port}:{self.ctx.address(node)}")
+            pages.append(objects)
+        what = ({"pages": pages, "pool": visit.pool, "think_s": visit.think_s} if visit.is_session
+                else {"objects": pages[0]})
+        return {**what, "http_version": cell["http_version"], "protocol": scheme,
                 "connections_per_origin": cell.get("connections_per_origin") or HTTP1_CONNECTIONS_PER_ORIGIN,
                 "resolve": sorted(resolve), "cacert": self.cacert if scheme == "https" else None,
                 "groups": CLASSIC_GROUPS, "compute_factor": self.compute_factor,
@@ -372,21 +412,30 @@ class PageLoad(Workload):
         return {"loads": len(seen), "recorded": False, "failures": failures}
 
     def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
-        page = self.page(cell["page"])
+        visit = self.visit(cell["page"])
         device = RunCounters(self.device) if self.device else None
         since = self.capture.now()
         out = self.agent.load(self.ctx.timeout_s, **self.request(cell))
         if out.get("error"):
             raise RuntimeError(out["error"])
         got = out["objects"]
-        for o, r in zip(page.objects, got, strict=True):
+        mine = [(n, page, o) for n, page in enumerate(visit.pages) for o in page.objects]
+        for (_, _, o), r in zip(mine, got, strict=True):
             if r.get("bytes") != o.size:
                 raise RuntimeError(f"{o.ref}: received {r.get('bytes')} bytes, the page says {o.size}")
-        rows = [{"index": o.index, "origin": o.origin, "path": o.path, "size": o.size, "parent": o.parent,
-                 "start_s": round(r["start_s"], 6), "ttfb_s": round(r["ttfb_s"], 6), "end_s": round(r["end_s"], 6),
-                 "bytes": r["bytes"], "conn_id": r["conn_id"], "local_port": r["local_port"],
-                 "http_version": r["http_version"], "new_connection": r["num_connects"]}
-                for o, r in zip(page.objects, got, strict=True)]
+        rows = [{"session_page": n, "index": o.index, "origin": o.origin, "path": o.path, "size": o.size,
+                 "parent": o.parent, "start_s": round(r["start_s"], 6), "ttfb_s": round(r["ttfb_s"], 6),
+                 "end_s": round(r["end_s"], 6), "bytes": r["bytes"], "conn_id": r["conn_id"],
+                 "local_port": r["local_port"], "http_version": r["http_version"], "new_connection": r["num_connects"]}
+                for (n, _, o), r in zip(mine, got, strict=True)]
+        page_rows = []
+        for n, page in enumerate(visit.pages):
+            its = [r for r in rows if r["session_page"] == n]
+            page_rows.append({"session_page": n, "name": page.name, "start_s": its[0]["start_s"],
+                              "load_s": round(max(r["end_s"] for r in its) - its[0]["start_s"], 6),
+                              "ttfb_s": round(its[0]["ttfb_s"] - its[0]["start_s"], 6), "objects": len(its),
+                              "bytes": sum(r["bytes"] for r in its),
+                              "connections_opened": sum(r["new_connection"] for r in its)})
         opened: dict[str, int] = {}
         distinct: dict[str, set] = {}
         for r in rows:
@@ -395,12 +444,13 @@ class PageLoad(Workload):
         if any(r["http_version"] != cell["http_version"] for r in rows):
             seen = sorted({r["http_version"] for r in rows})
             raise RuntimeError(f"asked for HTTP/{cell['http_version']}, the responses came over HTTP/{', '.join(seen)}")
-        row = {"page_load_s": max(r["end_s"] for r in rows) - rows[0]["start_s"],
+        row = {"page_load_s": sum(p["load_s"] for p in page_rows), "pages": len(page_rows),
+               "session_s": max(r["end_s"] for r in rows) - rows[0]["start_s"],
                "root_ttfb_s": rows[0]["ttfb_s"] - rows[0]["start_s"], "objects": len(rows),
                "body_bytes": sum(r["bytes"] for r in rows), "connections_opened": sum(opened.values()),
                "connections_max_per_origin": max(len(v) for v in distinct.values())}
         until = self.capture.now()
-        series: dict[str, list[dict[str, Any]]] = {"objects": rows}
+        series: dict[str, list[dict[str, Any]]] = {"objects": rows, "pages": page_rows}
         if device:
             counts = device.delta()
             row.update(device.metrics(),
@@ -431,7 +481,7 @@ class PageLoad(Workload):
             if https and cell["http_version"] != "3":
                 values.update(tls_full_handshakes=sum(1 for r in tls if r is False),
                               tls_resumed_handshakes=sum(1 for r in tls if r is True))
-            erow, erows = self.energy.spans(self.hop, spans, row["page_load_s"], encrypted=https)
+            erow, erows = self.energy.spans(self.hop, spans, row["session_s"], encrypted=https)
             values.update(erow)
             out_series = {"connections": conns,
                           "flows": [{k: f[k] for k in ("proto", "server", "client_port", "bytes_up", "bytes_down",
