@@ -361,3 +361,20 @@ def test_overlapping_connections_put_the_device_in_its_most_demanding_state():
     got = dict(span_phases(spans, tail_s=0.5))
     assert got == pytest.approx({S.HANDSHAKE: 0.1, S.CONNECT: 0.05, S.DATA_ENCRYPTED: 0.25, S.TAIL: 1.0})
     assert span_phases([], tail_s=0.5) == []
+
+
+def test_a_loads_spans_are_its_connections_set_up_handshake_and_transfers():
+    """An object that opened a TLS connection (connect at 20 ms, TLS done at 45 ms, request sent
+    at 46 ms) and one that reused it; over QUIC the handshake is the whole set-up."""
+    from wearlab.model.choices import PowerState as S
+    from wearlab.workloads.page_load import load_spans
+
+    objs = [{"start_s": 0.0, "num_connects": 1, "connect_s": 0.020, "appconnect_s": 0.045, "pretransfer_s": 0.046,
+             "end_s": 0.100},
+            {"start_s": 0.100, "num_connects": 0, "connect_s": 0.0, "appconnect_s": 0.0, "pretransfer_s": 0.001,
+             "end_s": 0.150}]
+    assert load_spans(objs, https=True, quic=False) == [
+        (S.CONNECT, 0.0, 0.020), (S.HANDSHAKE, 0.020, 0.045), (S.DATA_ENCRYPTED, 0.046, 0.100),
+        (S.DATA_ENCRYPTED, 0.101, 0.150)]
+    assert load_spans(objs, https=True, quic=True)[0] == (S.HANDSHAKE, 0.0, 0.045)
+    assert [s for s, _, _ in load_spans(objs, https=False, quic=False)] == [S.CONNECT, S.DATA, S.DATA]
