@@ -169,3 +169,76 @@ def test_each_protocol_opens_the_connections_it_should(loads):
                 # per QUIC connection, never both
                 assert int(c["tcp_syns"]) == (0 if version == "3" else n), (protocol, version, page, c)
                 assert int(c["quic_initials"]) == (n if version == "3" else 0), (protocol, version, page, c)
+
+
+# The watch with a device (lg-g-watch-r: its crypto, platform cost per handshake and energy model),
+# loading MANY over HTTP/1.1 (6 connections per origin) and HTTP/3, TLS sessions kept or not.
+DEVICE_TOPOLOGY = TOPOLOGY.replace("watch: {role: wearable}", "watch: {role: wearable, device: lg-g-watch-r}").replace(
+    "rate: 100Mbit, delay: 20ms}", "rate: 100Mbit, delay: 20ms, medium: wifi}")
+
+
+@pytest.fixture(scope="module")
+def device_loads(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pagedevice")
+    (d / "many.yaml").write_text(MANY)
+    (d / "dev.yaml").write_text(f"""
+name: page-device
+topology: {DEVICE_TOPOLOGY}
+repetitions: 1
+seed: 3
+workload: {{kind: page-load, client: watch, protocol: https, page: many.yaml}}
+matrix:
+  http_version: [1.1, 3]
+  resumption: [off, on]
+""")
+    latest, rows = run_rows(d / "dev.yaml", d / "results", "page-device", timeout=300)
+    return {(r["http_version"], r["resumption"]): r for r in rows}
+
+
+def test_resumption_shows_in_the_server_hello_and_in_openssls_own_count(device_loads):
+    """MANY over HTTP/1.1: www's root connection (a full handshake) is reused for one of www's 12
+    objects and 5 more connections open at once; cdn's 6 open at once when the root arrives.
+    Caddy sends one ticket per handshake and libcurl offers a TLS 1.3 ticket once (RFC 8446 C.4),
+    so with resumption on exactly one of them resumes - www's second connection, with the root
+    connection's ticket - and none without it. The capture (the ServerHello's pre_shared_key) and
+    OpenSSL in the client (SSL_session_reused, counted by the device's library) must agree."""
+    for resumption, resumed in (("off", 0), ("on", 1)):
+        r = device_loads[("1.1", resumption)]
+        assert int(r["tcp_syns"]) == 12, r
+        assert int(r["tls_resumed_handshakes"]) == resumed == int(r["device_resumed_handshakes"]), r
+        assert int(r["tls_full_handshakes"]) == 12 - resumed == int(r["device_full_handshakes"]), r
+    # the one resumption saves the device its certificate work and part of its platform cost
+    assert float(device_loads[("1.1", "on")]["device_cpu_handshake_s"]) < \
+        float(device_loads[("1.1", "off")]["device_cpu_handshake_s"])
+
+
+def test_the_device_pays_for_quic_handshakes_and_the_energy_covers_the_load(device_loads):
+    """HTTP/3: the device library charges each QUIC connection's handshake (ngtcp2 over OpenSSL),
+    one per origin; every load has an energy, its handshake part a share of it, and at least the
+    handshakes' CPU time at the device's handshake power (the model's floor: the device computes
+    no faster than its CPU time)."""
+    for (version, resumption), r in device_loads.items():
+        assert float(r["energy_j"]) > float(r["energy_handshake_j"]) > 0, r
+        assert float(r["wire_bytes"]) > 20 * 3000 + 4000, r          # the page's bodies at least
+        if version == "3":
+            assert int(r["quic_connections"]) == 2 and int(r["tcp_syns"]) == 0, r
+            assert int(r["device_full_handshakes"]) + int(r["device_resumed_handshakes"]) == 2, r
+            assert float(r["device_cpu_handshake_s"]) > 0, r
+
+
+def test_tls_costs_each_connection_its_handshake_bytes(loads):
+    """MANY over HTTP/1.1 with 6 connections per origin opens 12 connections in both the https and
+    the http load, so the difference in wire bytes is 12 TLS 1.3 handshakes (ClientHello ~0.3-0.5
+    KB; ServerHello, EncryptedExtensions, the ECDSA P-256 chain ~1.4 KB DER, CertificateVerify,
+    Finished ~2 KB; the client's Finished; a session ticket ~0.25 KB; their TCP/IP headers) plus
+    TLS's 22 B per record of 21 responses: between 1.5 and 6 KB per connection (the paper's
+    RSA-chain handshake was 5,421 B)."""
+    https = [r for r in loads["https"][0] if r["page"].endswith("many.yaml") and r["http_version"] == "1.1"]
+    http = [r for r in loads["http"][0] if r["page"].endswith("many.yaml") and r["http_version"] == "1.1"
+            and r["connections_per_origin"] == "6"]
+    assert https and http
+    for a in https:
+        for b in http:
+            assert int(a["tcp_syns"]) == int(b["tcp_syns"]) == 12
+            per_connection = (int(a["wire_bytes"]) - int(b["wire_bytes"])) / 12
+            assert 1500 <= per_connection <= 6000, (a["run"], b["run"], per_connection)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from wearlab.measure.pcap import PcapReader
 from wearlab.measure.phases import connection_phases
-from wearlab.measure.tcp import ACK, SYN, connection_packets, decode_tcp, quic_initial
+from wearlab.measure.tcp import ACK, SYN, ReassembledStream, connection_packets, decode_tcp, ip_packet, quic_initial
+from wearlab.measure.tls_records import PRE_SHARED_KEY, server_hello_extensions
 
 # QUIC (HTTP/3) is captured on its port only: UDP elsewhere is not the capture's business.
 QUIC_PORT = 443
@@ -120,6 +121,65 @@ class ClientCapture:
                     out["quic"][(str(ipaddress.ip_address(quic[1])), quic[2])] = None
             self.packets[intf] = [p for p in packets if p[0] > until]
         return {k: list(v) for k, v in out.items()}
+
+    def flows(self, since: float, until: float, servers: set[str], settle_s: float = 1.0) -> list[dict]:
+        """The connections the client opened to `servers` (addresses) between `since` and `until` - a
+        TCP SYN, or a QUIC Initial to UDP 443 from a new client port - each with every packet of it
+        in the capture, teardown included (waited for up to `settle_s`): its IP bytes up and down
+        (IP headers and payload, as the IP length fields give them) and, for TCP, whether its TLS
+        1.3 ServerHello accepted a pre-shared key (`resumed`: True/False; None when it has no TLS
+        or the ServerHello was not captured). Forgets packets from before `until` afterwards."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            for intf in self.files:
+                self._poll(intf)
+            found = self._flows(since, until, servers)
+            done = all(f["closed"] for f in found if f["proto"] == "tcp")
+            if done and any(p and p[-1][0] >= until for p in self.packets.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        for intf, packets in self.packets.items():
+            self.packets[intf] = [p for p in packets if p[0] > until]
+        return found
+
+    def _flows(self, since: float, until: float, servers: set[str]) -> list[dict]:
+        found: dict[tuple, dict] = {}
+        for intf, packets in self.packets.items():
+            mine: list = []
+            for p in packets:
+                if p[0] < since:
+                    continue
+                ip = ip_packet(p[1], p[2])
+                if ip is None:
+                    continue
+                up = str(ipaddress.ip_address(ip.dst)) in servers
+                server, client = (ip.dst, ip.src) if up else (ip.src, ip.dst)
+                key = (ip.proto, server, ip.sport if up else ip.dport)
+                f = found.get(key)
+                if f is None and up and p[0] <= until:
+                    seg = decode_tcp(p[1], p[2]) if ip.proto == 6 else None
+                    opens = (seg is not None and seg.flags & SYN and not seg.flags & ACK) or (
+                        ip.proto == 17 and ip.dport == QUIC_PORT and quic_initial(p[1], p[2]) is not None)
+                    if opens:
+                        f = found[key] = {"proto": "tcp" if ip.proto == 6 else "quic",
+                                          "server": str(ipaddress.ip_address(server)),
+                                          "client": str(ipaddress.ip_address(client)), "client_port": key[2],
+                                          "intf": intf, "opened_s": p[0], "bytes_up": 0, "bytes_down": 0,
+                                          "packets": 0, "resumed": None, "closed": ip.proto != 6}
+                if f is None:
+                    continue
+                f["bytes_up" if up else "bytes_down"] += ip.ip_len
+                f["packets"] += 1
+                if ip.proto == 6:
+                    mine.append(p)
+            for f in found.values():
+                if f["proto"] != "tcp" or f["intf"] != intf:
+                    continue
+                conn = connection_packets(mine, (f["client"], f["client_port"]))
+                f["closed"] = bool(conn) and _closed(conn)
+                exts = server_hello_extensions(ReassembledStream(conn, "down")) if conn else None
+                f["resumed"] = None if exts is None else PRE_SHARED_KEY in exts
+        return sorted(found.values(), key=lambda f: f["opened_s"])
 
     def stream_offsets(self, intf: str, server_ip: str, server_port: int, since: float) -> list[tuple[int, float]]:
         """For the busiest connection from server_ip:server_port seen on `intf` after `since`:

@@ -157,6 +157,30 @@ def activity_phases(intervals_ns: Iterable[tuple[int, int]], encrypted: bool,
     return [(PowerState.DATA_ENCRYPTED if encrypted else PowerState.DATA, busy), (PowerState.TAIL, tail)]
 
 
+def span_phases(spans: Iterable[tuple[PowerState, float, float]], tail_s: float) -> list[tuple[PowerState, float]]:
+    """Overlapping activities (state, start s, end s), e.g. a page's connections - set-up,
+    handshakes, transfers - on several connections at once: at each instant the device is in the
+    most demanding state any of them is in (handshake, then connect, then data encrypted, then
+    data); between busy stretches the tail, cut short where the next stretch begins, and after
+    the last one the whole tail."""
+    order = (PowerState.HANDSHAKE, PowerState.CONNECT, PowerState.DATA_ENCRYPTED, PowerState.DATA)
+    spans = [(s, a, b) for s, a, b in spans if b > a]
+    edges = sorted({t for _, a, b in spans for t in (a, b)})
+    seconds: dict[PowerState, float] = {}
+    tail, busy_until = 0.0, None
+    for a, b in zip(edges, edges[1:]):
+        active = [s for s, x, y in spans if x <= a and y >= b]
+        if not active:
+            continue
+        if busy_until is not None and a > busy_until:
+            tail += min(tail_s, a - busy_until)
+        state = min(active, key=order.index)
+        seconds[state] = seconds.get(state, 0.0) + (b - a)
+        busy_until = b
+    out = [(s, seconds[s]) for s in order if s in seconds]
+    return out + ([(PowerState.TAIL, tail + tail_s)] if spans else [])
+
+
 def series_rows(power: NodePower, phases: Sequence[tuple[PowerState, float]]) -> list[dict[str, object]]:
     joules = energy(power, phases)
     seconds: dict[PowerState, float] = {}

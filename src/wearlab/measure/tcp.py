@@ -136,6 +136,45 @@ def quic_initial(frame: bytes, linktype: int) -> tuple[bytes, bytes, int, int] |
     return bytes(frame[off + 12:off + 16]), bytes(frame[off + 16:off + 20]), sport, dport
 
 
+class IpPacket(NamedTuple):
+    """A TCP or UDP packet's addresses (packed), ports and length on the wire (IP header and
+    payload, from the IP length field: what a short snaplen leaves out still counts)."""
+
+    proto: int        # 6 TCP, 17 UDP
+    src: bytes
+    dst: bytes
+    sport: int
+    dport: int
+    ip_len: int
+
+
+def ip_packet(frame: bytes, linktype: int) -> IpPacket | None:
+    """The TCP or UDP packet a frame carries (IPv4, or IPv6 without extension headers); None for
+    anything else and for later fragments (no ports)."""
+    ns = _network_start(frame, linktype)
+    if ns is None:
+        return None
+    version, off = ns
+    n = len(frame)
+    if version == 4:
+        if n < off + 20 or frame[off] >> 4 != 4:
+            return None
+        ihl = (frame[off] & 0x0F) * 4
+        if int.from_bytes(frame[off + 6:off + 8], "big") & 0x1FFF:
+            return None
+        proto, length = frame[off + 9], int.from_bytes(frame[off + 2:off + 4], "big") or n - off
+        src, dst, t = frame[off + 12:off + 16], frame[off + 16:off + 20], off + ihl
+    else:
+        if n < off + 40 or frame[off] >> 4 != 6:
+            return None
+        proto, length = frame[off + 6], 40 + (int.from_bytes(frame[off + 4:off + 6], "big") or n - off - 40)
+        src, dst, t = frame[off + 8:off + 24], frame[off + 24:off + 40], off + 40
+    if proto not in (6, 17) or n < t + 4:
+        return None
+    sport, dport = struct.unpack_from("!HH", frame, t)
+    return IpPacket(proto, bytes(src), bytes(dst), sport, dport, length)
+
+
 def decode_tcp(frame: bytes, linktype: int) -> TcpSegment | None:
     ns = _network_start(frame, linktype)
     if ns is None:

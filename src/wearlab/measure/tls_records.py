@@ -72,6 +72,35 @@ def server_hello_version(down: ReassembledStream) -> str | None:
     return _TLS_WIRE_VERSIONS.get(version)
 
 
+PRE_SHARED_KEY = 41   # the pre_shared_key extension (RFC 8446 4.2.11)
+
+
+def server_hello_extensions(down: ReassembledStream) -> tuple[int, ...] | None:
+    """The extension types of the server's ServerHello, in order (None if it was not captured or
+    is not a ServerHello). In TLS 1.3 the ServerHello is the one server message in clear that
+    says whether the handshake resumed: it carries pre_shared_key exactly when the server
+    accepted one of the client's tickets (RFC 8446 4.2.11); the Certificate that a full handshake
+    sends is encrypted."""
+    h = down.read(0, 9)
+    if h is None or h[0] != 22 or h[1] != 3 or h[5] != 2:
+        return None
+    rec_len = int.from_bytes(h[3:5], "big")
+    msg_len = int.from_bytes(h[6:9], "big")
+    body = down.read(9, min(msg_len, rec_len - 4))
+    if body is None or len(body) < 38:
+        return None
+    p = 35 + body[34] + 3        # version, random, session id, cipher suite, compression
+    if len(body) < p + 2:
+        return ()
+    end = min(len(body), p + 2 + int.from_bytes(body[p:p + 2], "big"))
+    p += 2
+    out = []
+    while p + 4 <= end:
+        out.append(int.from_bytes(body[p:p + 2], "big"))
+        p += 4 + int.from_bytes(body[p + 2:p + 4], "big")
+    return tuple(out)
+
+
 def detect_tls_version(packets: Sequence[ConnPacket]) -> str | None:
     """"1.0".."1.3" as selected by the server's ServerHello, or None if the client did not start a
     TLS handshake (plain TCP/HTTP). Raises ValueError if the client started TLS but no parseable

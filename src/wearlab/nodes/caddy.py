@@ -17,8 +17,10 @@ the admin endpoint disabled and the configuration not persisted; storage, logs, 
 directories in the node's work directory. Caddy 2 has no telemetry. It listens in its node's
 namespace only.
 
-As nginx here: no caching headers (`Cache-Control: no-store`), no compression, no session
-resumption (Go's crypto/tls session tickets off).
+As nginx here: no caching headers (`Cache-Control: no-store`), no compression. TLS 1.3 session
+tickets are on (Go's crypto/tls sends one NewSessionTicket with its first flight when it asks
+for no client certificate), so a client that keeps its sessions can resume; libcurl without a
+session cache (http-get, page-load with resumption off) never offers one.
 """
 
 from __future__ import annotations
@@ -88,7 +90,9 @@ def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, 
                                                      {"any_tag": ["wearlab"]}}]},
             }},
             "tls": {"certificates": {"load_files": [{"certificate": str(cert), "key": str(key), "tags": ["wearlab"]}]},
-                    "session_tickets": {"disabled": True}},
+                    # Tickets on, as a real site's server: a client that keeps sessions (page-load's
+                    # `resumption: on`) resumes with them; one that does not pays a full handshake.
+                    "session_tickets": {"disabled": False}},
         },
     }
 

@@ -15,24 +15,38 @@ CURLOPT_RESOLVE): no DNS lookups on the emulated path; metadata says so.
 
 Per run: the page load time (the root's request to the last object's end), the root's time to
 first byte, connections opened (libcurl's count, and TCP SYNs and QUIC Initials in the client's
-capture), and a
-series row per object (start, first byte, end, connection, origin, bytes).
+capture), the load's bytes on the wire (every packet of its connections, teardown included) and
+its TLS handshakes, full or resumed (the ServerHello's pre_shared_key, in clear), and a series row
+per object (start, first byte, end, connection, origin, bytes).
 
-Not yet (issue 23): the client's device scaling compute time and charging the crypto (compute is
-the reference machine's time, as the page gives it); TLS resumption and 0-RTT (every connection a
-full handshake); tcpcrypt; the phone path (HTTP/3 through the phone as forwarded UDP); sessions of
-pages; a waterfall plot in the report.
+The client's device (`device:` of the client node): the agent runs with the devicecpu library
+(nodes.devicecpu), so libcurl's TLS and QUIC cryptography (OpenSSL, inside pycurl's wheel) takes the
+device's time and each client handshake its platform cost (full or resumed); each object's compute
+time is the page's (the calibration machine's) x the device's general CPU factor; energy_j is the
+device's energy model over the load's overlapping connection set-ups, handshakes and transfers.
+
+`resumption: on` (https): the load's connections share their TLS sessions (the page agent says how
+and why the first connections to an origin still pay full handshakes).
+
+Not yet (issue 23): 0-RTT and repeat views; tcpcrypt; the phone path (HTTP/3 through the phone as
+forwarded UDP); an object's server_time (Caddy answers at once); a waterfall plot in the report.
+
+A page file with a `session:` is loaded whole per run: its pages one after another on one
+connection pool and TLS session cache (`pool: shared`) or a fresh one per page (`per-page`), with
+`think` between them; page_load_s is then the sum of its pages' load times and series `pages`
+has each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from wearlab.errors import InputError, Problem
 from wearlab.measure.agents import PageAgent
 from wearlab.measure.curl import CLASSIC_GROUPS
+from wearlab.model.choices import PowerState
 from wearlab.model import params as P
 from wearlab.model.columns import Metric, Ratio, Series
 from wearlab.model.declarations import PlanView, WorkloadFields
@@ -40,6 +54,8 @@ from wearlab.model.needs import Need, PageContent
 from wearlab.model.page import HTTP1_CONNECTIONS_PER_ORIGIN, Page, load_page_file
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
+from wearlab.nodes.devicecpu import DeviceProcess, RunCounters, node_cpu
+from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
 from wearlab.workloads.workload import Outcome, Workload
 
 # The shipped pages: `page: exp3-bing` names experiments/pages/exp3-bing.yaml.
@@ -68,6 +84,15 @@ def _connections(value: Any) -> int:
     raise ValueError(f"connections_per_origin {value!r} must be a whole number from 1 to 64 (browsers: 6)")
 
 
+def _on_off(value: Any) -> str:
+    # YAML 1.1 reads on/off (and yes/no) as booleans.
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, str) and value.strip().lower() in ("on", "off"):
+        return value.strip().lower()
+    raise ValueError(f"resumption {value!r} must be on or off")
+
+
 def _page(value: Any) -> str:
     if isinstance(value, str) and value.strip():
         return value.strip()
@@ -87,8 +112,28 @@ def page_file_path(value: str, experiment_file: str | None) -> Path:
 
 
 def load_page(path: str) -> Page:
-    """The page a cell loads (its file's first page; sessions come later)."""
+    """The first page a cell loads (its file's first page, or its session's)."""
     return load_page_file(path).sequence()[0]
+
+
+class Visit(NamedTuple):
+    """What a cell loads: the pages in order (one, or a session's), and the session's pool and
+    think time."""
+
+    pages: tuple[Page, ...]
+    pool: str = "shared"
+    think_s: float = 0.0
+
+    @property
+    def is_session(self) -> bool:
+        return len(self.pages) > 1
+
+
+def load_visit(path: str) -> Visit:
+    f = load_page_file(path)
+    if f.session is None:
+        return Visit((f.sequence()[0],))
+    return Visit(tuple(f.sequence()), f.session.pool, f.session.think_s)
 
 
 def origin_host(page: Page, origin: str) -> str:
@@ -120,10 +165,18 @@ class PageLoad(Workload):
               applies=lambda c: c.get("http_version") == "1.1", applies_doc="http_version is 1.1"),
         Param("protocol", P.choice("protocol", ("http", "https"), lower=True), "https",
               "http or https (TLS 1.3, a certificate per server node naming its origins' hosts)"),
+        Param("resumption", _on_off, "off", "on: the load's later connections to an origin resume the TLS session "
+              "of an earlier one (session tickets, single-use); off: every connection a full handshake",
+              applies=lambda c: c.get("protocol") == "https", applies_doc="protocol is https"),
     ))
     metrics = (
         Metric("page_load_s", "s", label="page load", summarised=True,
-               doc="the root's request -> the last object's last byte (the client's clock)"),
+               doc="the root's request -> the last object's last byte (the client's clock); a session: the sum "
+                   "of its pages' (series pages has each)"),
+        Metric("pages", "count", better="none", doc="pages loaded (a session's; 1 for a page)"),
+        Metric("session_s", "s", better="lower",
+               doc="the first page's request -> the last page's last byte (think times included; a page: "
+                   "page_load_s)"),
         Metric("root_ttfb_s", "s", label="root TTFB", summarised=True,
                doc="the root's request -> its first response byte (libcurl's starttransfer)"),
         Metric("objects", "count", better="none", doc="objects loaded"),
@@ -137,17 +190,50 @@ class PageLoad(Workload):
         Metric("quic_connections", "count", better="none",
                doc="QUIC connections the client opened during the load (client ports sending a QUIC Initial to "
                    "UDP 443, in its capture); 0 for HTTP/1.1 and HTTP/2"),
+        Metric("wire_bytes", "B", label="wire bytes", summarised=True,
+               doc="IP bytes both ways of every connection the load opened (headers, handshakes, data, teardown; "
+                   "the client's capture)"),
+        Metric("wire_bytes_up", "B", better="none", doc="wire_bytes client -> servers"),
+        Metric("wire_bytes_down", "B", better="none", doc="wire_bytes servers -> client"),
+        Metric("tls_full_handshakes", "count", better="lower",
+               doc="TLS-over-TCP connections whose ServerHello carries no pre_shared_key (a full handshake; capture)"),
+        Metric("tls_resumed_handshakes", "count", better="none",
+               doc="TLS-over-TCP connections whose ServerHello accepts a pre-shared key (resumed; capture). "
+                   "QUIC's ServerHello is inside protected Initial packets: see device_resumed_handshakes"),
+        Metric("device_cpu_handshake_s", "s", label="device hs CPU", summarised=True,
+               doc="the client's device: its CPU time inside the load's TLS/QUIC handshakes (primitives and the "
+                   "platform's cost per handshake), summed over connections (devicecpu)"),
+        Metric("device_cpu_other_s", "s", doc="the client's device: its crypto CPU time outside handshakes"),
+        Metric("device_full_handshakes", "count", better="none",
+               doc="client handshakes the device charged as full (libcurl's OpenSSL, TCP and QUIC alike)"),
+        Metric("device_resumed_handshakes", "count", better="none",
+               doc="client handshakes the device charged as resumed (OpenSSL's SSL_session_reused)"),
+        *energy_metrics(handshake=True),
     )
-    series = (Series("objects", ("index", "origin", "path", "size", "parent", "start_s", "ttfb_s", "end_s", "bytes",
+    series = (Series("objects", ("session_page", "index", "origin", "path", "size", "parent", "start_s", "ttfb_s", "end_s", "bytes",
                                  "conn_id", "local_port", "http_version", "new_connection"),
                      doc="each object of each load: when it was requested, its first byte and end (s from the root's "
                          "request), its connection (libcurl's id, the client's port) and whether it opened it"),
+              Series("pages", ("session_page", "name", "start_s", "load_s", "ttfb_s", "objects", "bytes",
+                               "connections_opened"),
+                     doc="each page of each load (a session's pages in order): its start (s from the session's), its "
+                         "load time (its root's request -> its last byte), its root's TTFB, objects, body bytes and "
+                         "the connections it opened (0 where a shared pool had them already)"),
               Series("connections", ("origin", "server", "opened", "distinct", "tcp_syns", "quic_initials"),
                      doc="per origin: connections opened (libcurl), distinct connections used, TCP SYNs and QUIC "
                          "connections (Initials from distinct client ports) to its server in the client's capture "
-                         "(per server node, so origins sharing a node share the count)"))
+                         "(per server node, so origins sharing a node share the count)"),
+              Series("flows", ("proto", "server", "client_port", "opened_s", "bytes_up", "bytes_down", "packets",
+                               "resumed"),
+                     doc="each connection the load opened, on the wire: its IP bytes each way and, for TLS over "
+                         "TCP, whether its ServerHello accepted a pre-shared key (resumed)"),
+              Series("devicecpu", ("node", "op", "calls", "bytes", "host_s", "device_s"),
+                     doc="the client's device: what its agent computed in the load, per operation"),
+              ENERGY_SERIES)
     headline = ("page_load_s",)
-    ratios = (Ratio("protocol", "https", "http", ("page_load_s",), ignoring=(), title="HTTPS / HTTP (ratio of medians)"),)
+    # wire_bytes: seed 000 Exp3's HTTPS/HTTP byte ratio (Fig. 8). `resumption` applies to https only.
+    ratios = (Ratio("protocol", "https", "http", ("page_load_s", "wire_bytes", "energy_j"), ignoring=("resumption",),
+                    title="HTTPS / HTTP (ratio of medians)"),)
 
     # -- model time --------------------------------------------------------------------------
     @classmethod
@@ -190,12 +276,12 @@ class PageLoad(Workload):
                 resolved.append(value)
                 continue
             try:
-                page = load_page(str(path))
+                visit = load_visit(str(path))
             except InputError as e:
                 problems += e.problems
                 resolved.append(value)
                 continue
-            for origin in page.origins_used():
+            for page, origin in ((p, o) for p in {q.name: q for q in visit.pages}.values() for o in p.origins_used()):
                 node = server_of(fields, origin)
                 if node not in topo.nodes:
                     problem(at, f"page {page.name}'s origin '{origin}' needs a server node: the topology has no node "
@@ -228,10 +314,10 @@ class PageLoad(Workload):
     def needs(cls, fields: PageLoadFields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:
         per_node: dict[str, set[tuple[str, str, int, str]]] = {}
         for path in sorted({c["page"] for c in cells}):
-            page = load_page(path)
-            for o in page.objects:
-                per_node.setdefault(server_of(fields, o.origin), set()).add(
-                    (origin_host(page, o.origin), o.path, o.size, o.type))
+            for page in load_visit(path).pages:
+                for o in page.objects:
+                    per_node.setdefault(server_of(fields, o.origin), set()).add(
+                        (origin_host(page, o.origin), o.path, o.size, o.type))
         for node in per_node:
             for c in cells:
                 plan.kind_of(node, c).service(c["protocol"])   # ServiceMissing: the plan says which
@@ -242,6 +328,8 @@ class PageLoad(Workload):
         parts = [Path(str(cell["page"])).stem, f"HTTP/{cell['http_version']}", cell["protocol"]]
         if cell.get("http_version") == "1.1" and cell.get("connections_per_origin") not in (None, ""):
             parts.append(f"{cell['connections_per_origin']}/origin")
+        if cell.get("resumption") == "on":
+            parts.append("resumption")
         return " ".join(parts)
 
     # -- run time ----------------------------------------------------------------------------
@@ -253,42 +341,63 @@ class PageLoad(Workload):
         bundle.write_bytes(b"".join(Path(self.ctx.nodes[s].ca).read_bytes() for s in servers
                                     if getattr(self.ctx.nodes[s], "ca", None)))
         self.cacert = str(bundle)
-        self.agent = PageAgent(self.ctx.net, client)
-        self.capture = self.ctx.capture(client, snaplen=128)
-        self.pages: dict[str, Page] = {}
         device = self.ctx.plan.device_of(client)
+        # On a node with a device the agent computes in the device's time (nodes.devicecpu).
+        self.device = DeviceProcess(device, self.ctx.workdir("devicecpu"), f"{client}-page-agent",
+                                    node=node_cpu(self.ctx.net.workdir, client, device), per_byte=True,
+                                    node_name=client) if device else None
+        self.compute_factor = device.cpu_factor.value if device else 1.0
+        self.agent = PageAgent(self.ctx.net, client, env=self.device.env() if self.device else None)
+        # 300 bytes a packet: a TLS 1.3 ServerHello (its extensions say whether it resumed) fits.
+        self.capture = self.ctx.capture(client, snaplen=300)
+        self.pages: dict[str, Visit] = {}
+        # The client's first hop (the energy model's medium; a relaying phone's energy).
+        self.hop = next((e.peer for e in self.ctx.plan.link_ends(client)), client)
+        self.energy = RunEnergy(self.ctx.plan, client, "")
         return {"client": {"kind": "page agent (pycurl multi interface, persistent process, a fresh multi handle "
                                    "and connection pool per load)", "libcurl": self.agent.libcurl},
                 "resolver": "static: each origin's host name -> its server node's address (CURLOPT_RESOLVE); "
                             "no DNS lookups on the emulated path",
                 "servers": {s: self.ctx.address(s) for s in servers},
-                "compute": "each object's compute time is waited on the client's clock as the page gives it "
-                           "(the reference machine's); "
-                           + (f"the client's device ({device}) does not scale it yet" if device else "no device"),
+                "compute": "each object's compute time is waited on the client's clock: the page's time (the "
+                           "calibration machine's, as the device's cpu_factor is) x "
+                           + (f"{self.compute_factor:g} (device {device.name}'s cpu_factor: "
+                              f"{device.cpu_factor.basis}, {device.cpu_factor.source})" if device else "1 (no device)"),
+                "device": ({**self.device.facts(), "reach": DEVICE_REACH} if self.device else None),
+                "energy": {**self.energy.facts([self.hop]), "phases": ENERGY_PHASES},
                 "tls": f"TLS 1.3 (QUIC's too), key-share groups {CLASSIC_GROUPS} (as http-get: no post-quantum "
-                       "hybrid), no session resumption, no 0-RTT (every connection a full handshake)",
-                "not_yet": ["device CPU and energy", "TLS/tcpcrypt resumption", "paths through the phone",
-                            "sessions of pages"]}
+                       "hybrid), no 0-RTT; resumption off: every connection a full handshake; on: TLS 1.3 session "
+                       "tickets (Caddy sends one per handshake with its first flight) kept in a CURLSH share per load "
+                       "(CURL_LOCK_DATA_SSL_SESSION), each offered once (psk_dhe_ke: a resumption still computes "
+                       "the (EC)DHE key exchange, RFC 8446 4.2.9)",
+                "not_yet": ["tcpcrypt resumption", "0-RTT and repeat views", "paths through the phone",
+                            "server_time (Caddy answers at once)"]}
 
-    def page(self, path: str) -> Page:
+    def visit(self, path: str) -> Visit:
         if path not in self.pages:
-            self.pages[path] = load_page(path)
+            self.pages[path] = load_visit(path)
         return self.pages[path]
 
     def request(self, cell: dict[str, Any]) -> dict[str, Any]:
-        page = self.page(cell["page"])
+        visit = self.visit(cell["page"])
         scheme, port = cell["protocol"], PORTS[cell["protocol"]]
-        objects, resolve = [], set()
-        for o in page.objects:
-            host = origin_host(page, o.origin)
-            node = server_of(self.fields, o.origin)
-            objects.append({"url": f"{scheme}://{host}:{port}{o.path}", "origin": o.origin, "parent": o.parent,
-                            "compute_s": o.compute_s})
-            resolve.add(f"{host}:{port}:{self.ctx.address(node)}")
-        return {"objects": objects, "http_version": cell["http_version"], "protocol": scheme,
+        pages, resolve = [], set()
+        for page in visit.pages:
+            objects = []
+            for o in page.objects:
+                host = origin_host(page, o.origin)
+                node = server_of(self.fields, o.origin)
+                objects.append({"url": f"{scheme}://{host}:{port}{o.path}", "origin": o.origin, "parent": o.parent,
+                                "compute_s": o.compute_s})
+                resolve.add(f"{host}:{port}:{self.ctx.address(node)}")
+            pages.append(objects)
+        what = ({"pages": pages, "pool": visit.pool, "think_s": visit.think_s} if visit.is_session
+                else {"objects": pages[0]})
+        return {**what, "http_version": cell["http_version"], "protocol": scheme,
                 "connections_per_origin": cell.get("connections_per_origin") or HTTP1_CONNECTIONS_PER_ORIGIN,
                 "resolve": sorted(resolve), "cacert": self.cacert if scheme == "https" else None,
-                "groups": CLASSIC_GROUPS}
+                "groups": CLASSIC_GROUPS, "compute_factor": self.compute_factor,
+                "resumption": scheme == "https" and cell.get("resumption") == "on"}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         """One unrecorded load per (protocol, HTTP version): the first use of a code path (library
@@ -305,20 +414,30 @@ class PageLoad(Workload):
         return {"loads": len(seen), "recorded": False, "failures": failures}
 
     def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
-        page = self.page(cell["page"])
+        visit = self.visit(cell["page"])
+        device = RunCounters(self.device) if self.device else None
         since = self.capture.now()
         out = self.agent.load(self.ctx.timeout_s, **self.request(cell))
         if out.get("error"):
             raise RuntimeError(out["error"])
         got = out["objects"]
-        for o, r in zip(page.objects, got, strict=True):
+        mine = [(n, page, o) for n, page in enumerate(visit.pages) for o in page.objects]
+        for (_, _, o), r in zip(mine, got, strict=True):
             if r.get("bytes") != o.size:
                 raise RuntimeError(f"{o.ref}: received {r.get('bytes')} bytes, the page says {o.size}")
-        rows = [{"index": o.index, "origin": o.origin, "path": o.path, "size": o.size, "parent": o.parent,
-                 "start_s": round(r["start_s"], 6), "ttfb_s": round(r["ttfb_s"], 6), "end_s": round(r["end_s"], 6),
-                 "bytes": r["bytes"], "conn_id": r["conn_id"], "local_port": r["local_port"],
-                 "http_version": r["http_version"], "new_connection": r["num_connects"]}
-                for o, r in zip(page.objects, got, strict=True)]
+        rows = [{"session_page": n, "index": o.index, "origin": o.origin, "path": o.path, "size": o.size,
+                 "parent": o.parent, "start_s": round(r["start_s"], 6), "ttfb_s": round(r["ttfb_s"], 6),
+                 "end_s": round(r["end_s"], 6), "bytes": r["bytes"], "conn_id": r["conn_id"],
+                 "local_port": r["local_port"], "http_version": r["http_version"], "new_connection": r["num_connects"]}
+                for (n, _, o), r in zip(mine, got, strict=True)]
+        page_rows = []
+        for n, page in enumerate(visit.pages):
+            its = [r for r in rows if r["session_page"] == n]
+            page_rows.append({"session_page": n, "name": page.name, "start_s": its[0]["start_s"],
+                              "load_s": round(max(r["end_s"] for r in its) - its[0]["start_s"], 6),
+                              "ttfb_s": round(its[0]["ttfb_s"] - its[0]["start_s"], 6), "objects": len(its),
+                              "bytes": sum(r["bytes"] for r in its),
+                              "connections_opened": sum(r["new_connection"] for r in its)})
         opened: dict[str, int] = {}
         distinct: dict[str, set] = {}
         for r in rows:
@@ -327,30 +446,95 @@ class PageLoad(Workload):
         if any(r["http_version"] != cell["http_version"] for r in rows):
             seen = sorted({r["http_version"] for r in rows})
             raise RuntimeError(f"asked for HTTP/{cell['http_version']}, the responses came over HTTP/{', '.join(seen)}")
-        row = {"page_load_s": max(r["end_s"] for r in rows) - rows[0]["start_s"],
+        row = {"page_load_s": sum(p["load_s"] for p in page_rows), "pages": len(page_rows),
+               "session_s": max(r["end_s"] for r in rows) - rows[0]["start_s"],
                "root_ttfb_s": rows[0]["ttfb_s"] - rows[0]["start_s"], "objects": len(rows),
                "body_bytes": sum(r["bytes"] for r in rows), "connections_opened": sum(opened.values()),
                "connections_max_per_origin": max(len(v) for v in distinct.values())}
         until = self.capture.now()
+        series: dict[str, list[dict[str, Any]]] = {"objects": rows, "pages": page_rows}
+        if device:
+            counts = device.delta()
+            row.update(device.metrics(),
+                       device_full_handshakes=counts["platform:handshake"].calls if "platform:handshake" in counts else 0,
+                       device_resumed_handshakes=(counts["platform:resumed-handshake"].calls
+                                                  if "platform:resumed-handshake" in counts else 0))
+            series["devicecpu"] = device.rows()
         addresses = {self.ctx.address(server_of(self.fields, o)): server_of(self.fields, o) for o in opened}
+        https = cell["protocol"] == "https"
+        spans = load_spans(got, https, cell["http_version"] == "3")
 
         def finish() -> Outcome:
-            opened_on_wire = self.capture.connections_opened(since, until)
+            flows = self.capture.flows(since, until, set(addresses))
             seen: dict[tuple[str, str], int] = {}
-            for proto, conns in opened_on_wire.items():
-                for dst, _ in conns:
-                    if dst in addresses:
-                        seen[(proto, addresses[dst])] = seen.get((proto, addresses[dst]), 0) + 1
+            for f in flows:
+                key = (f["proto"], addresses[f["server"]])
+                seen[key] = seen.get(key, 0) + 1
             conns = [{"origin": o, "server": server_of(self.fields, o), "opened": n, "distinct": len(distinct[o]),
                       "tcp_syns": seen.get(("tcp", server_of(self.fields, o)), 0),
                       "quic_initials": seen.get(("quic", server_of(self.fields, o)), 0)}
                      for o, n in sorted(opened.items())]
-            return Outcome(row={"tcp_syns": sum(n for (p, _), n in seen.items() if p == "tcp"),
-                                "quic_connections": sum(n for (p, _), n in seen.items() if p == "quic")},
-                           series={"connections": conns})
+            tls = [f["resumed"] for f in flows if f["proto"] == "tcp"] if https else []
+            values = {"tcp_syns": sum(n for (p, _), n in seen.items() if p == "tcp"),
+                      "quic_connections": sum(n for (p, _), n in seen.items() if p == "quic"),
+                      "wire_bytes_up": sum(f["bytes_up"] for f in flows),
+                      "wire_bytes_down": sum(f["bytes_down"] for f in flows)}
+            values["wire_bytes"] = values["wire_bytes_up"] + values["wire_bytes_down"]
+            if https and cell["http_version"] != "3":
+                values.update(tls_full_handshakes=sum(1 for r in tls if r is False),
+                              tls_resumed_handshakes=sum(1 for r in tls if r is True))
+            erow, erows = self.energy.spans(self.hop, spans, row["session_s"], encrypted=https)
+            values.update(erow)
+            out_series = {"connections": conns,
+                          "flows": [{k: f[k] for k in ("proto", "server", "client_port", "bytes_up", "bytes_down",
+                                                       "packets", "resumed")} | {"opened_s": round(f["opened_s"] - since, 6)}
+                                    for f in flows]}
+            if erows:
+                out_series["energy"] = erows
+            return Outcome(row=values, series=out_series)
 
-        return Outcome(row=row, series={"objects": rows}, finish=finish)
+        return Outcome(row=row, series=series, finish=finish)
 
     def stop(self) -> None:
         if getattr(self, "agent", None) is not None:
             self.agent.stop()
+
+
+DEVICE_REACH = {
+    "tls": "libcurl's TLS (OpenSSL 3, bundled in pycurl's wheel) is interposed by the devicecpu library: key "
+           "exchange, signatures, the chain's verification, record ciphers, and the client's platform cost per "
+           "handshake (full or resumed) before its second flight; received plaintext pays data:encrypted per byte",
+    "quic": "ngtcp2's OpenSSL crypto is interposed too: the handshake's primitives and the platform cost per "
+            "handshake (charged when the handshake completes: ngtcp2 writes no second flight through a BIO), "
+            "packet protection (AES-GCM, in the profile's table); header protection (AES-128-ECB) is not in the "
+            "profiles and is charged as the time here x the device's cpu_factor (counter ~cipher:aes-128-ecb)",
+    "beyond_reach": ["HTTP/3's received bytes pay no per-byte platform cost: libcurl reads QUIC datagrams with "
+                     "recvmmsg, which the library does not interpose (and which of the seeds' rates, plain or "
+                     "encrypted, a QUIC stack would pay, no seed says) - HTTP/3 on a device with per_byte costs is "
+                     "favoured by that much",
+                     "HTTP/2 and HTTP/3 framing, HPACK and QPACK, QUIC's loss recovery and libcurl's own work "
+                     "compute at this machine's speed"],
+    "counters": "series devicecpu lists every operation charged",
+}
+ENERGY_PHASES = ("per connection from libcurl's times on the agent's clock: TCP set-up (start -> connect) in "
+                 "connect, the TLS handshake (connect -> appconnect; QUIC: start -> appconnect) in handshake, the "
+                 "request to the response's end (pretransfer -> end) in data; overlapping connections: the most "
+                 "demanding state any is in (model.span_phases), then the tail")
+
+
+def load_spans(objects: list[dict[str, Any]], https: bool, quic: bool) -> list[tuple[PowerState, float, float]]:
+    """What the client's device does during a load, per object (libcurl's times from its start):
+    the set-up and handshake of a connection it opened, then its request and response."""
+    data = PowerState.DATA_ENCRYPTED if https else PowerState.DATA
+    spans = []
+    for o in objects:
+        t = o["start_s"]
+        if o["num_connects"]:
+            if quic:
+                spans.append((PowerState.HANDSHAKE, t, t + o["appconnect_s"]))
+            else:
+                spans.append((PowerState.CONNECT, t, t + o["connect_s"]))
+                if https:
+                    spans.append((PowerState.HANDSHAKE, t + o["connect_s"], t + o["appconnect_s"]))
+        spans.append((data, t + o.get("pretransfer_s", 0.0), o["end_s"]))
+    return spans

@@ -91,6 +91,13 @@ class RunEnergy:
             return model.activity_phases(flights, encrypted, tail)
         return self._account(path, phases, phases)
 
+    def spans(self, path: str, spans: list[tuple[PowerState, float, float]], total_s: float,
+              encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A page load: the model on its connections' overlapping set-ups, handshakes and
+        transfers (model.span_phases); a relaying phone moves bytes for the whole load."""
+        return self._account(path, lambda tail: model.span_phases(spans, tail),
+                             lambda tail: model.relay_phases(total_s, encrypted, tail))
+
     def _account(self, path: str, client_phases: Callable[[float], list[tuple[PowerState, float]]],
                  relay_phases: Callable[[float], list[tuple[PowerState, float]]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Row values and energy series rows for one run (phases given each node's tail)."""
