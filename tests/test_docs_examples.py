@@ -580,6 +580,7 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "page": ("page", ["exp3-java", "exp3-bing"], {}),
     "http_version": ("page", ["1.1", "3"], {}),
     "connections_per_origin": ("page", [6, 2], {"http_version": "1.1"}),
+    "resumption": ("page", ["off", "on"], {"protocol": "https"}),
     # timelines
     "timeline": ("stream", ["static", "slow"], {}),
     # the phone's kind and its options
