@@ -36,7 +36,7 @@ SECONDS_TAKEN = {
     "seed003-sniff": 50, "sniff": 45, "proxy-sweep": 40, "lossy-wifi": 35, "tcpcrypt-paths": 40,
     "tcpcrypt": 40, "seed003-telegram": 40, "device-relay": 35, "seed000-relay": 35, "quickstart": 30,
     "proxy-check": 30, "seed003-bufferbloat-steady": 30, "seed003-bufferbloat-2mib": 20, "page-load": 60,
-    "page-versions": 40,
+    "page-versions": 60,
     "seed004-characterizer": 30,
 }
 

@@ -55,6 +55,7 @@ from wearlab.model.page import HTTP1_CONNECTIONS_PER_ORIGIN, Page, load_page_fil
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.devicecpu import DeviceProcess, RunCounters, node_cpu
+from wearlab.workloads.paths import PATH, check_paths_to
 from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
 from wearlab.workloads.workload import Outcome, Workload
 
@@ -168,6 +169,7 @@ class PageLoad(Workload):
         Param("resumption", _on_off, "off", "on: the load's later connections to an origin resume the TLS session "
               "of an earlier one (session tickets, single-use); off: every connection a full handshake",
               applies=lambda c: c.get("protocol") == "https", applies_doc="protocol is https"),
+        PATH,
     ))
     metrics = (
         Metric("page_load_s", "s", label="page load", summarised=True,
@@ -265,7 +267,7 @@ class PageLoad(Workload):
         values = matrix["page"] if "page" in matrix else ([fixed["page"]] if "page" in fixed else [])
         if not values:
             problem(("workload",), "no page: give page: (a file under experiments/pages/ by name, or a path)")
-        resolved = []
+        resolved, server_nodes = [], set()
         for value in values:
             at = where.get(("page", value), ("workload", "page"))
             path = page_file_path(value, src.file)
@@ -283,6 +285,7 @@ class PageLoad(Workload):
                 continue
             for page, origin in ((p, o) for p in {q.name: q for q in visit.pages}.values() for o in p.origins_used()):
                 node = server_of(fields, origin)
+                server_nodes.add(node)
                 if node not in topo.nodes:
                     problem(at, f"page {page.name}'s origin '{origin}' needs a server node: the topology has no node "
                                 f"'{node}'{did_you_mean(node, topo.nodes)}; name one '{origin}' or map it under "
@@ -304,6 +307,8 @@ class PageLoad(Workload):
                     served.setdefault(key, mine)
             where[("page", str(path))] = at
             resolved.append(str(path))
+        if fields.client in topo.nodes:
+            problems += check_paths_to(fields.client, sorted(server_nodes), topo, fixed, matrix, where, src)
         if "page" in matrix:
             matrix["page"] = resolved
         elif "page" in fixed:
@@ -330,6 +335,8 @@ class PageLoad(Workload):
             parts.append(f"{cell['connections_per_origin']}/origin")
         if cell.get("resumption") == "on":
             parts.append("resumption")
+        if cell.get("path"):
+            parts.append(f"via {cell['path']}")
         return " ".join(parts)
 
     # -- run time ----------------------------------------------------------------------------
@@ -380,6 +387,9 @@ class PageLoad(Workload):
 
     def request(self, cell: dict[str, Any]) -> dict[str, Any]:
         visit = self.visit(cell["page"])
+        # The cell's first hop to every origin's server (a warm-up's too: the route it measures).
+        for node in sorted({server_of(self.fields, o.origin) for page in visit.pages for o in page.objects}):
+            self.ctx.select_route(self.fields.client, node, cell["path"])
         scheme, port = cell["protocol"], PORTS[cell["protocol"]]
         pages, resolve = [], set()
         for page in visit.pages:
