@@ -94,3 +94,8 @@ def test_coupled_true_without_a_pair_says_why(tmp_path):
 def test_loss_of_100_percent_is_refused(tmp_path):
     (p,) = problems(tmp_path, WATCH + "interference: {bt_loss: 100%}\n")
     assert p.field == "interference.bt_loss" and "below 100" in p.message
+
+
+def test_a_coupled_link_needs_a_rate(tmp_path):
+    (p,) = problems(tmp_path, WATCH + "  - {between: [watch, ap], medium: wifi, band: 2.4GHz, delay: 5ms}\n")
+    assert (p.line, p.field) == (8, "links[1]") and "give it a rate" in p.message

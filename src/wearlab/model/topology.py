@@ -362,6 +362,14 @@ def _resolve_interference(spec: InterferenceSpec | None, raw: Any, links: list[L
         why = (f"; WiFi links without a band: {', '.join(unbanded)} (say band: 2.4GHz or 5GHz)" if unbanded else "")
         problem(("interference", "coupled"), "coupled: true, but no node has both a BT/BLE link and a 2.4 GHz WiFi "
                                              f"link{why}")
+    if spec.coupled is not False:
+        by_ends = {(l.a, l.b): l for l in links}
+        for ends in sorted({e for c in couplings for e in (c.bt, c.wifi)}):
+            link = by_ends[ends]
+            if link.forward.rate_bps is None or link.reverse.rate_bps is None:
+                problem(("links", link.index), f"{link.a}-{link.b} shares 2.4 GHz with another link on one node, and "
+                                               "interference lowers its rate while both carry traffic: give it a rate "
+                                               "(or interference: {coupled: false})")
     written = dict(raw) if isinstance(raw, dict) else {}
     return Interference(**values, couplings=() if spec.coupled is False else tuple(couplings), written=written)
 
