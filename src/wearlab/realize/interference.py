@@ -125,7 +125,8 @@ class InterferenceController:
     def _run(self) -> None:
         try:
             while True:
-                self.tick(time.monotonic(), {d: c["bytes"] for d, c in self.links.counters().items()})
+                counters = self.links.counters(only={d for link in self.rule.media for d in _dirs(link)})
+                self.tick(time.monotonic(), {d: c["bytes"] for d, c in counters.items()})
                 if self._stop.wait(self.interference.window_s):
                     return
         except Exception as e:  # noqa: BLE001 - recorded in the metadata; the links keep their last shape
