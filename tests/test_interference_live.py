@@ -12,7 +12,7 @@ import time
 import pytest
 
 from wearlab.realize.changelog import ChangeLog
-from wearlab.realize.interference import InterferenceController
+from wearlab.realize.coupling import InterferenceController
 from wearlab.realize.linkctl import LinkControl
 from netutil import live_network
 

@@ -8,7 +8,7 @@ from wearlab.model.interference import Coupling, Interference
 from wearlab.model.media import Medium
 from wearlab.model.shape import Shape
 from wearlab.realize.changelog import ChangeLog
-from wearlab.realize.interference import CouplingRule, InterferenceController
+from wearlab.realize.coupling import CouplingRule, InterferenceController
 from wearlab.realize.linkctl import Applied
 
 BT, WIFI = ("watch", "phone"), ("watch", "ap")

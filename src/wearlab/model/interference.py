@@ -9,7 +9,7 @@ CALIBRATION (the paper's numbers are inputs), not a reproduction.
 
 A coupling is one (BT/BLE link, 2.4 GHz WiFi link) pair ending on the same node. The band is
 declared data (`band:` on the link or its profile); a WiFi link without one, or on 5 GHz, is never
-coupled. realize.interference applies the rule live.
+coupled. realize.coupling applies the rule live.
 """
 
 from __future__ import annotations

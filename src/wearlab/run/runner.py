@@ -42,7 +42,7 @@ from wearlab.nodes.tcpcrypt import key_log_path
 from wearlab.plan.plan import CellPlan, NodeSetting, RunPlan
 from wearlab.plan.seeds import RunSeeds, file_seed
 from wearlab.realize import changelog, netns
-from wearlab.realize.interference import InterferenceController
+from wearlab.realize.coupling import InterferenceController
 from wearlab.realize.linkctl import LinkControl
 from wearlab.report import results
 from wearlab.report.metadata import RunRecord
