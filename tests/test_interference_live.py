@@ -31,6 +31,7 @@ RATE = 1e6
 # TCP goodput under a netem rate: headers cost 66 of 1514 bytes (4.4 %), so goodput sits in
 # [0.85, 1.0] x the rate (test_link_physics' bound); the coupled rates are 0.53 and 0.93 Mbit/s.
 LO, HI = 0.85, 1.0
+TC_MS = 80
 
 
 def _goodput(intervals, t0, t1):
@@ -87,5 +88,7 @@ def test_bt_and_wifi_lose_their_fractions_while_both_carry_traffic(tmp_path):
         assert sorted(r["change"] for r in rows[4:]) == ["ap->watch set rate=1000000", "phone->watch set rate=1000000",
                                                          "watch->ap set rate=1000000", "watch->phone set rate=1000000"]
         assert ctl.errors == []
-        # reacts within two windows (100 ms each) of the WiFi client's exit (it stops sending a little before)
-        assert reaction_ms is not None and reaction_ms <= 2 * topo.interference.window_s * 1e3
+        # Reaction: the window that straddles the flow's end still shows it active, the next one
+        # is idle: <= 2 windows after the sender stops (the client exits a little later), plus
+        # the counters' query and the change's tc exchange in the guest (TC_MS, measured 10-60 ms).
+        assert reaction_ms is not None and reaction_ms <= 2 * topo.interference.window_s * 1e3 + TC_MS
