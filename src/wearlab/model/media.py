@@ -25,3 +25,15 @@ class Medium(str, Enum):
 
 
 MEDIA = [m.value for m in Medium]
+
+
+class Band(str, Enum):
+    """A WiFi link's band (declared data: `band:` on the link or its profile, never read from a
+    name). Only 2.4 GHz shares spectrum with Bluetooth (2.402-2.480 GHz): the topology's
+    `interference:` rule couples a BT/BLE link with a 2.4 GHz WiFi link ending on the same node."""
+
+    GHZ_2_4 = "2.4GHz"
+    GHZ_5 = "5GHz"
+
+
+BANDS = [b.value for b in Band]

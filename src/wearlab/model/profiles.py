@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from wearlab.model.media import Medium
+from wearlab.model.media import Band, Medium
 from wearlab.model.shape import Shape
 
 
@@ -18,15 +18,18 @@ class Profile(BaseModel):
 
     name: str
     medium: Medium  # what carries it (a link using the profile inherits it unless it says otherwise)
+    band: Band | None = None  # a WiFi profile's band (declared here, not read from its name)
     description: str
     citation: str  # which study, which number, and what is measured vs assumed
     forward: Shape
     reverse: Shape
 
 
-def _symmetric(name: str, medium: Medium, description: str, citation: str, **shape) -> Profile:
+def _symmetric(name: str, medium: Medium, description: str, citation: str, band: Band | None = None,
+               **shape) -> Profile:
     s = Shape(**shape)
-    return Profile(name=name, medium=medium, description=description, citation=citation, forward=s, reverse=s)
+    return Profile(name=name, medium=medium, band=band, description=description, citation=citation, forward=s,
+                   reverse=s)
 
 
 _SEED_003 = 'Zhu et al., "Understanding the Networking Performance of Wear OS" (seed 003)'
@@ -60,14 +63,14 @@ PROFILES: dict[str, Profile] = {
             "2.4 GHz WiFi, good conditions (the only WiFi band most watches have).",
             f"{_SEED_003}, section 5: WiFi 'good network condition (10Mbps BW, 10ms RTT)'. The "
             "10 ms RTT is split evenly as 5 ms each way; the even split is an assumption.",
-            rate_bps=10_000_000, delay_s=0.005,
+            band=Band.GHZ_2_4, rate_bps=10_000_000, delay_s=0.005,
         ),
         _symmetric(
             "wifi-2g4-fair", Medium.WIFI,
             "2.4 GHz WiFi, fair conditions.",
             f"{_SEED_003}, section 5: WiFi 'fair network condition (5Mbps BW, 20ms RTT)'. The "
             "20 ms RTT is split evenly as 10 ms each way; the even split is an assumption.",
-            rate_bps=5_000_000, delay_s=0.010,
+            band=Band.GHZ_2_4, rate_bps=5_000_000, delay_s=0.010,
         ),
         _symmetric(
             "wifi-5g-good", Medium.WIFI,
@@ -75,7 +78,7 @@ PROFILES: dict[str, Profile] = {
             "ASSUMPTION, not measured in the seed studies: 50 Mbit/s and 2 ms one-way are typical "
             "of 802.11ac at short range in a quiet room. Seed 003 (section 5) notes the watches "
             "it tested support only 2.4 GHz, so use this for phones, not watches.",
-            rate_bps=50_000_000, delay_s=0.002,
+            band=Band.GHZ_5, rate_bps=50_000_000, delay_s=0.002,
         ),
         _symmetric(
             "wan", Medium.WIRED,

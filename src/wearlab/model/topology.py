@@ -18,7 +18,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from wearlab.errors import InputError, Problem
 from wearlab.model.declarations import Catalog
 from wearlab.model.devices import DEVICE_NAME, DEVICE_NAME_RULE, Device, builtin_devices, resolve_devices, specs_from_mapping
-from wearlab.model.media import MEDIA, Medium
+from wearlab.model.interference import Interference, InterferenceSpec, couplings_of
+from wearlab.model.media import BANDS, MEDIA, Band, Medium
 from wearlab.model.profiles import PROFILES
 from wearlab.model.roles import ROLES, Role
 from wearlab.model.shape import Shape, ShapeSpec
@@ -68,6 +69,16 @@ def _medium(value: Any) -> Medium | None:
         return Medium(value.strip().lower())
     shown = f"'{value}'" if isinstance(value, str) else repr(value)
     raise ValueError(f"unknown medium {shown}{did_you_mean(value, MEDIA)} (media: {', '.join(MEDIA)})")
+
+
+def _band(value: Any) -> Band | None:
+    if value is None:
+        return None
+    by_key = {b.value.lower(): b for b in Band}
+    if isinstance(value, str) and value.strip().lower() in by_key:
+        return by_key[value.strip().lower()]
+    shown = f"'{value}'" if isinstance(value, str) else repr(value)
+    raise ValueError(f"unknown band {shown}{did_you_mean(value, BANDS)} (bands: {', '.join(BANDS)})")
 
 
 def _sysctl_value(value: Any) -> str:
@@ -133,6 +144,7 @@ class LinkSpec(ShapeSpec):
     between: list[str]
     profile: str | None = None
     medium: Annotated[Medium | None, BeforeValidator(_medium)] = None
+    band: Annotated[Band | None, BeforeValidator(_band)] = None   # WiFi only: 2.4GHz | 5GHz
     forward: ShapeSpec | None = None
     reverse: ShapeSpec | None = None
 
@@ -152,6 +164,7 @@ class TopologySpec(BaseModel):
     devices: Any = None   # a mapping of device name -> device, or a path to a YAML file of them
     nodes: dict[str, NodeSpec]
     links: list[LinkSpec] = Field(default_factory=list)
+    interference: InterferenceSpec | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,6 +196,7 @@ class Link(BaseModel):
     b: str
     profile: str | None
     medium: Medium | None = None   # None: neither the link nor a profile says
+    band: Band | None = None       # a WiFi link's band (the link's or its profile's); None otherwise
     forward: Shape
     reverse: Shape
     line: int | None = None
@@ -215,6 +229,8 @@ class Topology(BaseModel):
     # Devices the topology defines (`devices:`), resolved; the built-in ones are not repeated here.
     devices: dict[str, Device] = Field(default_factory=dict, exclude=True)
     devices_doc: dict[str, Any] = Field(default_factory=dict, exclude=True)   # ... as written, for to_document
+    # 2.4 GHz coexistence (model.interference): its couplings are empty when it is off.
+    interference: Interference = Field(default_factory=Interference)
 
     def neighbors(self, node: str) -> list[str]:
         """Nodes linked to `node`, in link order."""
@@ -268,13 +284,18 @@ class Topology(BaseModel):
                 doc["profile"] = link.profile
             if link.medium is not None:
                 doc["medium"] = link.medium.value
+            if link.band is not None:
+                doc["band"] = link.band.value
             doc["forward"] = link.forward.to_document()
             doc["reverse"] = link.reverse.to_document()
             links.append(doc)
         doc: dict[str, Any] = {"name": self.name, "description": self.description}
         if self.devices_doc:
             doc["devices"] = self.devices_doc
-        return {**doc, "nodes": nodes, "links": links}
+        out = {**doc, "nodes": nodes, "links": links}
+        if self.interference.written:
+            out["interference"] = dict(self.interference.written)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,11 +337,41 @@ def topology_from_mapping(
     links = [_resolve_link(i, ls, report) for i, ls in enumerate(spec.links)]
     nodes = {n: _resolve_node(n, s, report, catalog) for n, s in spec.nodes.items()}
     devices, devices_doc = _load_devices(data.get("devices"), report)
+    interference = _resolve_interference(spec.interference, data.get("interference"), links, report)
     if report.problems:
         raise InputError(sort_problems(report.problems))
     name = spec.name if spec.name is not None else (default_name or "topology")
     return Topology(name=name, description=spec.description, file=file, nodes=nodes, links=links,
-                    where=Where(file, linemap, tuple(at)), devices=devices, devices_doc=devices_doc)
+                    where=Where(file, linemap, tuple(at)), devices=devices, devices_doc=devices_doc,
+                    interference=interference)
+
+
+def _resolve_interference(spec: InterferenceSpec | None, raw: Any, links: list[Link], problem: _Report) -> Interference:
+    """The coupling rule once: which (BT/BLE, 2.4 GHz WiFi) pairs share a node, with what losses.
+    On by default where a node has both; `coupled: false` turns it off; `coupled: true` where no
+    node has both is an error (it would silently do nothing)."""
+    spec = spec or InterferenceSpec()
+    values = {k: v for k, v in (("bt_loss_pct", spec.bt_loss), ("wifi_loss_pct", spec.wifi_loss),
+                                ("active_above_bps", spec.active_above), ("window_s", spec.window)) if v is not None}
+    for key, field in (("bt_loss", "bt_loss_pct"), ("wifi_loss", "wifi_loss_pct")):
+        if values.get(field, 0) >= 100:
+            problem(("interference", key), f"{key} must be below 100 % (a link that loses all its capacity is down: "
+                                           "use a timeline's `state: down`)")
+    couplings, unbanded = couplings_of(links)
+    if spec.coupled is True and not couplings:
+        why = (f"; WiFi links without a band: {', '.join(unbanded)} (say band: 2.4GHz or 5GHz)" if unbanded else "")
+        problem(("interference", "coupled"), "coupled: true, but no node has both a BT/BLE link and a 2.4 GHz WiFi "
+                                             f"link{why}")
+    if spec.coupled is not False:
+        by_ends = {(l.a, l.b): l for l in links}
+        for ends in sorted({e for c in couplings for e in (c.bt, c.wifi)}):
+            link = by_ends[ends]
+            if link.forward.rate_bps is None or link.reverse.rate_bps is None:
+                problem(("links", link.index), f"{link.a}-{link.b} shares 2.4 GHz with another link on one node, and "
+                                               "interference lowers its rate while both carry traffic: give it a rate "
+                                               "(or interference: {coupled: false})")
+    written = dict(raw) if isinstance(raw, dict) else {}
+    return Interference(**values, couplings=() if spec.coupled is False else tuple(couplings), written=written)
 
 
 def _load_devices(raw: Any, report: _Report) -> tuple[dict[str, Device], dict[str, Any]]:
@@ -491,5 +542,14 @@ def _resolve_link(i: int, ls: LinkSpec, problem: _Report) -> Link:
         problem(path, f"{what}; jitter must not exceed delay, or netem clips the negative delays to 0 "
                       "and skews the distribution: lower jitter or raise delay")
     medium = ls.medium if ls.medium is not None else (profile.medium if profile else None)
-    return Link(index=i, a=a, b=b, profile=ls.profile, medium=medium, forward=shapes["forward"],
+    band = None
+    if ls.band is not None:
+        if medium != Medium.WIFI:
+            problem(("links", i, "band"), f"band is a WiFi link's (2.4GHz or 5GHz); this link's medium is "
+                                          f"{medium.value if medium else 'not given (say medium: wifi)'}")
+        else:
+            band = ls.band
+    elif medium == Medium.WIFI and profile is not None and profile.medium == Medium.WIFI:
+        band = profile.band
+    return Link(index=i, a=a, b=b, profile=ls.profile, medium=medium, band=band, forward=shapes["forward"],
                 reverse=shapes["reverse"], line=problem.line(("links", i)))

@@ -306,12 +306,14 @@ class LinkControl:
                                                  origin="live" if live else "end of run"), live=live))
         return out
 
-    def counters(self) -> dict[str, dict[str, int]]:
-        """Per direction, what its root qdisc has sent, dropped and holds (`tc -s -j`, one
-        query per node)."""
+    def counters(self, only: set[tuple[str, str]] | None = None) -> dict[str, dict[str, int]]:
+        """Per direction (all, or `only` these), what its root qdisc has sent, dropped and holds
+        (`tc -s -j`, one query per node)."""
         out: dict[str, dict[str, int]] = {}
         by_node: dict[str, list[tuple[str, str]]] = {}
         for src, dst in self.current:
+            if only is not None and (src, dst) not in only:
+                continue
             by_node.setdefault(self.net.egress(src, dst)[0], []).append((src, dst))
         for node, dirs in by_node.items():
             # One `show dev X` per interface: in tc's batch mode a `show dev` filter sticks to

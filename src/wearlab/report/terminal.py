@@ -30,7 +30,8 @@ def profiles(console: Console) -> int:
         def shape(s) -> str:
             return (f"{format_rate(s.rate_bps) if s.rate_bps else 'no rate limit'}, "
                     f"{format_duration(s.delay_s)} one-way")
-        t.add_row(p.name, p.medium.value, shape(p.forward), shape(p.reverse), f"{p.description}\n{p.citation}")
+        medium = p.medium.value + (f" ({p.band.value})" if p.band else "")
+        t.add_row(p.name, medium, shape(p.forward), shape(p.reverse), f"{p.description}\n{p.citation}")
     console.print(t)
     return 0
 

@@ -42,6 +42,7 @@ from wearlab.nodes.tcpcrypt import key_log_path
 from wearlab.plan.plan import CellPlan, NodeSetting, RunPlan
 from wearlab.plan.seeds import RunSeeds, file_seed
 from wearlab.realize import changelog, netns
+from wearlab.realize.coupling import InterferenceController
 from wearlab.realize.linkctl import LinkControl
 from wearlab.report import results
 from wearlab.report.metadata import RunRecord
@@ -169,7 +170,7 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
                            units={m.name: m.unit for m in plan.columns.metrics})
     for row in kept.rows:
         runs.append({k: v for k, v in row.items() if k in runs.columns})
-    net = state = nodes = workload = live = None
+    net = state = nodes = workload = live = interference = None
     rows: list[dict[str, Any]] = list(kept.rows)
     status = 0
     if resume:
@@ -199,6 +200,12 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
             state.links = LinkControl(net)
             state.changes = changelog.ChangeLog()
             player = timeline_player.TimelinePlayer(state.links, state.changes)
+            if plan.topology.interference.couplings:
+                # 2.4 GHz coexistence for the whole experiment: its changes are timeline rows.
+                interference = InterferenceController(state.links, state.changes, plan.topology.interference,
+                                                      plan.topology.links)
+                record.set(interference=interference.record())
+                interference.start()
             live = ControlServer(out_dir / "control", state)
             live.start()
             state.progress = {"total": total, "done": len(kept.runs), "failed": 0}
@@ -254,6 +261,9 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
         finally:
             # What the results need, first: the network and the node kinds stay up for a hold.
             try:
+                if interference is not None:
+                    interference.stop()
+                    record.doc["interference"] = interference.record()
                 if net is not None:
                     try:
                         record.doc["qdiscs_after"] = net.qdisc_dump()
