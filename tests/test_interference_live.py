@@ -26,6 +26,7 @@ nodes:
 links:
   - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 5ms}
   - {between: [watch, ap], medium: wifi, band: 2.4GHz, rate: 1Mbit, delay: 5ms}
+interference: {}   # the paper's defaults
 """
 RATE = 1e6
 # TCP goodput under a netem rate: headers cost 66 of 1514 bytes (4.4 %), so goodput sits in

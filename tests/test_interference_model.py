@@ -40,9 +40,15 @@ def test_profiles_declare_their_band():
     assert all(p.band is None for p in PROFILES.values() if p.medium.value != "wifi")
 
 
+def test_without_interference_written_nothing_is_coupled(tmp_path):
+    # The shipped topologies' experiments were calibrated without the rule: a topology opts in.
+    topo = load(tmp_path, WATCH + "  - {between: [watch, ap], profile: wifi-2g4-good}\n")
+    assert topo.interference.couplings == ()
+
+
 def test_bt_and_2g4_wifi_on_one_node_couple_with_the_papers_losses(tmp_path):
     topo = load(tmp_path, WATCH + "  - {between: [watch, ap], profile: wifi-2g4-good}\n"
-                                  "  - {between: [ap, server], profile: wan}\n")
+                                  "  - {between: [ap, server], profile: wan}\ninterference: {}\n")
     rule = topo.interference
     assert [(c.node, c.bt, c.wifi) for c in rule.couplings] == [("watch", ("watch", "phone"), ("watch", "ap"))]
     # seed 003 section 5: BT -47 %, WiFi -7 % (inputs: a calibration)
@@ -51,12 +57,13 @@ def test_bt_and_2g4_wifi_on_one_node_couple_with_the_papers_losses(tmp_path):
 
 
 def test_5ghz_is_not_coupled_and_the_link_overrides_its_profiles_band(tmp_path):
+    on = "interference: {}\n"
     assert load(tmp_path, WATCH + "  - {between: [watch, ap], profile: wifi-5g-good}\n").interference.couplings == ()
     # the band is the link's own data: a 2.4 GHz profile declared 5 GHz on the link is not coupled
-    topo = load(tmp_path, WATCH + "  - {between: [watch, ap], profile: wifi-2g4-good, band: 5GHz}\n")
+    topo = load(tmp_path, WATCH + "  - {between: [watch, ap], profile: wifi-2g4-good, band: 5GHz}\n" + on)
     assert topo.links[1].band == Band.GHZ_5 and topo.interference.couplings == ()
     # and an explicit link with no profile couples once it says its band
-    topo = load(tmp_path, WATCH + "  - {between: [watch, ap], medium: wifi, band: 2.4GHz, rate: 1Mbit}\n")
+    topo = load(tmp_path, WATCH + "  - {between: [watch, ap], medium: wifi, band: 2.4GHz, rate: 1Mbit}\n" + on)
     assert len(topo.interference.couplings) == 1
 
 
@@ -97,5 +104,6 @@ def test_loss_of_100_percent_is_refused(tmp_path):
 
 
 def test_a_coupled_link_needs_a_rate(tmp_path):
-    (p,) = problems(tmp_path, WATCH + "  - {between: [watch, ap], medium: wifi, band: 2.4GHz, delay: 5ms}\n")
+    (p,) = problems(tmp_path, WATCH + "  - {between: [watch, ap], medium: wifi, band: 2.4GHz, delay: 5ms}\n"
+                                      "interference: {}\n")
     assert (p.line, p.field) == (8, "links[1]") and "give it a rate" in p.message

@@ -348,9 +348,12 @@ def topology_from_mapping(
 
 def _resolve_interference(spec: InterferenceSpec | None, raw: Any, links: list[Link], problem: _Report) -> Interference:
     """The coupling rule once: which (BT/BLE, 2.4 GHz WiFi) pairs share a node, with what losses.
-    On by default where a node has both; `coupled: false` turns it off; `coupled: true` where no
-    node has both is an error (it would silently do nothing)."""
-    spec = spec or InterferenceSpec()
+    A topology opts in by writing `interference:` (then on where a node has both, unless
+    `coupled: false`): the shipped experiments' calibrations were made without it, and a rule that
+    changes rates behind a user's back is one no one asked for. `coupled: true` where no node has
+    both is an error (it would silently do nothing)."""
+    if spec is None:
+        spec = InterferenceSpec(coupled=False)
     values = {k: v for k, v in (("bt_loss_pct", spec.bt_loss), ("wifi_loss_pct", spec.wifi_loss),
                                 ("active_above_bps", spec.active_above), ("window_s", spec.window)) if v is not None}
     for key, field in (("bt_loss", "bt_loss_pct"), ("wifi_loss", "wifi_loss_pct")):
