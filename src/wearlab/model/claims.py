@@ -272,6 +272,12 @@ class _Context:
             for v in among:
                 if _same(v, value):
                     return v
+        # A value as tables show it (page: exp3-bing for the file the plan resolved it to).
+        param = self.wclass.params[key] if key in self.wclass.params else None
+        if param is not None and param.shown is not str:
+            hits = [v for v in among if param.shown(v) == str(raw)]
+            if len(hits) == 1:
+                return hits[0]
         return None
 
     def loose(self, key: str, raw: Any) -> Any:
