@@ -4,7 +4,7 @@
 # of ours:
 #
 #   wearlab        the launcher (images/bundle/wearlab, POSIX sh)
-#   linux          the guest kernel (images/uml/kernel.config: ubd and ext4 are in it for the bundle)
+#   linux          the guest kernel with ubd and ext4 (images/uml/bundle.config)
 #   rootfs.img     an ext4 image: the guest's Debian tree (build-rootfs.sh) with wearlab's Python
 #                  dependencies in /opt/wearlab/venv and the guest's init; each task boots it
 #                  behind a copy-on-write file of its own, so nothing needs the right owners
