@@ -572,7 +572,11 @@ def _hold_and_check(tmp_path, name: str, *, uml: bool) -> None:
         assert [r["status"] for r in rows] == ["ok"], rows
         assert (results / "summary.json").is_file()
         assert json.loads((results / "metadata.json").read_text())["status"] == "complete"
-        log = _log(proc)
+        # The hold's own line follows the ready file: wait for it (bounded), then check the order.
+        deadline = time.monotonic() + 10
+        while f"holding {name}" not in (log := _log(proc)):
+            assert time.monotonic() < deadline, log
+            time.sleep(0.1)
         assert log.index("results: ") < log.index(f"holding {name}"), log
         # The node kinds still run: the relay answers the watch's connect.
         connect = _connect_ms(name, "http://server/files/10000.bin")
