@@ -237,7 +237,11 @@ workload: {kind: http-get, client: watch, server: server, path: phone, protocol:
     assert len(rows) == 3 and all(r["status"] == "ok" for r in rows), rows
     rtt = 2 * 0.015 + 2 * 74 * 8 / 2e6
     wire = [float(r["wire_connect_s"]) for r in rows]
-    assert min(wire) >= rtt - 1e-5 and statistics.median(wire) <= rtt + max(0.0003, 0.02 * rtt), wire
+    # The phone is a container on the host and the watch in the guest: SYN and SYN-ACK cross the
+    # guest's boundary, which answers within one 10 ms guest tick (HZ 100), as test_deploy's irtt
+    # bound says; still far below the server's round trip (60 ms), so the phone ended it.
+    tick = 0.010
+    assert min(wire) >= rtt - 1e-5 and statistics.median(wire) <= rtt + tick < 2 * (0.015 + 0.005 + 0.010), wire
     assert ours() == before
 
 
