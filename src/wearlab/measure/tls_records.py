@@ -46,8 +46,9 @@ def walk_tls_records(stream: ReassembledStream) -> tuple[list[tuple[int, int]], 
     return records, None
 
 
-def server_hello_version(down: ReassembledStream) -> str | None:
-    """The TLS version the server selected, from its ServerHello (None if not found/parseable)."""
+def _server_hello(down: ReassembledStream) -> tuple[int, list[tuple[int, int, bytes]]] | None:
+    """The server's ServerHello: its legacy version and its extensions (type, declared length,
+    the bytes captured of its data), or None if it was not captured or is not a ServerHello."""
     h = down.read(0, 9)
     if h is None or h[0] != 22 or h[1] != 3 or h[5] != 2:  # handshake record, ServerHello
         return None
@@ -57,18 +58,28 @@ def server_hello_version(down: ReassembledStream) -> str | None:
     if body is None or len(body) < 38:
         return None
     version = int.from_bytes(body[0:2], "big")
-    p = 35 + body[34]  # version(2) random(32) session_id_len(1) session_id
-    p += 3  # cipher suite(2), compression method(1)
+    p = 35 + body[34] + 3   # version(2) random(32) session_id_len(1) session_id, cipher suite(2), compression(1)
+    extensions: list[tuple[int, int, bytes]] = []
     if len(body) >= p + 2:
-        ext_end = min(len(body), p + 2 + int.from_bytes(body[p:p + 2], "big"))
+        end = min(len(body), p + 2 + int.from_bytes(body[p:p + 2], "big"))
         p += 2
-        while p + 4 <= ext_end:
-            etype = int.from_bytes(body[p:p + 2], "big")
+        while p + 4 <= end:
             elen = int.from_bytes(body[p + 2:p + 4], "big")
-            if etype == 43 and elen == 2 and p + 6 <= ext_end:  # supported_versions
-                version = int.from_bytes(body[p + 4:p + 6], "big")
-                break
+            extensions.append((int.from_bytes(body[p:p + 2], "big"), elen, body[p + 4:min(p + 4 + elen, end)]))
             p += 4 + elen
+    return version, extensions
+
+
+def server_hello_version(down: ReassembledStream) -> str | None:
+    """The TLS version the server selected, from its ServerHello (None if not found/parseable)."""
+    hello = _server_hello(down)
+    if hello is None:
+        return None
+    version, extensions = hello
+    for etype, elen, data in extensions:
+        if etype == 43 and elen == 2 and len(data) == 2:  # supported_versions
+            version = int.from_bytes(data, "big")
+            break
     return _TLS_WIRE_VERSIONS.get(version)
 
 
@@ -81,24 +92,8 @@ def server_hello_extensions(down: ReassembledStream) -> tuple[int, ...] | None:
     says whether the handshake resumed: it carries pre_shared_key exactly when the server
     accepted one of the client's tickets (RFC 8446 4.2.11); the Certificate that a full handshake
     sends is encrypted."""
-    h = down.read(0, 9)
-    if h is None or h[0] != 22 or h[1] != 3 or h[5] != 2:
-        return None
-    rec_len = int.from_bytes(h[3:5], "big")
-    msg_len = int.from_bytes(h[6:9], "big")
-    body = down.read(9, min(msg_len, rec_len - 4))
-    if body is None or len(body) < 38:
-        return None
-    p = 35 + body[34] + 3        # version, random, session id, cipher suite, compression
-    if len(body) < p + 2:
-        return ()
-    end = min(len(body), p + 2 + int.from_bytes(body[p:p + 2], "big"))
-    p += 2
-    out = []
-    while p + 4 <= end:
-        out.append(int.from_bytes(body[p:p + 2], "big"))
-        p += 4 + int.from_bytes(body[p + 2:p + 4], "big")
-    return tuple(out)
+    hello = _server_hello(down)
+    return None if hello is None else tuple(etype for etype, _, _ in hello[1])
 
 
 def detect_tls_version(packets: Sequence[ConnPacket]) -> str | None:
