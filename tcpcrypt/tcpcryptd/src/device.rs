@@ -256,6 +256,12 @@ pub fn session_ops(before: &Stats, after: &Stats, aead: Option<Aead>, tep: Tep, 
 mod tests {
     use super::*;
 
+    /// How late a sleeping thread may wake on a busy 2-core machine: cargo runs these tests in
+    /// parallel threads, so up to four pacer threads and the other tests share two cores, and a
+    /// woken thread can wait a scheduler slice (CFS: 3-6 ms on 2 cores) before it runs. CI saw
+    /// 4.7 ms. Still far from the next-wrong answer in each test (half or double the device time).
+    const WAKE_SLACK: f64 = 0.008;
+
     const PROFILE: &str = "# test\ndevice w\ncpu_factor 4\nhandshake_ns 1000\nop derive:x25519 3860000\n\
                            bytes cipher:aes-128-gcm 16:758 64:3274 256:12117 1024:40499 8192:411219\n";
 
@@ -288,7 +294,7 @@ mod tests {
         }
         let took = t0.elapsed().as_secs_f64();
         // 10 x 3.86 ms, paid by sleeping; a late wake-up is credited to the next one
-        assert!((0.0386..0.0386 * 1.15 + 0.002).contains(&took), "{took}");
+        assert!((0.0386..0.0386 * 1.15 + WAKE_SLACK).contains(&took), "{took}");
         assert_eq!(pacer.totals().ops["derive:x25519"].0, 10);
     }
 
@@ -327,7 +333,7 @@ mod tests {
             t.join().unwrap();
         }
         let took = t0.elapsed().as_secs_f64();
-        assert!((0.0386 * 0.9..0.0386 * 1.1 + 0.002).contains(&took), "{took}");
+        assert!((0.0386 * 0.9..0.0386 * 1.1 + WAKE_SLACK).contains(&took), "{took}");
         let queued: u64 = pacers.iter().map(|p| p.totals().ops.get("cores:queued").map_or(0, |e| e.2)).sum();
         assert!(queued > 0);
     }
@@ -351,6 +357,6 @@ mod tests {
             t.join().unwrap();
         }
         let took = t0.elapsed().as_secs_f64();
-        assert!((0.0193 * 0.9..0.0193 * 1.1 + 0.002).contains(&took), "{took}");
+        assert!((0.0193 * 0.9..0.0193 * 1.1 + WAKE_SLACK).contains(&took), "{took}");
     }
 }
