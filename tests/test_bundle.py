@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,14 +80,55 @@ matrix: {{protocol: [http], size: [1000]}}
 MIN_RTO_S = 0.200     # Linux's TCP_RTO_MIN: a lost packet costs at least this
 
 
-@pytest.mark.root
-def test_an_ordinary_user_runs_an_experiment_from_a_copied_bundle_without_the_checkout():
+class Hidden:
+    """A mount namespace held open by a process of its own, where the checkout and
+    /var/cache/wearlab are empty tmpfs (no .venv, no source, no guest tree) and `work`/tmp is a
+    noexec tmpfs; `work` holds a hard-linked copy of the bundle. Commands run in it as `nobody`
+    with `env -i PATH=/usr/bin:/bin`; daemons started in it (Slurm's) give their jobs its view."""
+
+    def __init__(self, work: Path):
+        self.work = work
+        self.bundle = work / "elsewhere" / "wearlab-bundle"
+        self.nobody = pwd.getpwnam("nobody")
+        self.holder = subprocess.Popen(
+            [need_tool("unshare"), "-m", "--propagation", "private", "sh", "-ec", f"""
+                mount -t tmpfs -o noexec,mode=1777 tmpfs {work}/tmp
+                mount -t tmpfs tmpfs {ROOT}
+                mount -t tmpfs tmpfs /var/cache/wearlab
+                echo ready
+                exec sleep 3600"""], stdout=subprocess.PIPE, text=True)
+        assert self.holder.stdout is not None and self.holder.stdout.readline().strip() == "ready"
+        self.enter = (need_tool("nsenter"), "-t", str(self.holder.pid), "-m", "--")
+
+    def run(self, script: str, timeout: float, env: str = "") -> subprocess.CompletedProcess:
+        """`script` (sh) in `work`, in the namespace, as nobody; env: more `K=V` for env -i."""
+        n = self.nobody
+        return subprocess.run([*self.enter, "setpriv", f"--reuid={n.pw_uid}", f"--regid={n.pw_gid}", "--clear-groups",
+                               "--inh-caps=-all", "env", "-i", "PATH=/usr/bin:/bin", "HOME=/nonexistent",
+                               f"TMPDIR={self.work}/tmp", *env.split(), "sh", "-ec", f"cd {self.work}\n{script}"],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+
+    def leftovers(self) -> str:
+        """What the runs left: files in the (namespace's) TMPDIR and processes of nobody."""
+        r = subprocess.run([*self.enter, "sh", "-c", f"echo tmp=$(ls -A {self.work}/tmp | wc -l) "
+                            f"procs=$(ps -u {self.nobody.pw_uid} -o pid= | wc -l)"],
+                           capture_output=True, text=True, timeout=30, check=True)
+        return r.stdout.strip()
+
+    def close(self) -> None:
+        self.holder.kill()
+        self.holder.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def hidden() -> Iterator[Hidden]:
     if os.geteuid() != 0:
         pytest.fail("needs root (a mount namespace, a change of user); CI runs as root")
     need_tool("setpriv")
     nobody = pwd.getpwnam("nobody")
     # Beside the build (same file system: hard links, instant), away from the checkout.
     work = Path(tempfile.mkdtemp(prefix="wearlab-bundle-test-", dir="/var/tmp"))
+    h = None
     try:
         work.chmod(0o755)
         bundle = work / "elsewhere" / "wearlab-bundle"
@@ -94,40 +136,100 @@ def test_an_ordinary_user_runs_an_experiment_from_a_copied_bundle_without_the_ch
         shutil.copytree(_bundle(), bundle, copy_function=os.link)
         (work / "exp").mkdir()
         (work / "exp" / "tiny.yaml").write_text(EXPERIMENT)
-        for d in ("results", "tmp"):
+        for d in ("results", "tmp", "subs"):
             (work / d).mkdir()
             os.chown(work / d, nobody.pw_uid, nobody.pw_gid)
-        t0 = time.monotonic()
-        r = _in_namespace(f"""
-            mount -t tmpfs -o noexec,mode=1777 tmpfs {work}/tmp
-            mount -t tmpfs tmpfs {ROOT}
-            mount -t tmpfs tmpfs /var/cache/wearlab
-            cd {work}
-            rc=0
-            setpriv --reuid={nobody.pw_uid} --regid={nobody.pw_gid} --clear-groups --inh-caps=-all \\
-                env -i PATH=/usr/bin:/bin HOME=/nonexistent TMPDIR={work}/tmp \\
-                sh {bundle}/wearlab run exp/tiny.yaml --out results || rc=$?
-            echo "left in TMPDIR: $(ls -A {work}/tmp | wc -l)"
-            echo "processes of nobody: $(ps -u {nobody.pw_uid} -o pid= | wc -l)"
-            exit $rc""", timeout=120)
-        took = time.monotonic() - t0
-        assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-        assert "left in TMPDIR: 0" in r.stdout and "processes of nobody: 0" in r.stdout, r.stdout[-500:]
-        latest = work / "results" / "tiny" / "latest"
-        with (latest / "runs.csv").open() as f:
-            rows = list(csv.DictReader(f))
-        assert [row["status"] for row in rows] == ["ok", "ok"]
-        rtt = 2 * ONE_WAY_S
-        for row in rows:
-            # A GET of 1000 bytes: the TCP handshake and the request/response, 2 round trips at
-            # least; no loss on this link, so no retransmission timeout on top.
-            assert 2 * rtt <= float(row["time_total"]) < 2 * rtt + MIN_RTO_S, row
-        assert (latest / "runs.csv").stat().st_uid == nobody.pw_uid   # written as the user, no chown
-        machine = json.loads((latest / "metadata.json").read_text())["machine"]
-        manifest = dict(l.split("=", 1) for l in (bundle / "manifest").read_text().splitlines())
-        assert machine["uml_guest"] is True and machine["host_kernel_release"] == os.uname().release
-        assert machine["uml_kernel_build"] == manifest["kernel"]
-        assert "copy-on-write" in machine["uml_rootfs"] and manifest["rootfs"].split()[0] in machine["uml_rootfs"]
-        print(f"bundle run as nobody: {took:.1f} s")
+        h = Hidden(work)
+        yield h
     finally:
+        if h is not None:
+            h.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def straight(hidden) -> tuple[Path, subprocess.CompletedProcess, float]:
+    """The tiny experiment run straight through from the bundle, as nobody."""
+    t0 = time.monotonic()
+    r = hidden.run(f"exec sh {hidden.bundle}/wearlab run exp/tiny.yaml --out results", timeout=120)
+    return hidden.work / "results" / "tiny" / "latest", r, time.monotonic() - t0
+
+
+@pytest.mark.root
+def test_an_ordinary_user_runs_an_experiment_from_a_copied_bundle_without_the_checkout(hidden, straight):
+    latest, r, took = straight
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert hidden.leftovers() == "tmp=0 procs=0"
+    nobody = hidden.nobody
+    with (latest / "runs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [row["status"] for row in rows] == ["ok", "ok"]
+    rtt = 2 * ONE_WAY_S
+    for row in rows:
+        # A GET of 1000 bytes: the TCP handshake and the request/response, 2 round trips at
+        # least; no loss on this link, so no retransmission timeout on top.
+        assert 2 * rtt <= float(row["time_total"]) < 2 * rtt + MIN_RTO_S, row
+    assert (latest / "runs.csv").stat().st_uid == nobody.pw_uid   # written as the user, no chown
+    machine = json.loads((latest / "metadata.json").read_text())["machine"]
+    manifest = dict(l.split("=", 1) for l in (hidden.bundle / "manifest").read_text().splitlines())
+    assert machine["uml_guest"] is True and machine["host_kernel_release"] == os.uname().release
+    assert machine["uml_kernel_build"] == manifest["kernel"]
+    assert "copy-on-write" in machine["uml_rootfs"] and manifest["rootfs"].split()[0] in machine["uml_rootfs"]
+    print(f"bundle run as nobody: {took:.1f} s")
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.root
+def test_an_ordinary_user_submits_from_the_bundle_to_slurm_and_the_merge_equals_the_straight_run(hidden, straight):
+    """Issue 24 item 4, the unprivileged half: Slurm's daemons run as a cluster's do (root, here
+    in the namespace where the checkout is out of reach, so their jobs see what a compute node
+    would); `nobody` submits from the bundle (`BUNDLE/wearlab submit --slurm --tasks 2`: the guest
+    writes the scripts, the launcher runs their submit.sh on the host); each task boots its own
+    guest from the bundle, the merge job too. Merged, the two shards are the straight run's runs:
+    same cells, repetitions and seeds."""
+    from slurm_cluster import single_node_slurm
+
+    base, _, _ = straight
+    assert (base / "runs.csv").is_file(), "the straight run failed (see the test before)"
+    d = hidden.work / "slurm"
+    d.mkdir(mode=0o755)
+    t0 = time.monotonic()
+    with single_node_slurm(d, launch=hidden.enter) as env:
+        r = hidden.run(f"exec sh {hidden.bundle}/wearlab submit exp/tiny.yaml --slurm --tasks 2 --out subs",
+                       timeout=120, env=f"SLURM_CONF={env['SLURM_CONF']}")
+        assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        assert "submitted tiny: array job" in r.stdout, r.stdout
+        sub = next((hidden.work / "subs" / "tiny").glob("*-slurm"))
+        jobs = dict(l.split("=", 1) for l in (sub / "jobs.txt").read_text().split())
+        assert f"exec {hidden.bundle}/wearlab run" in (sub / "shard.sbatch").read_text()   # the bundle, not a venv
+        merged = sub / "merged"
+        deadline = time.monotonic() + 300
+        while not (merged / "metadata.json").is_file():
+            q = subprocess.run(["scontrol", "-o", "show", "job", jobs["merge_job"]], capture_output=True, text=True,
+                               env=env, timeout=10)
+            assert not any(f"JobState={s}" in q.stdout for s in ("CANCELLED", "FAILED", "TIMEOUT")), \
+                q.stdout + "".join(p.read_text()[-2000:] for p in (sub / "logs").glob("*.log"))
+            assert time.monotonic() < deadline, "the merge job did not finish in 300 s"
+            time.sleep(0.5)
+        took = time.monotonic() - t0
+        a, b = _rows(base / "runs.csv"), _rows(merged / "runs.csv")
+        assert [x["run"] for x in b] == ["1", "2"]
+        for x, y in zip(a, b):
+            for key in ("repetition", "protocol", "size", "status", "run_seed"):
+                assert x[key] == y[key], (x["run"], key)
+            assert 4 * ONE_WAY_S <= float(y["time_total"]) < 4 * ONE_WAY_S + MIN_RTO_S, y
+        def seeds(d: Path) -> list[tuple[str, ...]]:
+            return [(r["run"], r["what"], r["target"], r["seed"]) for r in _rows(d / "series" / "seeds.csv")]
+        assert seeds(base) and seeds(base) == seeds(merged)                   # every seed of every run
+        meta = json.loads((merged / "metadata.json").read_text())
+        assert meta["status"] == "complete" and meta["merge"]["missing_runs"] == []
+        assert [s["shard"]["runs"] for s in meta["shards"]] == [[1, 1], [2, 2]]   # first and last run
+        assert all(s["machine"]["uml_guest"] for s in meta["shards"])
+        assert (merged / "runs.csv").stat().st_uid == hidden.nobody.pw_uid
+    # The jobs' guests and the launchers are gone with the jobs.
+    assert hidden.leftovers() == "tmp=0 procs=0"
+    print(f"bundle on Slurm as nobody, 2 tasks and the merge: {took:.1f} s")

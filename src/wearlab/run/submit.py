@@ -8,17 +8,25 @@ is submitted - the scripts a user reads are the scripts that run:
                      (or resumes it there: a task submitted again runs only its missing runs)
     merge.sbatch     `wearlab merge merged shards/*/EXP/latest`, after the whole array succeeded
     logs/            one log per task (shard-<I>.log) and the merge's
+    submit.sh        what submits them: `sbatch` the array, then the merge after it; the job ids
+                     go to jobs.txt
     submission.json  what was asked, the job ids, and how to follow them (`wearlab status DIR`)
 
 The plan is made and checked here first (bad input exits 2, nothing is written or submitted). The
-tasks call the wearlab that submitted them, by absolute path: the compute nodes must see this
-checkout and its venv (a shared file system). Each task names its own `--out`, so two tasks on one
-node never share a results directory; each runs its own UML guest when the experiment needs one.
+tasks call the wearlab that submitted them, by absolute path: from a checkout, its venv's Python
+(the compute nodes must see this checkout and its venv: a shared file system, and run the tasks as
+root); from the bundle (`make bundle`, WEARLAB_BUNDLE set by its launcher), the bundle's launcher,
+as whoever submitted. In the bundle this command runs inside a UML guest, which has no way to
+Slurm's controller: it writes the scripts, and the launcher runs submit.sh on the host once the
+guest has stopped (the only command a guest hands the host: a submit.sh by path, see
+images/bundle/wearlab). Each task names its own `--out`, so two tasks on one node never share a
+results directory; each runs its own UML guest when the experiment needs one.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -55,8 +63,18 @@ class SlurmRequest:
         return max(1, min(n, self.runs)) if self.runs else 1
 
 
+def bundle_dir() -> Path | None:
+    """The bundle this wearlab runs from (its launcher says so in WEARLAB_BUNDLE), else None."""
+    b = os.environ.get("WEARLAB_BUNDLE")
+    return Path(b) if b else None
+
+
 def wearlab_argv() -> list[str]:
-    """How a task starts this wearlab: this interpreter (its venv), by absolute path."""
+    """How a task starts this wearlab, by absolute path: the bundle's launcher when this wearlab
+    runs from a bundle (the task boots its own guest), else this interpreter (its venv)."""
+    b = bundle_dir()
+    if b is not None:
+        return [str(b / "wearlab")]
     return [str(Path(sys.executable).absolute()), "-m", "wearlab"]
 
 
@@ -103,6 +121,34 @@ def merge_script(req: SlurmRequest, sub_dir: Path, workdir: Path) -> str:
     ]) + "\n"
 
 
+def submit_script(req: SlurmRequest, sub_dir: Path) -> str:
+    follow = shlex.join([*wearlab_argv(), "status", str(sub_dir)])
+    return "\n".join([
+        "#!/bin/sh",
+        f"# wearlab: submits {req.experiment_name}'s job array, then its merge after it (written by `wearlab submit`).",
+        "# The job ids go to jobs.txt beside this script (`wearlab status` reads them).",
+        "set -eu",
+        'cd "$(dirname "$0")"',
+        "array=$(sbatch --parsable shard.sbatch)",
+        'array=${array%%;*}',
+        'merge=$(sbatch --parsable --dependency=afterok:"$array" merge.sbatch)',
+        'merge=${merge%%;*}',
+        'printf \'array_job=%s\\nmerge_job=%s\\n\' "$array" "$merge" > jobs.txt',
+        f'echo "submitted {req.experiment_name}: array job $array ({req.task_count()} tasks), merge job $merge after it"',
+        f"echo {shlex.quote('  follow: ' + follow)}",
+        f"echo {shlex.quote('  results: ' + str(sub_dir / 'merged'))}",
+    ]) + "\n"
+
+
+def read_jobs(sub_dir: Path) -> dict[str, str]:
+    """The job ids submit.sh wrote (array_job, merge_job); {} before it ran."""
+    try:
+        text = (sub_dir / "jobs.txt").read_text()
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
 @dataclass(frozen=True)
 class Submission:
     dir: Path
@@ -122,6 +168,7 @@ def write_scripts(req: SlurmRequest, out: Path) -> Submission:
     workdir = Path.cwd()
     (sub_dir / "shard.sbatch").write_text(shard_script(req, sub_dir, workdir))
     (sub_dir / "merge.sbatch").write_text(merge_script(req, sub_dir, workdir))
+    (sub_dir / "submit.sh").write_text(submit_script(req, sub_dir))
     results.write_json(sub_dir / "submission.json", {
         "experiment": req.experiment_name, "experiment_file": str(req.experiment.absolute()), "runs": req.runs,
         "tasks": req.task_count(),
@@ -141,25 +188,47 @@ def sbatch_path() -> str:
 
 
 def submit_written(sub: Submission) -> Submission:
-    """Submit the array, then the merge after it; the job ids go into submission.json."""
+    """Run the submission's submit.sh (the array, then the merge after it); the job ids go into
+    submission.json too."""
     sbatch = sbatch_path()
-    array_id = _sbatch([sbatch, "--parsable", str(sub.dir / "shard.sbatch")])
-    merge_id = _sbatch([sbatch, "--parsable", f"--dependency=afterok:{array_id}", str(sub.dir / "merge.sbatch")])
+    argv = ["sh", str(sub.dir / "submit.sh")]
+    env = {**os.environ, "PATH": f"{Path(sbatch).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, env=env)
+    jobs = read_jobs(sub.dir)
+    if res.returncode != 0 or not jobs.get("merge_job"):
+        raise EnvironmentProblem(f"`{shlex.join(argv)}` failed: {(res.stderr or res.stdout).strip()}")
     doc = json.loads((sub.dir / "submission.json").read_text())
-    results.write_json(sub.dir / "submission.json", {**doc, "submitted": True, "array_job": array_id,
-                                                     "merge_job": merge_id})
-    return Submission(sub.dir, array_id, merge_id)
+    results.write_json(sub.dir / "submission.json", {**doc, "submitted": True, **jobs})
+    return Submission(sub.dir, jobs["array_job"], jobs["merge_job"])
+
+
+def hand_to_host(sub: Submission) -> Path:
+    """From the bundle: the guest cannot reach Slurm, so the launcher runs submit.sh on the host
+    once the guest has stopped. It reads the script's path from the job directory it shares with
+    the guest (WEARLAB_JOB)."""
+    job = os.environ.get("WEARLAB_JOB")
+    if not job or not Path(job).is_dir():
+        raise EnvironmentProblem("wearlab submit --slurm from the bundle needs the bundle's launcher (no WEARLAB_JOB "
+                                 "directory here): run it as BUNDLE/wearlab submit ...")
+    script = sub.dir / "submit.sh"
+    (Path(job) / "submit-on-host").write_text(f"{script}\n")
+    return script
 
 
 def submit(req: SlurmRequest, out: Path, console: Console, *, dry_run: bool) -> int:
-    if not dry_run:
+    bundled = bundle_dir() is not None
+    if not dry_run and not bundled:
         sbatch_path()   # before anything is written
     sub = write_scripts(req, out)
-    shard_sh, merge_sh = sub.dir / "shard.sbatch", sub.dir / "merge.sbatch"
+    shard_sh, merge_sh, submit_sh = sub.dir / "shard.sbatch", sub.dir / "merge.sbatch", sub.dir / "submit.sh"
     if dry_run:
         console.print(f"# {shard_sh}\n{shard_sh.read_text()}\n# {merge_sh}\n{merge_sh.read_text()}", highlight=False)
-        console.print(f"written, not submitted (--dry-run): {sub.dir}; submit with\n"
-                      f"  sbatch --parsable {shard_sh}\n  sbatch --dependency=afterok:<ARRAY_JOB_ID> {merge_sh}")
+        console.print(f"written, not submitted (--dry-run): {sub.dir}; submit with\n  sh {submit_sh}")
+        return 0
+    if bundled:
+        hand_to_host(sub)
+        console.print(f"written: {sub.dir}; the bundle's launcher submits it on the host when this guest stops "
+                      f"(sh {submit_sh})")
         return 0
     sub = submit_written(sub)
     console.print(f"submitted {req.experiment_name}: array job {sub.array_job} ({req.task_count()} tasks), merge job "
@@ -251,9 +320,10 @@ def status(sub_dir: Path, console: Console) -> int:
         state = _meta_status(latest / "metadata.json")
         done += ok
         console.print(f"shard {i}/{n}: {ok} of {want} runs ok ({state})")
+    jobs = {**read_jobs(sub_dir), **{k: doc[k] for k in ("array_job", "merge_job") if doc.get(k)}}
     for key in ("array_job", "merge_job"):
-        if doc.get(key):
-            console.print(f"{key.replace('_', ' ')} {doc[key]}: {_slurm_state(str(doc[key]))}")
+        if jobs.get(key):
+            console.print(f"{key.replace('_', ' ')} {jobs[key]}: {_slurm_state(str(jobs[key]))}")
     merged = _meta_status(sub_dir / "merged" / "metadata.json")
     console.print(f"{done} of {doc['runs']} runs ok; merged: {merged}")
     return 0 if merged == "complete" else 3
@@ -278,7 +348,8 @@ def _meta_status(path: Path) -> str:
 
 def _slurm_state(job: str) -> str:
     if shutil.which("scontrol") is None:
-        return "unknown (no scontrol here)"
+        return "unknown (no scontrol here)" + (": in the bundle's guest; `scontrol show job` on the host"
+                                               if bundle_dir() is not None else "")
     res = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, timeout=20,
                          check=False)
     if res.returncode != 0:
