@@ -54,6 +54,13 @@ seed: 9
 timeout: 60s
 workload: {{kind: http-get, client: watch, server: server}}
 matrix: {{protocol: [http, https], size: [{SIZE}]}}
+expect:
+  - id: test-get-within-physics
+    claim: "A GET of 300 KB over 2 Mbit/s with 5 % loss takes its transfer time (1.2 s) at least, and less than 4 s"
+    source: {{seed: "000", where: "a test's physics"}}
+    evidence: prediction
+    metric: time_total
+    paper: [1.2 s, 4 s]
 """
 
 
@@ -132,13 +139,20 @@ def slurm(tmp_path_factory) -> Iterator[dict[str, str]]:
 
 @pytest.mark.root
 def test_a_slurm_job_array_merged_gives_the_runs_of_one_straight_through(tmp_path, experiment, straight, slurm):
-    """Issue 24: `wearlab submit --slurm --tasks 2` on a real single-node Slurm: task I runs
-    `--shard I/2` (runs 1-2, 3-4; each its own guest, as two machines would), the merge job runs
-    after both; merged, they are the straight run's runs with its seeds."""
-    res = subprocess.run([*WEARLAB, "submit", str(experiment), "--slurm", "--tasks", "2", "--runtime", "uml",
+    """Issue 24: `wearlab reproduce SUITE --slurm --tasks 2` (`make reproduce SLURM=1`) on a real
+    single-node Slurm, the suite this experiment alone: its job array - task I runs `--shard I/2`
+    (runs 1-2, 3-4; each its own guest, as two machines would) - the merge job after both, and the
+    suite's check after the merge. Merged, they are the straight run's runs with its seeds, and
+    `wearlab check` gives the straight run's verdicts."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "lossy.yaml").write_text(experiment.read_text())
+    (suite / "claims.yaml").write_text("claims: []\n")
+    res = subprocess.run([*WEARLAB, "reproduce", str(suite), "--slurm", "--tasks", "2", "--runtime", "uml",
                           "--out", str(tmp_path / "sub")], capture_output=True, text=True, cwd=ROOT, env=slurm,
                          timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
+    record = json.loads((tmp_path / "sub" / "slurm-suite.json").read_text())
     sub = next((tmp_path / "sub" / "lossy").glob("*-slurm"))
     doc = json.loads((sub / "submission.json").read_text())
     assert doc["submitted"] and doc["tasks"] == 2 and doc["shards"] == {"1": [1, 2], "2": [3, 4]}
@@ -170,6 +184,24 @@ def test_a_slurm_job_array_merged_gives_the_runs_of_one_straight_through(tmp_pat
     assert sorted(c["ok"] for c in cells) == [2, 2]
     st = subprocess.run([*WEARLAB, "status", str(sub)], capture_output=True, text=True, cwd=ROOT, env=slurm, timeout=60)
     assert st.returncode == 0 and "4 of 4 runs ok" in st.stdout, st.stdout + st.stderr
+
+    # The suite's check job, after the merge: the verdicts one machine gives.
+    log = Path(record["check_log"])
+    deadline = time.monotonic() + 120
+    while not ((merged / "claims.json").is_file() and log.is_file() and "claims" in log.read_text()):
+        r = subprocess.run(["scontrol", "-o", "show", "job", str(record["check_job"])], capture_output=True, text=True,
+                           env=slurm, timeout=10)
+        assert not any(f"JobState={s}" in r.stdout for s in ("CANCELLED", "TIMEOUT")), r.stdout
+        assert time.monotonic() < deadline, "the suite's check job did not finish in 120 s"
+        time.sleep(0.5)
+    here = subprocess.run([*WEARLAB, "check", str(straight), "--json"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+    ours = {c["id"]: c for c in json.loads(here.stdout)[0]["claims"]}
+    theirs = {c["id"]: c for c in json.loads((merged / "claims.json").read_text())}
+    assert ours.keys() == theirs.keys() == {"test-get-within-physics"}
+    for cid, c in ours.items():   # the 4 runs' median: the same seeds, the same losses
+        assert c["verdict"] == theirs[cid]["verdict"] == "reproduced", (c, theirs[cid])
+        assert c["runs"] == theirs[cid]["runs"] == 4
 
 
 def _same_runs(straight: Path, other: Path) -> None:

@@ -38,7 +38,6 @@ from wearlab.report.table import print_claims
 
 WHERE = "<command line>"
 MIN_RUNS = 3               # fewer runs in a group: inconclusive, whatever the interval says
-CLAIMS_FILE = "claims.json"
 SEARCH_DEPTH = 3           # results/<suite>/<experiment>/<run>
 
 
@@ -312,7 +311,7 @@ def failing(rows: Sequence[ClaimResult]) -> list[ClaimResult]:
 
 
 def write_claims(d: Path, rows: Sequence[ClaimResult]) -> None:
-    results.write_json(d / CLAIMS_FILE, [asdict(r) for r in rows])
+    results.write_json(d / results.CLAIMS_FILE, [asdict(r) for r in rows])
 
 
 # -- the command -------------------------------------------------------------------------------

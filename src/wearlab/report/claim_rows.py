@@ -18,8 +18,8 @@ from typing import Any
 
 from wearlab.model import quantities
 from wearlab.model.unit_input import parse_duration, parse_size
+from wearlab.report.results import CLAIMS_FILE
 
-CLAIMS_FILE = "claims.json"
 NOT_CHECKED = "not checked"
 NOT_SCORED = "not scored"
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", NOT_SCORED, NOT_CHECKED)

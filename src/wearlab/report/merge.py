@@ -37,7 +37,7 @@ from wearlab.report.summary import ratios, summarize, to_document
 
 WHERE = "wearlab merge"
 # A shard's own files, merged file by file; everything else it holds is kept under shards/.
-MERGED = {"plan.json", "metadata.json", "runs.csv", "series", "summary.json", check.CLAIMS_FILE,
+MERGED = {"plan.json", "metadata.json", "runs.csv", "series", "summary.json", results.CLAIMS_FILE,
           "experiment.yaml", "topology.yaml", "control"}
 
 

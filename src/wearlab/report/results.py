@@ -17,6 +17,9 @@ from ruamel.yaml import YAML
 
 from wearlab.model import quantities
 
+# `wearlab check`'s verdicts in a results directory (report.check writes it; report.claim_rows and
+# report.merge read it).
+CLAIMS_FILE = "claims.json"
 
 def utc_stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
