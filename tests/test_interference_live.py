@@ -94,3 +94,37 @@ def test_bt_and_wifi_lose_their_fractions_while_both_carry_traffic(tmp_path):
         # the counters' query and the change's tc exchange in the guest (TC_MS; the restores came
         # 94-158 ms after the client's exit in four runs).
         assert reaction_ms is not None and reaction_ms <= 2 * topo.interference.window_s * 1e3 + TC_MS
+
+
+def test_a_held_network_couples_its_links_as_a_run_does(tmp_path):
+    """`wearlab deploy` holds the network (run.runner.held_network): the coupling runs there too,
+    triggered by whatever traffic a user sends (here two short flows at once), and deployment.json
+    says which rule holds. Both links saturated at 1 Mbit/s are far above `active_above` (50 kbit/s),
+    so within two windows (0.2 s) of both flows starting every direction is cut to its coupled rate."""
+    from wearlab.catalog import CATALOG
+    from wearlab.run import hold
+    from wearlab.run.deploy import DeployOptions
+    from wearlab.run.runner import held_network
+
+    f = tmp_path / "coupled.yaml"
+    f.write_text(TOPOLOGY)
+    target = DeployOptions(file=f).load(CATALOG)
+    with held_network(target.plan, target.cell, run_id="held-coupling", out_dir=tmp_path) as state:
+        net = state.links.net
+        doc = hold.document(state, target.cell, name="coupled", state_dir=tmp_path, owner_pid=0,
+                            runtime=target.plan.runtime, source={})
+        assert doc["interference"]["couplings"] == [{"node": "watch", "bt": "watch-phone", "wifi": "watch-ap"}]
+        servers = []
+        for peer in ("phone", "ap"):
+            ip = net.addresses.interface_to("watch", peer).peer_ip
+            servers.append(net.popen(peer, ["iperf3", "-s", "-1", "-B", ip], stdout=subprocess.DEVNULL))
+            deadline = time.monotonic() + 10
+            while "5201" not in net.run(peer, ["ss", "-ltnH", "sport = :5201"], timeout=5).stdout:
+                assert time.monotonic() < deadline, f"iperf3 on {peer} did not listen"
+        clients = [net.popen("watch", ["iperf3", "-c", net.addresses.interface_to("watch", p).peer_ip, "-t", "1.5"],
+                             stdout=subprocess.DEVNULL) for p in ("phone", "ap")]
+        for p in clients + servers:
+            p.wait(timeout=20)
+        rows = [r for r in state.changes.take() if r["source"] == "interference"]
+    assert sorted(r["change"] for r in rows[:4]) == ["ap->watch set rate=930000", "phone->watch set rate=530000",
+                                                     "watch->ap set rate=930000", "watch->phone set rate=530000"]

@@ -310,15 +310,23 @@ def held_network(plan: RunPlan, cell: CellPlan, *, run_id: str, out_dir: Path) -
     sys.setswitchinterval(0.0005)   # as in a run (run_experiment): the kinds' controllers are threads
     seeded = probe.probe_feature("netem seed").works
     net = netns.build(plan.network, run_id=run_id, seed=plan.seed if seeded else None)
-    state = nodes = None
+    state = nodes = interference = None
     try:
         state = RunState(plan=plan, wctx=WorkloadContext(plan=plan, net=net, out_dir=out_dir),
                          links=LinkControl(net), changes=changelog.ChangeLog())
+        if plan.topology.interference.couplings:
+            # 2.4 GHz coexistence holds while the network is up, as in a run: a teacher's or a
+            # user's own traffic (`wearlab exec`) is what triggers it here.
+            interference = InterferenceController(state.links, state.changes, plan.topology.interference,
+                                                  plan.topology.links)
+            interference.start()
         nodes = Nodes(state)
         nodes.apply(cell)
         yield state
     finally:
         try:
+            if interference is not None:
+                interference.stop()
             if nodes is not None:
                 nodes.stop()
             if state is not None:
