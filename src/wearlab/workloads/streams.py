@@ -32,6 +32,7 @@ from typing import Any
 
 from wearlab.errors import Problem
 from wearlab.measure.agents import StreamAgent
+from wearlab.measure.playout import playout
 from wearlab.measure.queues import QueueSampler
 from wearlab.measure.stream_records import (
     DIRECTIONS,
@@ -105,6 +106,12 @@ def _stream_metrics() -> tuple[Metric, ...]:
                        doc="longest time between two deliveries (a handover's delay, as the app sees it)"),
                 Metric(f"{d}_transfer_s", "s", label=f"{d} transfer time", summarised=True,
                        doc="first message sent -> last delivered (a download's duration)"),
+                Metric(f"{d}_startup_s", "s", label=f"{d} video start-up",
+                       doc=f"{d}, cbr with playout_buffer: first send -> playback starts (measure.playout)"),
+                Metric(f"{d}_rebuffers", "count", label=f"{d} stalls", summarised=True,
+                       doc=f"{d}, cbr with playout_buffer: rebuffering events after the start (measure.playout)"),
+                Metric(f"{d}_rebuffer_s", "s", label=f"{d} stalled",
+                       doc=f"{d}, cbr with playout_buffer: total time stalled after the start"),
                 Metric(f"{d}_messages", "count", better="none", doc=f"{d}: messages delivered in the run"),
                 Metric(f"{d}_bytes", "B", better="none", doc=f"{d}: payload bytes delivered in the run")]
     out += [Metric(f"d{i}_median_s", "s", label=f"d{i}", summarised=i == 2,
@@ -280,6 +287,8 @@ class _Streams(Workload):
             row.update(owd_stats(spec["direction"] if name == "main" else "msg", records))
             if name == "main" and bins:
                 row[f"{spec['direction']}_stall_share"] = sum(1 for b in bins if b["goodput_bps"] == 0) / len(bins)
+            if name == "main" and cell.get("playout_buffer") and _is_cbr(cell):
+                row.update(playout(records, float(cell["rate"]), float(cell["playout_buffer"])).row(spec["direction"]))
         erow, erows = self.energy.activity(cell["path"], flights, encrypted=bool(row.get("tcpcrypt_encrypted")))
         row.update(erow)
         if erows:
@@ -374,6 +383,10 @@ class Stream(_Streams):
         Param("bytes", P.positive_size, None, "bulk: stop after this many bytes instead of after duration",
               to_doc=format_size, shown=lambda v: format_size(int(v)), applies=_is_bulk,
               applies_doc="pattern is bulk"),
+        Param("playout_buffer", P.positive_duration, None, "cbr as live video: a player that starts once this "
+              "much media is buffered and stalls until it is again (start-up delay, stalls, stalled time: "
+              "measure.playout); none: no player", to_doc=format_duration,
+              shown=lambda v: format_duration(float(v)), applies=_is_cbr, applies_doc="pattern is cbr"),
         PATH,
         Param("reconnect", P.choice("reconnect", tuple(RECONNECT)), "none",
               "a down-stream app's reaction to silence (seed 003 section 6, P4): rtapp reconnects "
