@@ -566,6 +566,7 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "duration": ("stream", ["5s", "10s"], {}),
     "bytes": ("stream", ["300KB", "3MB"], {"pattern": "bulk"}),
     "reconnect": ("stream", ["none", "rtapp"], {}),
+    "playout_buffer": ("stream", ["500ms", "2s"], {"pattern": "cbr"}),
     "mptcp": ("stream-ap", [False, True], {}),
     "tcpcrypt": ("stream-ap", [False, True], {}),
     # messages
