@@ -39,7 +39,8 @@ key-exchange time `device_kx_s`) and the capture (Init1 opens a fresh key exchan
 Not yet (issue 23): 0-RTT and repeat views; resumption for connections opened at once (TLS: one
 ticket each, offered once; tcpcrypt: one cached secret per host, its successor only after a frame,
 where RFC 8548 would let the client propose successors ahead if the server's eno-bpf accepted them
-ahead), so issue 23's 2/6 key-exchange time for a 6-connection HTTP/1.1 origin (5/6 measured);
+ahead), so issue 23's 2/6 key-exchange time for a 6-connection HTTP/1.1 origin whose connections
+open at once (5/6 measured; 1/6 when they open one after another);
 tcpcrypt through the phone, untested (a splitting relay makes it fall back); an object's
 server_time (Caddy answers at once).
 
