@@ -78,6 +78,25 @@ def test_a_session_file_plans_and_serves_every_page(tmp_path):
     assert all(p in served for p in ("/login", "/display", "/dashboard"))
 
 
+@pytest.mark.parametrize("resumption,resume", [("[off]", False), ("[off, on]", True)])
+def test_a_tcpcrypt_page_load_plans_daemons_at_the_client_and_every_origins_server(tmp_path, resumption, resume):
+    """protocol tcpcrypt: tcpcryptd on the client (outbound) and on each server node (inbound) for
+    the port Caddy serves plain HTTP behind it (8080, not 80: plain cells stay untouched), the
+    servers' daemons resuming only when a cell asks for resumption, and the kernel features the
+    daemons need (TCP-ENO's sock_ops program, the REDIRECT rules)."""
+    (tmp_path / "two.yaml").write_text(PAGE)
+    exp = experiment(tmp_path, "{kind: page-load, client: watch, page: two.yaml, protocol: tcpcrypt}",
+                     f"matrix:\n  http_version: [1.1, 2]\n  resumption: {resumption}\n")
+    res = wearlab("plan", str(exp), "--json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    crypt = sorted((n["node"], n["port"], n["side"], n["resume"]) for n in plan["needs"] if n["need"] == "tcpcrypt")
+    assert crypt == [("cdn", 8080, "inbound", resume), ("watch", 8080, "outbound", False),
+                     ("www", 8080, "inbound", resume)]
+    assert {"bpf sock_ops", "iptables REDIRECT"} <= set(plan["features"])
+    assert [c["values"]["http_version"] for c in plan["cells"]] == ["1.1"] * (1 + resume) + ["2"] * (1 + resume)
+
+
 @pytest.mark.parametrize("page,line,field,words", [
     ("origins: [www]\nobjects:\n  - {path: /, size: 1KB}\n  - {path: /a.js, origin: cnd, size: 2KB}\n",
      4, "objects[1].origin", "unknown origin 'cnd'"),
@@ -102,6 +121,15 @@ def test_a_bad_page_exits_2_at_its_file_and_line(tmp_path, page, line, field, wo
     # HTTP/3 cannot be plain
     ("{kind: page-load, client: watch, page: two.yaml}", "matrix:\n  protocol: [http]\n  http_version: [2, 3]\n",
      3, "matrix.http_version[1]", "always encrypted"),
+    # tcpcrypt encrypts TCP; HTTP/3 is QUIC over UDP: refused wherever the clash is written
+    ("{kind: page-load, client: watch, page: two.yaml, protocol: tcpcrypt}", "matrix:\n  http_version: [1.1, 3]\n",
+     2, "matrix.http_version[1]", "tcpcrypt encrypts TCP connections"),
+    ("{kind: page-load, client: watch, page: two.yaml, http_version: 3}",
+     "matrix:\n  protocol: [https, tcpcrypt]\n", 2, "matrix.protocol[1]", "tcpcrypt encrypts TCP connections"),
+    ("{kind: page-load, client: watch, page: two.yaml, protocol: tcpcrypt, http_version: 3}", "", 0,
+     "workload.protocol", "cannot exist"),
+    ("{kind: page-load, client: watch, page: two.yaml, protocol: tls}", "", 0, "workload.protocol",
+     "http, https, tcpcrypt"),
     ("{kind: page-load, client: watch, page: two.yaml, http_version: 1.0}", "", 0, "workload.http_version",
      "not one of: 1.1, 2, 3"),
     ("{kind: page-load, client: watch, page: two.yaml, connections_per_origin: 0}", "", 0,
@@ -167,7 +195,7 @@ def caddy_on_loopback(tmp_path_factory):
     http, https = free_port(), free_port()
     (tmp_path / "caddy.json").write_text(json.dumps(caddy_config(
         tmp_path, content, certs["ecdsa-p256"].cert, certs["ecdsa-p256"].key,
-        http_listen=f"127.0.0.1:{http}", https_listen=f"127.0.0.1:{https}", seed=1)))
+        http_listen=[f"127.0.0.1:{http}"], https_listen=f"127.0.0.1:{https}", seed=1)))
     log = (tmp_path / "caddy.out").open("w")
     caddy = subprocess.Popen(["caddy", "run", "--config", str(tmp_path / "caddy.json")], env=caddy_env(tmp_path),
                              stdout=log, stderr=subprocess.STDOUT)

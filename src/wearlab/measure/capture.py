@@ -22,7 +22,7 @@ from pathlib import Path
 from wearlab.measure.pcap import PcapReader
 from wearlab.measure.phases import connection_phases
 from wearlab.measure.tcp import ACK, SYN, ReassembledStream, connection_packets, decode_tcp, ip_packet, quic_initial
-from wearlab.measure.tls_records import PRE_SHARED_KEY, server_hello_extensions
+from wearlab.measure.tls_records import PRE_SHARED_KEY, server_hello_extensions, tcpcrypt_init1_end
 
 # QUIC (HTTP/3) is captured on its port only: UDP elsewhere is not the capture's business.
 QUIC_PORT = 443
@@ -128,7 +128,8 @@ class ClientCapture:
         in the capture, teardown included (waited for up to `settle_s`): its IP bytes up and down
         (IP headers and payload, as the IP length fields give them) and, for TCP, whether its TLS
         1.3 ServerHello accepted a pre-shared key (`resumed`: True/False; None when it has no TLS
-        or the ServerHello was not captured). Forgets packets from before `until` afterwards."""
+        or the ServerHello was not captured) and whether its client stream opens with tcpcrypt's
+        Init1 (`tcpcrypt_init1`: a fresh key exchange). Forgets packets from before `until` afterwards."""
         deadline = time.monotonic() + settle_s
         while True:
             for intf in self.files:
@@ -165,7 +166,8 @@ class ClientCapture:
                                           "server": str(ipaddress.ip_address(server)),
                                           "client": str(ipaddress.ip_address(client)), "client_port": key[2],
                                           "intf": intf, "opened_s": p[0], "bytes_up": 0, "bytes_down": 0,
-                                          "packets": 0, "resumed": None, "closed": ip.proto != 6}
+                                          "packets": 0, "resumed": None, "tcpcrypt_init1": False,
+                                          "closed": ip.proto != 6}
                 if f is None:
                     continue
                 f["bytes_up" if up else "bytes_down"] += ip.ip_len
@@ -179,6 +181,8 @@ class ClientCapture:
                 f["closed"] = bool(conn) and _closed(conn)
                 exts = server_hello_extensions(ReassembledStream(conn, "down")) if conn else None
                 f["resumed"] = None if exts is None else PRE_SHARED_KEY in exts
+                # tcpcrypt's fresh key exchange: the client's stream opens with Init1 (RFC 8548 4.1)
+                f["tcpcrypt_init1"] = bool(conn) and tcpcrypt_init1_end(ReassembledStream(conn, "up")) is not None
         return sorted(found.values(), key=lambda f: f["opened_s"])
 
     def stream_offsets(self, intf: str, server_ip: str, server_port: int, since: float) -> list[tuple[int, float]]:

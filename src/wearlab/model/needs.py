@@ -69,3 +69,6 @@ class Tcpcrypt(Need):
     # Reset a connection to `port` that would fall back to plain TCP instead of relaying it
     # (tcpcryptd --require-encryption PORT); a node's `tcpcrypt: require` does it for all.
     require: bool = False
+    # Start the daemon resuming (RFC 8548 3.5) whatever the node's `tcpcrypt_resumption` says: a
+    # workload whose cells ask for resumption (page-load's `resumption: on`) on the server end.
+    resume: bool = False

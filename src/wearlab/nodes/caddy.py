@@ -1,6 +1,8 @@
 """The `caddy` kind: Caddy (Debian's 2.6) serving a page's objects - generated bodies of each
 object's size at its path, per origin host, from memory - over HTTP/1.1 and h2c on port 80 and
-over HTTP/1.1, HTTP/2 and HTTP/3 (QUIC, UDP) with TLS 1.3 on port 443.
+over HTTP/1.1, HTTP/2 and HTTP/3 (QUIC, UDP) with TLS 1.3 on port 443. The same plain server
+listens on 8080 too, the port the node's tcpcryptd intercepts when a workload asks for tcpcrypt
+(nodes/tcpcrypt.py; as nginx: Caddy itself is unchanged, the daemon encrypts beside it).
 
 Why Caddy: it is the one server Debian ships that speaks all three HTTP versions (bookworm's
 nginx 1.22 has no HTTP/3), so a page's HTTP/1.1, /2 and /3 cells are compared on one server
@@ -44,6 +46,7 @@ from wearlab.nodes.software import KindError, wait_listening
 from wearlab.plan.seeds import file_seed
 
 HTTP_PORT = ports.HTTP
+TCPCRYPT_PORT = ports.HTTP_TCPCRYPT   # plain HTTP again, behind the node's tcpcryptd
 HTTPS_PORT = ports.HTTPS["rsa2048"]
 # The chains it may send (nodes.certs.CERT_CHAINS): a leaf and one intermediate, as most deployed
 # servers. An RSA-2048 chain (~2.6 KB) brings QUIC's first server flight close to its
@@ -63,7 +66,7 @@ def body(seed: int, size: int) -> str:
     return "".join(random.Random(file_seed(seed, size)).choices(_SYMBOLS, k=size))
 
 
-def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, http_listen: str,
+def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, http_listen: list[str],
                  https_listen: str, seed: int) -> dict[str, Any]:
     """Caddy's JSON configuration: one route per (host, path) answering its body from memory
     (`static_response`, with its Content-Length): no file system calls on a response's path."""
@@ -82,7 +85,7 @@ def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, 
         "logging": {"logs": {"default": {"level": "WARN", "writer": {"output": "file", "filename": str(d / "caddy.log")}}}},
         "apps": {
             "http": {"servers": {
-                "plain": {"listen": [http_listen], "protocols": ["h1", "h2c"], "routes": routes,
+                "plain": {"listen": http_listen, "protocols": ["h1", "h2c"], "routes": routes,
                           "automatic_https": {"disable": True}},
                 "tls": {"listen": [https_listen], "protocols": ["h1", "h2", "h3"], "routes": routes,
                         "automatic_https": {"disable": True},
@@ -112,7 +115,8 @@ class Caddy(NodeKind):
     doc = ("Caddy: a page's objects over HTTP/1.1 and h2c (80) and HTTP/1.1, /2, /3 with TLS 1.3 (443, "
            "QUIC on UDP 443), a certificate per node for the origins it serves; no caching")
     roles = frozenset({Role.SERVER})
-    SERVICES = (Service("http", HTTP_PORT), Service("https", HTTPS_PORT))
+    SERVICES = (Service("http", HTTP_PORT), Service("http", TCPCRYPT_PORT, (("transport", "tcpcrypt"),)),
+                Service("https", HTTPS_PORT))
     ACCEPTS = (PageContent,)
     options = ParamSet((
         Param("cert", P.choice("cert", CHAINS), "rsa2048",
@@ -121,7 +125,8 @@ class Caddy(NodeKind):
 
     @classmethod
     def ports(cls, settings, needs) -> dict[int, str]:
-        return {HTTP_PORT: "caddy http (h1, h2c)", HTTPS_PORT: "caddy https (h1, h2; h3 on UDP)"}
+        return {HTTP_PORT: "caddy http (h1, h2c)", TCPCRYPT_PORT: "caddy http behind tcpcryptd (h1, h2c)",
+                HTTPS_PORT: "caddy https (h1, h2; h3 on UDP)"}
 
     def start(self) -> None:
         d = self.workdir
@@ -131,7 +136,7 @@ class Caddy(NodeKind):
         self.ca, certs = make_pki(d / "pki", hosts[0], kinds=(chain,), also_names=hosts[1:], ocsp=False)
         conf = d / "caddy.json"
         conf.write_text(json.dumps(caddy_config(d, content, certs[chain].cert, certs[chain].key,
-                                                http_listen=f":{HTTP_PORT}", https_listen=f":{HTTPS_PORT}",
+                                                http_listen=[f":{HTTP_PORT}", f":{TCPCRYPT_PORT}"], https_listen=f":{HTTPS_PORT}",
                                                 seed=self.seed)))
         self.log = (d / "caddy.out").open("w")
         self.proc = self.net.popen(self.node, ["caddy", "run", "--config", str(conf)], env=caddy_env(d),
@@ -139,7 +144,7 @@ class Caddy(NodeKind):
 
     def ready(self, timeout: float = 15.0) -> None:
         try:
-            wait_listening(self.net, self.node, {HTTP_PORT, HTTPS_PORT}, "caddy", timeout, proc=self.proc)
+            wait_listening(self.net, self.node, {HTTP_PORT, TCPCRYPT_PORT, HTTPS_PORT}, "caddy", timeout, proc=self.proc)
         except KindError as e:
             raise KindError(f"{e}: {self._said()}") from None
         # QUIC's UDP socket opens with the TLS server's listener; wait for it too.

@@ -73,7 +73,8 @@ class NodeKind(NodeKindDecl):
                 key_log = key_log_path(self.ctx.out_dir or self.workdir, self.node)
             self.tcpcrypt = TcpcryptDaemon(self.net, self.node, self.workdir, self._crypt, device,
                                            require_all=getattr(spec, "tcpcrypt", "opportunistic") == "require",
-                                           resumption=bool(getattr(spec, "tcpcrypt_resumption", False)),
+                                           resumption=bool(getattr(spec, "tcpcrypt_resumption", False))
+                                           or any(n.resume for n in self._crypt),
                                            key_log=key_log)
             self.tcpcrypt.start()
 

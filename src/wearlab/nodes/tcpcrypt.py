@@ -129,6 +129,9 @@ class TcpcryptDaemon:
 
     def start(self, timeout: float = 15) -> None:
         self.stats.touch()
+        # A control socket left by an earlier daemon here (a restart) would pass the wait below
+        # before this one has put its rules in.
+        self.control.unlink(missing_ok=True)
         if self.key_log is not None:
             make_key_log(self.key_log)
         self.cgroup.mkdir(parents=True, exist_ok=True)
@@ -146,6 +149,15 @@ class TcpcryptDaemon:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise KindError(f"tcpcryptd on {self.node} did not come up: {self.log_tail()}")
             time.sleep(0.02)
+
+    def restart(self, resumption: bool, timeout: float = 15) -> None:
+        """A fresh daemon with resumption on or off: its session cache (and eno-bpf's map of the
+        tickets it accepts) empty, as on a host that has not talked to its peers yet. For a
+        workload whose cells switch resumption (page-load's `resumption`) and whose loads are
+        first views. The stats file is appended to, so close records already read stay read."""
+        self.stop()
+        self.resumption = resumption
+        self.start(timeout)
 
     def log_tail(self) -> str:
         try:

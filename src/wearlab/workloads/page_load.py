@@ -28,8 +28,21 @@ device's energy model over the load's overlapping connection set-ups, handshakes
 `resumption: on` (https): the load's connections share their TLS sessions (the page agent says how
 and why the first connections to an origin still pay full handshakes).
 
-Not yet (issue 23): 0-RTT and repeat views; tcpcrypt; the phone path (HTTP/3 through the phone as
-forwarded UDP); an object's server_time (Caddy answers at once); a waterfall plot in the report.
+`protocol: tcpcrypt` (HTTP/1.1 and HTTP/2; HTTP/3 is QUIC, not TCP, and refused at plan time):
+plain HTTP to port 8080, encrypted by tcpcryptd at the client and at each origin's server
+(nodes.tcpcrypt). Each load is a first view: the client's daemon is restarted before it, its
+session cache empty, with `resumption` as the cell says (RFC 8548 3.5: a later connection to the
+same server host resumes the next session secret of an earlier one, no key exchange). Results from
+the daemons' close records (connections, encrypted end to end, fresh or resumed, the device's
+key-exchange time `device_kx_s`) and the capture (Init1 opens a fresh key exchange's stream).
+
+Not yet (issue 23): 0-RTT and repeat views; resumption for connections opened at once (TLS: one
+ticket each, offered once; tcpcrypt: one cached secret per host, its successor only after a frame,
+where RFC 8548 would let the client propose successors ahead if the server's eno-bpf accepted them
+ahead), so issue 23's 2/6 key-exchange time for a 6-connection HTTP/1.1 origin whose connections
+open at once (5/6 measured; 1/6 when they open one after another);
+tcpcrypt through the phone, untested (a splitting relay makes it fall back); an object's
+server_time (Caddy answers at once).
 
 A page file with a `session:` is loaded whole per run: its pages one after another on one
 connection pool and TLS session cache (`pool: shared`) or a fresh one per page (`per-page`), with
@@ -47,14 +60,17 @@ from wearlab.errors import InputError, Problem
 from wearlab.measure.agents import PageAgent
 from wearlab.measure.curl import CLASSIC_GROUPS
 from wearlab.model.choices import PowerState
+from wearlab.model.features import KernelFeature
 from wearlab.model import params as P
+from wearlab.model import ports
 from wearlab.model.columns import Metric, Ratio, Series
 from wearlab.model.declarations import PlanView, WorkloadFields
-from wearlab.model.needs import Need, PageContent
+from wearlab.model.needs import Need, PageContent, Tcpcrypt
 from wearlab.model.page import HTTP1_CONNECTIONS_PER_ORIGIN, Page, load_page_file
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.devicecpu import DeviceProcess, RunCounters, node_cpu
+from wearlab.nodes.tcpcrypt import RunAccount, encrypted, fallback_reason
 from wearlab.workloads.paths import PATH, check_paths_to
 from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
 from wearlab.workloads.workload import Outcome, Workload
@@ -62,7 +78,10 @@ from wearlab.workloads.workload import Outcome, Workload
 # The shipped pages: `page: exp3-bing` names experiments/pages/exp3-bing.yaml.
 PAGES_DIR = Path(__file__).resolve().parents[3] / "experiments" / "pages"
 HTTP_VERSIONS = ("1.1", "2", "3")
-PORTS = {"http": 80, "https": 443}   # the server kind's (nodes/caddy.py)
+# The server kind's ports (nodes/caddy.py): tcpcrypt's is plain HTTP on the port the server's
+# tcpcryptd intercepts, so plain cells on 80 stay untouched.
+PORTS = {"http": ports.HTTP, "https": ports.HTTPS["rsa2048"], "tcpcrypt": ports.HTTP_TCPCRYPT}
+PROTOCOLS = tuple(PORTS)
 
 
 def _http_version(value: Any) -> str:
@@ -164,11 +183,14 @@ class PageLoad(Workload):
         Param("connections_per_origin", _connections, HTTP1_CONNECTIONS_PER_ORIGIN,
               "HTTP/1.1's pool: at most this many persistent connections per origin (Chromium: 6)",
               applies=lambda c: c.get("http_version") == "1.1", applies_doc="http_version is 1.1"),
-        Param("protocol", P.choice("protocol", ("http", "https"), lower=True), "https",
-              "http or https (TLS 1.3, a certificate per server node naming its origins' hosts)"),
-        Param("resumption", _on_off, "off", "on: the load's later connections to an origin resume the TLS session "
-              "of an earlier one (session tickets, single-use); off: every connection a full handshake",
-              applies=lambda c: c.get("protocol") == "https", applies_doc="protocol is https"),
+        Param("protocol", P.choice("protocol", PROTOCOLS, lower=True), "https",
+              "http, https (TLS 1.3, a certificate per server node naming its origins' hosts) or tcpcrypt (plain "
+              "HTTP/1.1 or h2c, encrypted by wearlab's tcpcryptd at the client and each server: RFC 8547/8548; "
+              "not HTTP/3, which is not TCP)"),
+        Param("resumption", _on_off, "off", "on: the load's later connections to an origin resume the session "
+              "of an earlier one (TLS: session tickets, single-use; tcpcrypt: RFC 8548 3.5's next session secret, "
+              "per server host); off: every connection a full handshake / fresh key exchange",
+              applies=lambda c: c.get("protocol") in ("https", "tcpcrypt"), applies_doc="protocol is https or tcpcrypt"),
         PATH,
     ))
     metrics = (
@@ -210,6 +232,27 @@ class PageLoad(Workload):
                doc="client handshakes the device charged as full (libcurl's OpenSSL, TCP and QUIC alike)"),
         Metric("device_resumed_handshakes", "count", better="none",
                doc="client handshakes the device charged as resumed (OpenSSL's SSL_session_reused)"),
+        Metric("tcpcrypt_connections", "count", better="none",
+               doc="tcpcrypt cells: the load's connections as the client's tcpcryptd closed them (its records)"),
+        Metric("tcpcrypt_encrypted", "count", better="none",
+               doc="tcpcrypt cells: connections that ran tcpcrypt, closed cleanly and whose session ID the server's "
+                   "daemon reports too (RFC 8548 3.4); the rest fell back to plain TCP or were reset (series tcpcrypt)"),
+        Metric("tcpcrypt_fresh_key_exchanges", "count", better="lower",
+               doc="tcpcrypt cells: connections whose session began with a fresh key exchange (the client daemon's "
+                   "records)"),
+        Metric("tcpcrypt_resumed", "count", better="none",
+               doc="tcpcrypt cells: connections that resumed a cached session secret, no key exchange (RFC 8548 3.5; "
+                   "the client daemon's records)"),
+        Metric("tcpcrypt_init1_connections", "count", better="lower",
+               doc="tcpcrypt cells: connections whose client stream starts with Init1 (RFC 8548 4.1), a fresh key "
+                   "exchange, in the client's capture; a resumed session sends none"),
+        Metric("tcpcrypt_cpu_s", "s", label="tcpcrypt CPU",
+               doc="tcpcrypt cells: CPU time of the client's and the servers' tcpcryptd during the load (10 ms ticks "
+                   "in the UML guest)"),
+        Metric("device_kx_s", "s", label="device kx", summarised=True,
+               doc="tcpcrypt cells, a client with a device: the device's time for the load's key exchanges in the "
+                   "client's tcpcryptd (the ephemeral key pair, the agreement and the key schedule of each fresh "
+                   "session, from its device profile; a resumed session computes none), summed over connections"),
         *energy_metrics(handshake=True),
     )
     series = (Series("objects", ("session_page", "index", "origin", "path", "size", "parent", "start_s", "ttfb_s", "end_s", "bytes",
@@ -226,16 +269,26 @@ class PageLoad(Workload):
                          "connections (Initials from distinct client ports) to its server in the client's capture "
                          "(per server node, so origins sharing a node share the count)"),
               Series("flows", ("proto", "server", "client_port", "opened_s", "bytes_up", "bytes_down", "packets",
-                               "resumed"),
+                               "resumed", "tcpcrypt_init1"),
                      doc="each connection the load opened, on the wire: its IP bytes each way and, for TLS over "
-                         "TCP, whether its ServerHello accepted a pre-shared key (resumed)"),
+                         "TCP, whether its ServerHello accepted a pre-shared key (resumed); whether its client "
+                         "stream opens with tcpcrypt's Init1 (a fresh key exchange, RFC 8548 4.1)"),
               Series("devicecpu", ("node", "op", "calls", "bytes", "host_s", "device_s"),
                      doc="the client's device: what its agent computed in the load, per operation"),
+              Series("tcpcrypt", ("server", "mode", "state", "reason", "resumed", "encrypted", "session_id",
+                                  "handshake_ms", "device_ms", "kx_device_ms"),
+                     doc="tcpcrypt cells: each of the load's connections as the client's tcpcryptd recorded it, in the "
+                         "order they opened: mode tcpcrypt, plain (ENO fell back; reason says why) or none (reset); "
+                         "resumed (RFC 8548 3.5); encrypted (the server's daemon has the same session ID); the "
+                         "device's time for its cryptography (device_ms) and for its key exchange alone "
+                         "(kx_device_ms)"),
               ENERGY_SERIES)
     headline = ("page_load_s",)
     # wire_bytes: seed 000 Exp3's HTTPS/HTTP byte ratio (Fig. 8). `resumption` applies to https only.
     ratios = (Ratio("protocol", "https", "http", ("page_load_s", "wire_bytes", "energy_j"), ignoring=("resumption",),
-                    title="HTTPS / HTTP (ratio of medians)"),)
+                    title="HTTPS / HTTP (ratio of medians)"),
+              Ratio("protocol", "tcpcrypt", "http", ("page_load_s", "wire_bytes", "energy_j"), ignoring=("resumption",),
+                    title="tcpcrypt / HTTP (ratio of medians)"))
 
     # -- model time --------------------------------------------------------------------------
     @classmethod
@@ -262,6 +315,12 @@ class PageLoad(Workload):
             at = where.get(("http_version", "3"), ("workload", "http_version"))
             problem(at, "HTTP/3 runs over QUIC, which is always encrypted: cells with protocol http and http_version 3 "
                         "cannot exist; vary protocol in another experiment, or leave 3 out")
+        if "3" in versions and "tcpcrypt" in protocols:
+            at = (where.get(("http_version", "3")) if "http_version" in matrix
+                  else where.get(("protocol", "tcpcrypt"), ("workload", "protocol")))
+            problem(at, "HTTP/3 runs over QUIC (UDP), but tcpcrypt encrypts TCP connections (RFC 8548): cells with "
+                        "protocol tcpcrypt and http_version 3 cannot exist; use http_version 1.1 or 2 with tcpcrypt, "
+                        "or vary protocol in another experiment")
         # Resolve each page to its file (the cell carries the absolute path) and check it.
         served: dict[tuple[str, str, str], tuple[int, str, str]] = {}
         values = matrix["page"] if "page" in matrix else ([fixed["page"]] if "page" in fixed else [])
@@ -325,8 +384,23 @@ class PageLoad(Workload):
                         (origin_host(page, o.origin), o.path, o.size, o.type))
         for node in per_node:
             for c in cells:
-                plan.kind_of(node, c).service(c["protocol"])   # ServiceMissing: the plan says which
-        return [PageContent(node, tuple(sorted(objs))) for node, objs in sorted(per_node.items())]
+                _service(plan.kind_of(node, c), c["protocol"])   # ServiceMissing: the plan says which
+        out: list[Need] = [PageContent(node, tuple(sorted(objs))) for node, objs in sorted(per_node.items())]
+        crypt = [c for c in cells if c["protocol"] == "tcpcrypt"]
+        if crypt:
+            # tcpcryptd at the client (its connections to the port; restarted per load with the
+            # cell's resumption) and at every origin's server, resuming when any cell asks for it
+            # (a server resumes only what a client offers)
+            resume = any(c.get("resumption") == "on" for c in crypt)
+            out.append(Tcpcrypt(fields.client, PORTS["tcpcrypt"], "outbound"))
+            out += [Tcpcrypt(node, PORTS["tcpcrypt"], "inbound", resume=resume) for node in sorted(per_node)]
+        return out
+
+    @classmethod
+    def features(cls, cells: list[Mapping[str, Any]]) -> set[KernelFeature]:
+        if any(c["protocol"] == "tcpcrypt" for c in cells):
+            return {KernelFeature.BPF_SOCK_OPS, KernelFeature.IPT_REDIRECT}
+        return set()
 
     @classmethod
     def describe_cell(cls, cell: Mapping[str, Any]) -> str:
@@ -361,7 +435,12 @@ class PageLoad(Workload):
         # The client's first hop (the energy model's medium; a relaying phone's energy).
         self.hop = next((e.peer for e in self.ctx.plan.link_ends(client)), client)
         self.energy = RunEnergy(self.ctx.plan, client, "")
-        return {"client": {"kind": "page agent (pycurl multi interface, persistent process, a fresh multi handle "
+        self.crypt_servers = servers
+        facts: dict[str, Any] = {}
+        if any(c["protocol"] == "tcpcrypt" for c in cells):
+            facts["tcpcrypt"] = TCPCRYPT_FACTS | {"servers_resume": {s: self.ctx.nodes[s].tcpcrypt.resumption
+                                                                      for s in servers if self.ctx.nodes[s].tcpcrypt}}
+        return facts | {"client": {"kind": "page agent (pycurl multi interface, persistent process, a fresh multi handle "
                                    "and connection pool per load)", "libcurl": self.agent.libcurl},
                 "resolver": "static: each origin's host name -> its server node's address (CURLOPT_RESOLVE); "
                             "no DNS lookups on the emulated path",
@@ -377,8 +456,8 @@ class PageLoad(Workload):
                        "tickets (Caddy sends one per handshake with its first flight) kept in a CURLSH share per load "
                        "(CURL_LOCK_DATA_SSL_SESSION), each offered once (psk_dhe_ke: a resumption still computes "
                        "the (EC)DHE key exchange, RFC 8446 4.2.9)",
-                "not_yet": ["tcpcrypt resumption", "0-RTT and repeat views", "paths through the phone",
-                            "server_time (Caddy answers at once)"]}
+                "not_yet": ["tcpcrypt: pipelined resumption (connections opened at once resume one ticket at "
+                            "most per server host)", "0-RTT and repeat views", "server_time (Caddy answers at once)"]}
 
     def visit(self, path: str) -> Visit:
         if path not in self.pages:
@@ -390,7 +469,8 @@ class PageLoad(Workload):
         # The cell's first hop to every origin's server (a warm-up's too: the route it measures).
         for node in sorted({server_of(self.fields, o.origin) for page in visit.pages for o in page.objects}):
             self.ctx.select_route(self.fields.client, node, cell["path"])
-        scheme, port = cell["protocol"], PORTS[cell["protocol"]]
+        # tcpcrypt: plain HTTP to the port the daemons intercept (the application is unchanged)
+        scheme, port = ("http" if cell["protocol"] == "tcpcrypt" else cell["protocol"]), PORTS[cell["protocol"]]
         pages, resolve = [], set()
         for page in visit.pages:
             objects = []
@@ -425,10 +505,22 @@ class PageLoad(Workload):
 
     def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
         visit = self.visit(cell["page"])
+        crypt = self._daemons() if cell["protocol"] == "tcpcrypt" else {}
+        if crypt:
+            # A first view: the client's daemon fresh, its session cache empty, resuming only
+            # when the cell says so (RFC 8548 3.5 lets an application choose both).
+            crypt[self.fields.client].restart(cell.get("resumption") == "on")
+        account = RunAccount(crypt) if crypt else None
         device = RunCounters(self.device) if self.device else None
         since = self.capture.now()
         out = self.agent.load(self.ctx.timeout_s, **self.request(cell))
         if out.get("error"):
+            if account:
+                said = sorted({f"{r.get('mode') or 'none'}: {fallback_reason(r)}"
+                               for r in account.records(lambda _: False, timeout=0.5).get(self.fields.client, [])
+                               if not (r.get("mode") == "tcpcrypt" and r.get("state") == "closed")})
+                if said:
+                    raise RuntimeError(f"{out['error']} (the client's tcpcryptd: {'; '.join(said)})")
             raise RuntimeError(out["error"])
         got = out["objects"]
         mine = [(n, page, o) for n, page in enumerate(visit.pages) for o in page.objects]
@@ -472,7 +564,12 @@ class PageLoad(Workload):
             series["devicecpu"] = device.rows()
         addresses = {self.ctx.address(server_of(self.fields, o)): server_of(self.fields, o) for o in opened}
         https = cell["protocol"] == "https"
-        spans = load_spans(got, https, cell["http_version"] == "3")
+        encrypted_load = https
+        if account:
+            crow, series["tcpcrypt"] = self._tcpcrypt(account, row["connections_opened"], addresses)
+            row.update(crow)
+            encrypted_load = crow["tcpcrypt_encrypted"] == crow["tcpcrypt_connections"] > 0
+        spans = load_spans(got, https, cell["http_version"] == "3", encrypted=encrypted_load)
 
         def finish() -> Outcome:
             flows = self.capture.flows(since, until, set(addresses))
@@ -490,14 +587,19 @@ class PageLoad(Workload):
                       "wire_bytes_up": sum(f["bytes_up"] for f in flows),
                       "wire_bytes_down": sum(f["bytes_down"] for f in flows)}
             values["wire_bytes"] = values["wire_bytes_up"] + values["wire_bytes_down"]
+            if account:
+                # RFC 8548 4.1: a fresh key exchange starts the client's stream with Init1; a
+                # resumed session (3.5) and a fallback send none.
+                values["tcpcrypt_init1_connections"] = sum(1 for f in flows if f.get("tcpcrypt_init1"))
             if https and cell["http_version"] != "3":
                 values.update(tls_full_handshakes=sum(1 for r in tls if r is False),
                               tls_resumed_handshakes=sum(1 for r in tls if r is True))
-            erow, erows = self.energy.spans(self.hop, spans, row["session_s"], encrypted=https)
+            erow, erows = self.energy.spans(self.hop, spans, row["session_s"], encrypted=encrypted_load)
             values.update(erow)
             out_series = {"connections": conns,
                           "flows": [{k: f[k] for k in ("proto", "server", "client_port", "bytes_up", "bytes_down",
-                                                       "packets", "resumed")} | {"opened_s": round(f["opened_s"] - since, 6)}
+                                                       "packets", "resumed", "tcpcrypt_init1")}
+                                    | {"opened_s": round(f["opened_s"] - since, 6)}
                                     for f in flows]}
             if erows:
                 out_series["energy"] = erows
@@ -505,11 +607,69 @@ class PageLoad(Workload):
 
         return Outcome(row=row, series=series, finish=finish)
 
+    def _daemons(self) -> dict[str, Any]:
+        nodes = (self.fields.client, *self.crypt_servers)
+        missing = [n for n in nodes if self.ctx.nodes[n].tcpcrypt is None]
+        if missing:
+            raise RuntimeError(f"no tcpcryptd on {', '.join(missing)}")
+        return {n: self.ctx.nodes[n].tcpcrypt for n in nodes}
+
+    def _tcpcrypt(self, account: RunAccount, connections: int,
+                  addresses: dict[str, str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The daemons' close records of the load's connections (one per connection at each end,
+        written as the load's pool closes them): how many ran tcpcrypt end to end, fresh or resumed,
+        and what their key exchanges cost the client's device."""
+        client = self.fields.client
+        got = account.records(lambda out: len(out[client]) >= connections
+                              and sum(len(v) for n, v in out.items() if n != client) >= connections)
+        if len(got[client]) != connections:
+            raise RuntimeError(f"the client's tcpcryptd recorded {len(got[client])} of the load's {connections} "
+                               "connections: the others went around it")
+        by_sid = {r.get("session_id"): r for n, rs in got.items() if n != client for r in rs if r.get("session_id")}
+        mine = sorted(got[client], key=lambda r: r.get("started_unix") or 0)
+        rows = []
+        for r in mine:
+            ip = str(r.get("remote", "")).rpartition(":")[0]
+            rows.append({"server": addresses.get(ip, ip), "mode": r.get("mode") or "none", "state": r.get("state"),
+                         "reason": fallback_reason(r), "resumed": r.get("resumed"),
+                         "encrypted": encrypted(r, by_sid.get(r.get("session_id"))),
+                         "session_id": r.get("session_id"), "handshake_ms": r.get("handshake_ms"),
+                         "device_ms": r.get("device_ms"), "kx_device_ms": r.get("kx_device_ms")})
+        tc = [r for r in rows if r["mode"] == "tcpcrypt"]
+        values = {"tcpcrypt_connections": len(rows), "tcpcrypt_encrypted": sum(1 for r in rows if r["encrypted"]),
+                  "tcpcrypt_fresh_key_exchanges": sum(1 for r in tc if not r["resumed"]),
+                  "tcpcrypt_resumed": sum(1 for r in tc if r["resumed"]),
+                  "tcpcrypt_cpu_s": account.cpu_s()}
+        if self.device:
+            values["device_kx_s"] = round(sum(r["kx_device_ms"] or 0.0 for r in rows) / 1000, 6)
+        return values, rows
+
     def stop(self) -> None:
         if getattr(self, "agent", None) is not None:
             self.agent.stop()
 
 
+def _service(server_kind, protocol: str):
+    """The server kind's service for a cell's protocol (tcpcrypt: its plain HTTP behind tcpcryptd)."""
+    if protocol == "tcpcrypt":
+        return server_kind.service("http", transport="tcpcrypt")
+    return server_kind.service(protocol)
+
+
+TCPCRYPT_FACTS = {
+    "how": "plain HTTP/1.1 or h2c to port 8080, which tcpcryptd (tcpcrypt/, RFC 8547 TCP-ENO + RFC 8548) intercepts "
+           "at the client and at each origin's server; libcurl and Caddy are unchanged",
+    "first_view": "before each load the client's tcpcryptd is restarted, its session cache empty, with resumption "
+                  "as the cell says (tcpcryptd --no-resume when off): each load's first connection to a server host "
+                  "pays a fresh key exchange; the servers' daemons resume when any cell does (they resume only what "
+                  "a client offers)",
+    "resumption": "RFC 8548 3.5 as tcpcryptd does it: one cached session secret per server host (not per origin: "
+                  "origins on one server node share it), single-use, its successor cached once the connection that "
+                  "used it has received an authenticated frame; connections opened at once (HTTP/1.1's pool) find "
+                  "at most one, so one of them resumes and the others pay fresh key exchanges",
+    "device": "the client's tcpcryptd pads its cryptography to the device's profile (--device-profile); its "
+              "close records give each connection's device time and the key exchange's part (kx_device_ms)",
+}
 DEVICE_REACH = {
     "tls": "libcurl's TLS (OpenSSL 3, bundled in pycurl's wheel) is interposed by the devicecpu library: key "
            "exchange, signatures, the chain's verification, record ciphers, and the client's platform cost per "
@@ -532,10 +692,13 @@ ENERGY_PHASES = ("per connection from libcurl's times on the agent's clock: TCP 
                  "demanding state any is in (model.span_phases), then the tail")
 
 
-def load_spans(objects: list[dict[str, Any]], https: bool, quic: bool) -> list[tuple[PowerState, float, float]]:
+def load_spans(objects: list[dict[str, Any]], https: bool, quic: bool,
+               encrypted: bool | None = None) -> list[tuple[PowerState, float, float]]:
     """What the client's device does during a load, per object (libcurl's times from its start):
-    the set-up and handshake of a connection it opened, then its request and response."""
-    data = PowerState.DATA_ENCRYPTED if https else PowerState.DATA
+    the set-up and handshake of a connection it opened, then its request and response.
+    `encrypted` (default: https): the transfers are encrypted (tcpcrypt's are, below libcurl,
+    whose connect is then to the local tcpcryptd: the key exchange falls in the data span)."""
+    data = PowerState.DATA_ENCRYPTED if (https if encrypted is None else encrypted) else PowerState.DATA
     spans = []
     for o in objects:
         t = o["start_s"]

@@ -398,10 +398,13 @@ fn run(mut o: Opts) -> anyhow::Result<()> {
             "handshake_timeout_s": handshake_timeout.as_secs_f64(),
             "rekey_after_bytes": rekey,
         });
-        let ctl = tokio::spawn(control::serve(control_path.clone(), registry.clone(), info));
+        // Rules first: wearlab (nodes/tcpcrypt.py) takes a served control socket to mean that the
+        // node's connections go through this daemon (a restarted daemon's first connection went
+        // around it while the rules were going in).
         if !no_ipt {
             rules.install().context("installing iptables rules")?;
         }
+        let ctl = tokio::spawn(control::serve(control_path.clone(), registry.clone(), info));
         eprintln!("tcpcryptd: running (eno={}, out={out_port}, in={in_port})", eno.name());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {

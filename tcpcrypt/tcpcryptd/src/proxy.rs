@@ -191,8 +191,14 @@ fn on_session<T>(device: &Option<Arc<Pacer>>, conn: &Conn, s: &mut Session, f: i
     let agreed = !was_established && s.is_established() && !s.resumed();
     let ops = session_ops(&before, &s.stats(), s.aead(), s.tep(), agreed);
     if !ops.is_empty() {
-        let ns = pacer.charge(t0, &ops);
-        *conn.lock().device_ns.get_or_insert(0) += ns;
+        // The key agreement's share is charged on its own, so the close record can say what
+        // the key exchange cost the device apart from the frames sealed in the same call.
+        let (kx, frames): (Vec<_>, Vec<_>) = ops.into_iter().partition(|(k, _, _)| agreed && !k.starts_with("cipher:"));
+        let kx_ns = if kx.is_empty() { 0 } else { pacer.charge(t0, &kx) };
+        let ns = kx_ns + if frames.is_empty() { 0 } else { pacer.charge(Instant::now(), &frames) };
+        let mut st = conn.lock();
+        *st.device_ns.get_or_insert(0) += ns;
+        *st.kx_device_ns.get_or_insert(0) += kx_ns;
     }
     r
 }
@@ -532,7 +538,9 @@ impl Daemon {
         if let (Some(pacer), true, Ok(_)) = (&self.cfg.device, fresh, &session) {
             // A fresh session begins with its ephemeral key pair.
             let ns = pacer.charge(t0, &[(format!("keygen:{}", tep_key(plan.tep)), 0, 1)]);
-            *conn.lock().device_ns.get_or_insert(0) += ns;
+            let mut st = conn.lock();
+            *st.device_ns.get_or_insert(0) += ns;
+            *st.kx_device_ns.get_or_insert(0) += ns;
         }
         let session = match session {
             Ok(mut s) => {

@@ -31,6 +31,9 @@ pub struct ConnState {
     pub eno: Option<Value>,
     /// With a device profile: the device's time for this connection's cryptography (ns).
     pub device_ns: Option<u64>,
+    /// ... of which its key exchange (the ephemeral key pair, the agreement and the key
+    /// schedule of a fresh session; 0 for a resumed one, RFC 8548 3.5: no public-key operation).
+    pub kx_device_ns: Option<u64>,
     /// Why the connection did not (or would not) run tcpcrypt: ENO's fallback reason.
     pub fallback: Option<String>,
     /// `--require-encryption` covers the connection.
@@ -88,6 +91,7 @@ impl Conn {
         });
         if let Some(ns) = st.device_ns {
             v["device_ms"] = json!(ns as f64 / 1e6);
+            v["kx_device_ms"] = json!(st.kx_device_ns.unwrap_or(0) as f64 / 1e6);
         }
         if let Some(s) = &st.session {
             let s = s.lock().unwrap_or_else(|p| p.into_inner());
