@@ -1,0 +1,227 @@
+"""The chunked multipath transport (wearlab.nodes.multipath_*): its wire format, in-order
+reassembly, each scheduler's choice, and both agents end to end on loopback through two
+emulated links (an asyncio delay line with a rate: `Link` below), against the links' physics.
+
+Bounds worked by hand (chunk 1400 B, header 13 B: payload share 1400/1413 = 0.9908):
+- minRTT (and round-robin) on two 1 Mbit/s links: the payload rate is at most
+  2 x 1e6 x 0.9908 = 1.98 Mbit/s; the issue's Done-when asks >= 1.8 Mbit/s.
+- redundant, 100 B messages every 20 ms (40 kbit/s, far below either link) over links of 10 ms
+  and 35 ms one-way delay at 1 Mbit/s: each copy of a message needs its link's delay plus its
+  serialisation (113 B x 8 / 1 Mbit/s = 0.9 ms). So no message can arrive before 10.9 ms
+  (lower bound: physics), and they should arrive with the better link, before 10.9 ms + the
+  agents' own time (upper bound on the median 10.9 + 4 ms, and within 1 ms of the better link
+  carrying the messages alone through the same agents; every one below the worse link's 35.9 ms).
+  (35 ms, not 30: a duplicate then lands 5 ms after the next message's send, not on its arrival,
+  so the test's one event loop, which runs both agents and both links, never serves the two at once.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import struct
+import time
+
+import pytest
+
+from wearlab.nodes.multipath_agent import PathSpec, ServerAgent, WatchAgent
+from wearlab.nodes.multipath_schedulers import MinRtt, PathState, Redundant, RoundRobin
+from wearlab.nodes.multipath_wire import (HEADER_BYTES, FrameReader, FrameType, ProtocolError, Reassembler, encode,
+                                          hello, parse_hello)
+
+CHUNK = 1400
+
+
+# -- wire format ------------------------------------------------------------------------------
+def test_frames_survive_any_split():
+    frames = [hello(b"s" * 16, 1, 2), encode(FrameType.DATA, 7, b"x" * 1000), encode(FrameType.ACK, 7),
+              encode(FrameType.FIN, 8)]
+    stream = b"".join(frames)
+    assert HEADER_BYTES == 13 and len(stream) == 13 + 18 + 13 + 1000 + 13 + 13
+    reader, got = FrameReader(), []
+    for i in range(len(stream)):          # one byte at a time: the worst TCP can do
+        got += reader.feed(stream[i:i + 1])
+    assert [(f.type, f.seq, len(f.payload)) for f in got] == [
+        (FrameType.HELLO, 0, 18), (FrameType.DATA, 7, 1000), (FrameType.ACK, 7, 0), (FrameType.FIN, 8, 0)]
+    assert parse_hello(got[0]) == (b"s" * 16, 1, 2) and reader.pending == 0
+
+
+def test_bad_frames_are_protocol_errors():
+    with pytest.raises(ProtocolError, match="unknown frame type 9"):
+        FrameReader().feed(struct.pack("!BIQ", 9, 0, 0))
+    with pytest.raises(ProtocolError, match="above the"):
+        FrameReader().feed(struct.pack("!BIQ", 2, 1 << 21, 0))
+    with pytest.raises(ProtocolError, match="must start with HELLO"):
+        parse_hello(FrameReader().feed(encode(FrameType.DATA, 0, b"x"))[0])
+
+
+def test_reassembly_in_order_once_whatever_the_arrival():
+    rng = random.Random(25)
+    chunks = [bytes([i % 256]) * (1 + i % 50) for i in range(500)]
+    arrivals = [i for i in range(500) for _ in range(1 + (i % 3 == 0))]   # every third chunk twice
+    rng.shuffle(arrivals)
+    r, out = Reassembler(), []
+    for seq in arrivals:
+        out += r.add(seq, chunks[seq])
+    r.fin(500)
+    assert out == chunks and r.complete
+    assert r.duplicates == len(arrivals) - 500 and r.delivered_chunks == 500
+    with pytest.raises(ProtocolError, match="after the stream ended"):
+        r.add(500, b"late")
+
+
+def test_reassembly_bounds_what_waits():
+    r = Reassembler(limit=2)
+    r.add(1, b"a"), r.add(2, b"b")
+    with pytest.raises(ProtocolError, match="wait behind chunk 0"):
+        r.add(3, b"c")
+
+
+# -- schedulers -------------------------------------------------------------------------------
+def paths(*rtts, inflight=(0, 0), window=10_000):
+    return [PathState(i, f"p{i}", window, srtt=r, inflight=f) for i, (r, f) in enumerate(zip(rtts, inflight))]
+
+
+def test_minrtt_takes_the_faster_path_with_room():
+    assert MinRtt().choose(paths(0.030, 0.010), CHUNK) == [1]
+    assert MinRtt().choose(paths(0.030, 0.010, inflight=(0, 9_000)), CHUNK) == [0]   # faster one full
+    assert MinRtt().choose(paths(0.030, None), CHUNK) == [1]                           # unmeasured: probe it
+    assert MinRtt().choose(paths(0.03, 0.01, inflight=(9_000, 9_000)), CHUNK) == []    # wait for an ACK
+
+
+def test_round_robin_alternates_and_skips_a_full_path():
+    rr = RoundRobin()
+    assert [rr.choose(paths(0.01, 0.5), CHUNK)[0] for _ in range(4)] == [0, 1, 0, 1]   # blind to RTT
+    assert rr.choose(paths(0.01, 0.5, inflight=(9_000, 0)), CHUNK) == [1]
+    assert rr.choose(paths(0.01, 0.5, inflight=(9_000, 0)), CHUNK) == [1]
+
+
+def test_redundant_sends_on_every_path_with_room():
+    assert Redundant().choose(paths(0.03, 0.01), CHUNK) == [0, 1]
+    assert Redundant().choose(paths(0.03, 0.01, inflight=(9_000, 0)), CHUNK) == [1]
+    assert Redundant().choose(paths(0.03, 0.01, inflight=(9_000, 9_000)), CHUNK) == []
+
+
+def test_an_idle_path_takes_a_chunk_larger_than_its_window():
+    assert MinRtt().choose(paths(0.01, window=100), CHUNK) == [0]
+
+
+# -- end to end on loopback -----------------------------------------------------------------
+class Link:
+    """A TCP relay that delays each direction by `delay` and serialises it at `rate` bit/s (the
+    payload bytes; a FIFO without loss): a stand-in for a netem link on loopback."""
+
+    def __init__(self, rate: float, delay: float, target: tuple[str, int]) -> None:
+        self.rate, self.delay, self.target = rate, delay, target
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _accept(self, r, w) -> None:
+        ur, uw = await asyncio.open_connection(*self.target)
+        await asyncio.gather(self._pipe(r, uw), self._pipe(ur, w))
+
+    async def _pipe(self, r, w) -> None:
+        loop, busy = asyncio.get_running_loop(), 0.0
+        while data := await r.read(65536):
+            busy = max(loop.time(), busy) + len(data) * 8 / self.rate
+            loop.call_at(busy + self.delay, w.write, data)
+        loop.call_at(busy + self.delay, w.close)
+
+
+async def carried(scheduler: str, links: list[tuple[float, float]], client) -> tuple[object, ServerAgent]:
+    """Run `client(reader, writer, sink)` against a sink server through the two agents."""
+    spec = f"wearlab.nodes.multipath_schedulers:{scheduler}"
+    sink: asyncio.Queue = asyncio.Queue()
+
+    async def server(r, w):
+        while data := await r.read(65536):
+            sink.put_nowait((time.monotonic(), data))
+        sink.put_nowait((time.monotonic(), b""))
+        w.close()
+    origin = await asyncio.start_server(server, "127.0.0.1", 0)
+    names = [f"p{i}" for i in range(len(links))]
+    sagent = ServerAgent(origin.sockets[0].getsockname(), names, spec, CHUNK, 65536)
+    spath = await asyncio.start_server(sagent.handle, "127.0.0.1", 0)
+    ports = [await Link(rate, delay, spath.sockets[0].getsockname()).start() for rate, delay in links]
+    wagent = WatchAgent([PathSpec(n, ("127.0.0.1", p), None) for n, p in zip(names, ports)], spec, CHUNK, 65536)
+    local = await asyncio.start_server(wagent.handle, "127.0.0.1", 0)
+    r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
+    result = await asyncio.wait_for(client(r, w, sink), 20)
+    return result, sagent, wagent
+
+
+def bulk(size: int):
+    """Send `size` bytes; the sink's payload rate from its first to its last byte."""
+    async def client(r, w, sink):
+        w.write(bytes(size))
+        await w.drain()
+        w.write_eof()
+        got, first, last = 0, None, None
+        while True:
+            t, data = await sink.get()
+            if not data:
+                break
+            first = first or (t, len(data))
+            got, last = got + len(data), t
+        return got, (got - first[1]) * 8 / (last - first[0])
+    return client
+
+
+@pytest.mark.parametrize("scheduler", ["MinRtt", "RoundRobin"])
+def test_two_1mbit_paths_carry_their_sum(scheduler):
+    size = 250_000
+    (got, rate), _, wagent = asyncio.run(carried(scheduler, [(1e6, 0.030), (1e6, 0.010)], bulk(size)))
+    assert got == size
+    assert 1.8e6 <= rate <= 2e6 * CHUNK / (CHUNK + HEADER_BYTES) * 1.01, rate
+    split = [p.bytes_sent for p in wagent.counters.paths]
+    assert sum(split) == size and min(split) > 0.35 * size, split   # both links carried their share
+    print(f"{scheduler}: {rate / 1e6:.3f} Mbit/s, split {split}")
+
+
+def messages(count: int, size: int, interval: float):
+    """`count` messages of `size` bytes every `interval`, each stamped (index, send time): their
+    one-way delays at the sink, in arrival order."""
+    async def client(r, w, sink):
+        async def send():
+            for i in range(count):
+                w.write(struct.pack("!Id", i, time.monotonic()).ljust(size, b"."))
+                await w.drain()
+                await asyncio.sleep(interval)
+            w.write_eof()
+        sender = asyncio.create_task(send())
+        buf, out = b"", []
+        while True:
+            t, data = await sink.get()
+            if not data:
+                break
+            buf += data
+            while len(buf) >= size:
+                i, sent = struct.unpack_from("!Id", buf)
+                out.append((i, t - sent))
+                buf = buf[size:]
+        await sender
+        return out
+    return client
+
+
+def test_redundant_delivers_each_message_once_in_order_at_the_better_paths_delay():
+    count, size = 60, 100
+    owd, sagent, wagent = asyncio.run(carried("Redundant", [(1e6, 0.035), (1e6, 0.010)], messages(count, size, 0.020)))
+    alone, _, _ = asyncio.run(carried("Redundant", [(1e6, 0.010)], messages(count, size, 0.020)))
+    assert [i for i, _ in owd] == list(range(count))                 # once each, in order
+    delays, control = sorted(d for _, d in owd), sorted(d for _, d in alone)
+    serialise = (size + HEADER_BYTES) * 8 / 1e6
+    median = delays[count // 2]
+    assert delays[0] >= 0.010 + serialise * 0.9                      # no faster than the better link
+    assert median <= 0.010 + serialise + 0.004                        # as fast as it, give the agents 4 ms
+    assert median <= control[count // 2] + 0.001, (median, control[count // 2])   # as the better path alone
+    assert delays[-1] < 0.035                                         # never held to the worse link
+    assert [p.chunks_sent for p in wagent.counters.paths] == [count, count]   # each message on both paths
+    copies = sum(p.chunks_received for p in sagent.counters.paths)
+    # The session may end before the worse path's last copy lands: it is no longer needed.
+    assert 2 * count - 2 <= copies <= 2 * count
+    assert sum(p.duplicates for p in sagent.counters.paths) == copies - count
+    print(f"redundant OWD median {median * 1e3:.2f} ms (better path alone {control[count // 2] * 1e3:.2f} ms), "
+          f"max {delays[-1] * 1e3:.2f} ms")
