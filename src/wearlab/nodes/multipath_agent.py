@@ -32,11 +32,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wearlab.nodes.relay import original_destination
 from wearlab.nodes.multipath_schedulers import PathState, Scheduler
 from wearlab.nodes.multipath_wire import (HEADER, HEADER_BYTES, HELLO_BODY, FrameReader, FrameType, ProtocolError,
                                           Reassembler, encode, hello, parse_hello)
 
 READ_BYTES = 65536
+# SO_RCVBUF of the agents' sockets on the app's side: small, so the app feels the paths'
+# backpressure as it would its own TCP's. With Linux's autotuned loopback buffers (MBs), a bulk
+# sender wrote 3 s at loopback speed into the watch agent and waited 20 s for it to drain.
+APP_RCVBUF = 65536
+# ... and an Ethernet-sized MSS there: on loopback (MSS 65483) the app's send buffer autotunes to
+# MBs (it grows with cwnd x MSS), another bloated buffer in front of the paths.
+APP_MSS = 1448
 HELLO_WAIT_S = 10.0       # a session whose paths do not all arrive within this is dropped
 SERIES_COLUMNS = ("t_ns", "side", "path", "name", "chunks_sent", "bytes_sent", "chunks_received",
                   "bytes_received", "duplicates", "srtt_s")
@@ -230,6 +238,36 @@ class PathSpec:
         return cls(name, _addr(target), source or None)
 
 
+def listener(addr: tuple[str, int], app_side: bool) -> socket.socket:
+    """A listening socket; on the app's side with a small receive buffer (APP_RCVBUF), which the
+    accepted connections inherit (it must be set before listen to bound the window scale)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if app_side:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, APP_RCVBUF)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, APP_MSS)
+    sock.bind(addr)
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+async def connect_upstream(addr: tuple[str, int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """The server agent's connection to the app's server, with the app side's small receive
+    buffer (what the server sends back is backpressured the same way)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, APP_RCVBUF)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, APP_MSS)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, addr)
+    except OSError:
+        sock.close()
+        raise
+    return await asyncio.open_connection(sock=sock)
+
+
 async def open_path(spec: PathSpec) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -248,6 +286,8 @@ class WatchAgent:
     async def handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sid = os.urandom(16)
+        # Where the app was going before the watch's netfilter REDIRECTed it here.
+        destination = original_destination(w.get_extra_info("socket"))
         session = Session((r, w), [p.name for p in self.paths], load_scheduler(self.scheduler), self.chunk,
                           self.window, self.counters)
 
@@ -257,7 +297,7 @@ class WatchAgent:
             except OSError as e:
                 print(f"multipath: path {spec.name} ({spec.target[0]}:{spec.target[1]}) failed: {e}", file=sys.stderr)
                 return
-            pw.write(hello(sid, i, len(self.paths)))
+            pw.write(hello(sid, i, len(self.paths), destination))
             await session.attach(i, pr, pw)
         opening = [asyncio.create_task(connect(i, p)) for i, p in enumerate(self.paths)]
         try:
@@ -268,7 +308,7 @@ class WatchAgent:
 
 
 class ServerAgent:
-    def __init__(self, upstream: tuple[str, int], names: list[str], scheduler: str, chunk: int, window: int) -> None:
+    def __init__(self, upstream: tuple[str, int] | None, names: list[str], scheduler: str, chunk: int, window: int) -> None:
         self.upstream, self.scheduler, self.chunk, self.window = upstream, scheduler, chunk, window
         self.names = names
         self.counters = Counters(names)
@@ -283,7 +323,8 @@ class ServerAgent:
             body = await asyncio.wait_for(r.readexactly(min(HEADER.unpack(header)[1], HELLO_BODY.size + 1)),
                                           HELLO_WAIT_S)
             (first,) = FrameReader().feed(header + body)
-            sid, index, count = parse_hello(first)
+            h = parse_hello(first)
+            sid, index, count = h.session, h.path, h.paths
             if count != len(self.names):
                 raise ProtocolError(f"HELLO says {count} paths, this agent carries {len(self.names)}")
             if sid in self.sessions and self.sessions[sid] is None:
@@ -305,16 +346,18 @@ class ServerAgent:
             await session.attach(index, r, w)
             return                      # the session's own task reads it from now on
         ready = self.sessions[sid] = asyncio.get_running_loop().create_future()
+        upstream = h.destination or self.upstream
         try:
-            ur, uw = await asyncio.open_connection(*self.upstream)
+            if upstream is None:
+                raise OSError("the app's destination is unknown (no REDIRECT on the watch) and no --upstream given")
+            ur, uw = await connect_upstream(upstream)
         except OSError as e:
-            print(f"multipath: upstream {self.upstream[0]}:{self.upstream[1]}: {e}", file=sys.stderr)
+            print(f"multipath: upstream {upstream}: {e}", file=sys.stderr)
             ready.set_exception(e)
             ready.exception()           # retrieved: no "never retrieved" warning without a second path
             self._forget(sid)
             w.close()
             return
-        uw.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         session = Session((ur, uw), self.names, load_scheduler(self.scheduler), self.chunk, self.window,
                           self.counters)
         ready.set_result(session)
@@ -347,9 +390,8 @@ async def main_async(args: argparse.Namespace) -> None:
         specs = [PathSpec.parse(p) for p in args.path]
         agent = WatchAgent(specs, args.scheduler, args.chunk, args.window)
     else:
-        agent = ServerAgent(_addr(args.upstream), args.names.split(","), args.scheduler, args.chunk, args.window)
-    host, port = _addr(args.listen)
-    server = await asyncio.start_server(agent.handle, host, port, reuse_address=True)
+        agent = ServerAgent(_addr(args.upstream) if args.upstream else None, args.names.split(","), args.scheduler, args.chunk, args.window)
+    server = await asyncio.start_server(agent.handle, sock=listener(_addr(args.listen), args.side == "watch"))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -368,7 +410,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--listen", required=True, help="host:port")
     ap.add_argument("--path", action="append", default=[], help="watch: name=host:port[@source], one per path")
     ap.add_argument("--names", default="", help="server: the paths' names, comma-separated, in index order")
-    ap.add_argument("--upstream", help="server: the real server, host:port")
+    ap.add_argument("--upstream", help="server: the real server, host:port, for apps that connected to the watch "
+                    "agent itself (a REDIRECTed app's own destination comes in the HELLO)")
     ap.add_argument("--scheduler", default="wearlab.nodes.multipath_schedulers:MinRtt", help="module:Class")
     ap.add_argument("--chunk", type=int, default=1400)
     ap.add_argument("--window", type=int, default=65536)

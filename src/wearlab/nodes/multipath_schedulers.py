@@ -87,6 +87,3 @@ class Redundant(Scheduler):
 
     def choose(self, paths: Sequence[PathState], size: int) -> list[int]:
         return [p.index for p in paths if p.room(size)]
-
-
-BUILTIN = (MinRtt, RoundRobin, Redundant)

@@ -4,7 +4,9 @@ sent over several TCP connections and put back in order at the receiver).
 
 One frame = a 13-byte header `!BIQ` (type, payload length, sequence number) and its payload:
 - HELLO: the first frame on each path connection; payload = session id (16 bytes), path index
-  and path count (`!BB`): the receiver groups a session's path connections by it.
+  and path count (`!BB`), and the app connection's original destination (IPv4 address, port;
+  zeros when the app connected to the agent itself): the receiver groups a session's path
+  connections by the id and connects to that destination.
 - DATA: one chunk of the stream; `seq` counts chunks from 0 across all paths (global).
 - ACK: `seq` of a DATA frame received on this connection, sent back on the same connection (the
   sender's per-path RTT estimate and in-flight count come from it).
@@ -18,12 +20,13 @@ redundant scheduler sends every chunk on every path).
 from __future__ import annotations
 
 import enum
+import socket
 import struct
 from dataclasses import dataclass
 
 HEADER = struct.Struct("!BIQ")
 HEADER_BYTES = HEADER.size          # 13
-HELLO_BODY = struct.Struct("!16sBB")
+HELLO_BODY = struct.Struct("!16sBB4sH")
 MAX_CHUNK = 1 << 20                 # a frame announcing more is a protocol error, not a buffer to fill
 
 
@@ -51,19 +54,28 @@ def encode(ftype: FrameType, seq: int, payload: bytes = b"") -> bytes:
     return HEADER.pack(int(ftype), len(payload), seq) + payload
 
 
-def hello(session: bytes, path: int, paths: int) -> bytes:
+@dataclass(frozen=True)
+class Hello:
+    session: bytes
+    path: int
+    paths: int
+    destination: tuple[str, int] | None     # the app's original (address, port)
+
+
+def hello(session: bytes, path: int, paths: int, destination: tuple[str, int] | None = None) -> bytes:
     if len(session) != 16 or not 0 <= path < paths <= 255:
         raise ProtocolError(f"bad HELLO: session of {len(session)} B, path {path} of {paths}")
-    return encode(FrameType.HELLO, 0, HELLO_BODY.pack(session, path, paths))
+    addr, port = destination or ("0.0.0.0", 0)
+    return encode(FrameType.HELLO, 0, HELLO_BODY.pack(session, path, paths, socket.inet_aton(addr), port))
 
 
-def parse_hello(frame: Frame) -> tuple[bytes, int, int]:
+def parse_hello(frame: Frame) -> Hello:
     if frame.type != FrameType.HELLO or len(frame.payload) != HELLO_BODY.size:
         raise ProtocolError(f"a path connection must start with HELLO, got {frame.type.name}")
-    session, path, paths = HELLO_BODY.unpack(frame.payload)
+    session, path, paths, addr, port = HELLO_BODY.unpack(frame.payload)
     if not 0 <= path < paths:
         raise ProtocolError(f"HELLO names path {path} of {paths}")
-    return session, path, paths
+    return Hello(session, path, paths, (socket.inet_ntoa(addr), port) if port else None)
 
 
 class FrameReader:
