@@ -46,7 +46,7 @@ APP_RCVBUF = 65536
 # MBs (it grows with cwnd x MSS), another bloated buffer in front of the paths.
 APP_MSS = 1448
 HELLO_WAIT_S = 10.0       # a session whose paths do not all arrive within this is dropped
-SERIES_COLUMNS = ("t_ns", "side", "path", "name", "chunks_sent", "bytes_sent", "chunks_received",
+SERIES_COLUMNS = ("t_ns", "side", "path_index", "path_name", "chunks_sent", "bytes_sent", "chunks_received",
                   "bytes_received", "duplicates", "srtt_s")
 
 

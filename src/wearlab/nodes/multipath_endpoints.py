@@ -143,7 +143,7 @@ class MultipathEndpoints:
                 t = int(r["t_ns"])
                 if t >= t0_ns:
                     out.append({"t_s": round((t - t0_ns) / 1e9, 6), **r})
-        return sorted(out, key=lambda r: (int(r["t_ns"]), r["side"], int(r["path"])))
+        return sorted(out, key=lambda r: (int(r["t_ns"]), r["side"], int(r["path_index"])))
 
     def facts(self) -> dict[str, Any]:
         """What ran, for metadata.json."""
