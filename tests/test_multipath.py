@@ -13,17 +13,22 @@ Bounds worked by hand (chunk 1400 B, header 13 B: payload share 1400/1413 = 0.99
   carrying the messages alone through the same agents; every one below the worse link's 35.9 ms).
   (35 ms, not 30: a duplicate then lands 5 ms after the next message's send, not on its arrival,
   so the test's one event loop, which runs both agents and both links, never serves the two at once.)
+Also: a path that resets mid-stream, the agents' CPU per chunk against the 10 Mbit/s budget, the
+model's options at plan time (file:line, exit 2), a user's scheduler through the catalog, and one
+guest test against netem's physics (its bounds beside it). Host tests ~7 s, the guest test ~25 s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import csv
 import random
 import struct
 import time
 
 import pytest
 
+from conftest import timing_bound, wearlab
 from wearlab.nodes.multipath_agent import PathSpec, ServerAgent, WatchAgent, listener
 from wearlab.nodes.multipath_schedulers import MinRtt, PathState, Redundant, RoundRobin, Scheduler
 from wearlab.nodes.multipath_wire import (HEADER_BYTES, FrameReader, FrameType, ProtocolError, Reassembler, encode,
@@ -351,7 +356,6 @@ def test_bad_multipath_options_name_file_line_and_field(tmp_path, nodes, line, f
 
 
 def test_bad_multipath_option_exits_2_without_traceback(tmp_path):
-    from conftest import wearlab
 
     (tmp_path / "exp.yaml").write_text(f"name: mp\nrepetitions: 1\n{TOPOLOGY}nodes:\n  watch: {{multipath: fastest}}\n")
     res = wearlab("plan", str(tmp_path / "exp.yaml"))
@@ -395,10 +399,12 @@ def test_a_users_scheduler_registers_through_the_catalog(tmp_path):
 # Redundant, CBR 500 kbit/s of 1000 B messages (the paper's CBR rate): one message is one chunk
 # of 1013 B, one TCP segment of 1079 B: 8.6 ms at 1 Mbit/s. Over WiFi it arrives after
 # 5 + 8.6 + 1 (AP -> server) = 14.6 ms; over BT after 15 + 8.6 + 1 + 1 = 25.6 ms. The better
-# path's physics is the lower bound; the upper bound gives the two agents (Python, in a UML
-# guest) 4 ms and stays far below the BT path's 25.6 ms.
+# path's physics is the lower bound; the upper bound gives the two agents (two Python hops in the
+# UML guest: 1.0 ms measured on a quiet machine) AGENTS_S and a busy machine the house's
+# timing_bound, and stays below the BT path's 25.6 ms.
 WIFI_OWD = 0.005 + 1079 * 8 / 1e6 + 0.001
 BT_OWD = 0.015 + 1079 * 8 / 1e6 + 0.002
+AGENTS_S = 0.002
 MAX_GOODPUT = 2e6 * 1448 / 1514 * CHUNK / (CHUNK + HEADER_BYTES)
 
 
@@ -406,7 +412,6 @@ MAX_GOODPUT = 2e6 * 1448 / 1514 * CHUNK / (CHUNK + HEADER_BYTES)
 def test_schedulers_against_link_physics(tmp_path):
     import csv
 
-    from conftest import wearlab
 
     (tmp_path / "exp.yaml").write_text("""
 name: mp
@@ -436,7 +441,7 @@ matrix:
     assert 1.8e6 <= goodput <= MAX_GOODPUT * 1.01, goodput
     red = rows["redundant", "cbr"]
     owd = float(red["up_owd_median_s"])
-    assert WIFI_OWD * 0.95 <= owd <= WIFI_OWD + 0.004, (owd, WIFI_OWD)
+    assert WIFI_OWD * 0.98 <= owd <= WIFI_OWD + AGENTS_S + timing_bound(WIFI_OWD) < BT_OWD, (owd, WIFI_OWD)
     assert float(red["up_owd_p95_s"]) < BT_OWD, red["up_owd_p95_s"]
     # every message once and in order: the stream agent counts what it received
     assert float(red["up_goodput_bps"]) == pytest.approx(500_000, rel=0.05)
