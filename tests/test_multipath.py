@@ -252,33 +252,65 @@ def test_a_path_that_closes_mid_stream_loses_nothing():
                     return
                 uw.write(data)
 
-    async def scenario():
-        payload = bytes(range(256)) * 800            # 204,800 B
-        spec = "wearlab.nodes.multipath_schedulers:RoundRobin"
-        got = bytearray()
-        finished = asyncio.Event()
-
-        async def server(r, w):
-            while data := await r.read(65536):
-                got.extend(data)
-            finished.set()
-        origin = await asyncio.start_server(server, "127.0.0.1", 0)
-        sagent = ServerAgent(origin.sockets[0].getsockname(), ["a", "b"], spec, CHUNK, 65536)
-        spath = await asyncio.start_server(sagent.handle, "127.0.0.1", 0)
-        target = spath.sockets[0].getsockname()
-        ports = [await Link(1e8, 0.001, target).start(), await ClosingLink(1e8, 0.001, target).start()]
-        wagent = WatchAgent([PathSpec(n, ("127.0.0.1", p), None) for n, p in zip("ab", ports)], spec, CHUNK, 65536)
-        local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
-        r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
-        w.write(payload)
-        await w.drain()
-        w.write_eof()
-        await asyncio.wait_for(finished.wait(), 10)
-        return payload, bytes(got), wagent
-    payload, got, wagent = asyncio.run(scenario())
+    payload, got, wagent, _ = asyncio.run(_through(ClosingLink))
     assert got == payload
     assert wagent.counters.paths[1].bytes_sent > 0                     # path b carried some before it died
     assert wagent.counters.paths[0].bytes_sent + wagent.counters.paths[1].bytes_sent > len(payload)   # resent
+
+
+def test_a_path_that_goes_silent_mid_stream_loses_nothing():
+    """Path b stops carrying after 20 KB but stays open (a black hole: no reset, no FIN). Its
+    unACKed chunks go again on path a after REINJECT_MIN_S (its srtt on a 1 ms link is far below),
+    and the stream arrives whole and in order: 200 KB at 100 Mbit/s, so within a second or two."""
+    from wearlab.nodes.multipath_agent import REINJECT_MIN_S
+
+    class SilentLink(Link):
+        async def _accept(self, r, w) -> None:
+            ur, uw = await asyncio.open_connection(*self.target)
+            self.silent = False
+
+            async def pipe(src, dst, count):
+                passed = 0
+                while data := await src.read(65536):
+                    passed += len(data) if count else 0
+                    self.silent = self.silent or passed > 20_000
+                    if not self.silent:
+                        dst.write(data)
+            await asyncio.gather(pipe(r, uw, True), pipe(ur, w, False))
+
+    payload, got, wagent, took = asyncio.run(_through(SilentLink))
+    assert got == payload
+    assert sum(p.reinjected for p in wagent.counters.paths) > 0
+    assert wagent.counters.paths[0].reinjected > 0 and wagent.counters.paths[1].reinjected == 0
+    assert REINJECT_MIN_S <= took <= REINJECT_MIN_S + 2.0, took
+
+
+async def _through(link_b: type[Link]):
+    """200 KB through the agents over path a (a plain Link) and path b (`link_b`), round-robin;
+    what arrived, the watch agent, and how long it took."""
+    payload = bytes(range(256)) * 800
+    spec = "wearlab.nodes.multipath_schedulers:RoundRobin"
+    got = bytearray()
+    finished = asyncio.Event()
+
+    async def server(r, w):
+        while data := await r.read(65536):
+            got.extend(data)
+        finished.set()
+    origin = await asyncio.start_server(server, "127.0.0.1", 0)
+    sagent = ServerAgent(origin.sockets[0].getsockname(), ["a", "b"], spec, CHUNK, 65536)
+    spath = await asyncio.start_server(sagent.handle, "127.0.0.1", 0)
+    target = spath.sockets[0].getsockname()
+    ports = [await Link(1e8, 0.001, target).start(), await link_b(1e8, 0.001, target).start()]
+    wagent = WatchAgent([PathSpec(n, ("127.0.0.1", p), None) for n, p in zip("ab", ports)], spec, CHUNK, 65536)
+    local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
+    t0 = time.monotonic()
+    r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
+    w.write(payload)
+    await w.drain()
+    w.write_eof()
+    await asyncio.wait_for(finished.wait(), 10)
+    return payload, bytes(got), wagent, time.monotonic() - t0
 
 
 def test_cpu_per_chunk_fits_10_mbit():

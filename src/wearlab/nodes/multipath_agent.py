@@ -46,8 +46,13 @@ APP_RCVBUF = 65536
 # MBs (it grows with cwnd x MSS), another bloated buffer in front of the paths.
 APP_MSS = 1448
 HELLO_WAIT_S = 10.0       # a session whose paths do not all arrive within this is dropped
+# A chunk unACKed for longer than max(REINJECT_MIN_S, REINJECT_RTTS x its path's srtt) goes again on
+# another path (a path that stops carrying without closing: a black hole). Checked every tick.
+REINJECT_MIN_S = 0.2
+REINJECT_RTTS = 4
+REINJECT_TICK_S = 0.05
 SERIES_COLUMNS = ("t_ns", "side", "path_index", "path_name", "chunks_sent", "bytes_sent", "chunks_received",
-                  "bytes_received", "duplicates", "srtt_s")
+                  "bytes_received", "duplicates", "reinjected", "srtt_s")
 
 
 @dataclass
@@ -58,6 +63,7 @@ class PathCounters:
     chunks_received: int = 0
     bytes_received: int = 0
     duplicates: int = 0
+    reinjected: int = 0          # chunks sent again on this path because another held them too long
     srtt_s: float | None = None
 
 
@@ -75,7 +81,9 @@ class Session:
     """One app connection carried over path connections (module doc). Paths attach as they
     connect (`attach`): the session starts on the first, so the worse path's handshake never
     delays the first bytes. A path that closes is marked down and its unACKed chunks are sent
-    again on the others (the receiver drops whichever copy comes second)."""
+    again on the others (the receiver drops whichever copy comes second); so is a chunk a path
+    has held unACKed too long (`_reinject`). The stuck chunks keep counting against that path's
+    window, so it gets nothing new until its ACKs return."""
 
     def __init__(self, app: tuple[asyncio.StreamReader, asyncio.StreamWriter], names: list[str],
                  scheduler: Scheduler, chunk: int, window: int, counters: Counters) -> None:
@@ -113,6 +121,7 @@ class Session:
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send())
+        watchdog = asyncio.create_task(self._reinject())
         try:
             async with self.changed:
                 await self.changed.wait_for(lambda: self._done() or self.error is not None or
@@ -124,7 +133,7 @@ class Session:
         except (ConnectionError, ProtocolError) as e:
             print(f"multipath session ended: {e}", file=sys.stderr)
         finally:
-            for t in [sender, *self.receivers]:
+            for t in [sender, watchdog, *self.receivers]:
                 t.cancel()
             for conn in [*self.paths, (self.app_r, self.app_w)]:
                 if conn is not None:
@@ -193,6 +202,25 @@ class Session:
             if isinstance(e, ProtocolError):
                 self.error = f"path {self.state[i].name}: {e}"
         await self._path_down(i)
+
+    async def _reinject(self) -> None:
+        while True:
+            await asyncio.sleep(REINJECT_TICK_S)
+            now = time.monotonic()
+            for i, st in enumerate(self.state):
+                limit = max(REINJECT_MIN_S, REINJECT_RTTS * (st.srtt or REINJECT_MIN_S))
+                for seq, (sent, frame) in list(self.unacked[i].items()):
+                    if now - sent < limit:
+                        break            # sent in order: the rest are younger
+                    if seq not in self.outstanding or any(seq in self.unacked[k] for k in range(len(self.state))
+                                                          if k != i and self.state[k].up):
+                        continue
+                    others = [p for p in self.state if p.up and p.index != i and p.room(len(frame))]
+                    if not others:
+                        break
+                    k = min(others, key=lambda p: (p.srtt is None, p.srtt or 0.0)).index
+                    self._transmit([k], seq, frame, len(frame) - HEADER_BYTES)
+                    self.counters.paths[k].reinjected += 1
 
     async def _path_down(self, i: int) -> None:
         """Path i closed: what it had not delivered goes again on the paths still up."""
@@ -380,7 +408,7 @@ async def write_series(path: Path, side: str, counters: Counters, interval: floa
             t = time.time_ns()
             for i, c in enumerate(counters.paths):
                 out.writerow((t, side, i, c.name, c.chunks_sent, c.bytes_sent, c.chunks_received, c.bytes_received,
-                              c.duplicates, "" if c.srtt_s is None else f"{c.srtt_s:.6f}"))
+                              c.duplicates, c.reinjected, "" if c.srtt_s is None else f"{c.srtt_s:.6f}"))
             f.flush()
             await asyncio.sleep(interval)
 
