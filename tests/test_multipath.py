@@ -414,6 +414,12 @@ def test_a_users_scheduler_registers_through_the_catalog(tmp_path):
     assert p.cells[0].nodes["watch"].options["multipath_paths"] == ("wifi", "bt")
     with pytest.raises(ValueError, match="share a name"):
         mine.extended(schedulers=[LowestIndex])
+    from rich.console import Console
+
+    from wearlab.report.terminal import kinds
+    console = Console(width=200, record=True)
+    kinds(mine, console)
+    assert "lowest-index │ the first path with room" in console.export_text()     # `wearlab kinds` lists it
 
 
 # -- in the guest, against netem's link physics --------------------------------------------------
