@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import random
+import socket
 import struct
 import time
 
@@ -311,6 +312,23 @@ async def _through(link_b: type[Link]):
     w.write_eof()
     await asyncio.wait_for(finished.wait(), 10)
     return payload, bytes(got), wagent, time.monotonic() - t0
+
+
+def test_no_path_reachable_closes_the_app_connection():
+    """Both paths refuse (nothing listens): the app's connection is closed, not left hanging."""
+    async def scenario():
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))           # bound, never listening: connects are refused
+        target = closed.getsockname()
+        wagent = WatchAgent([PathSpec(n, target, None) for n in "ab"],
+                            "wearlab.nodes.multipath_schedulers:MinRtt", CHUNK, 65536)
+        local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
+        r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
+        w.write(b"hello")
+        data = await asyncio.wait_for(r.read(), 5)
+        closed.close()
+        return data
+    assert asyncio.run(scenario()) == b""
 
 
 def test_cpu_per_chunk_fits_10_mbit():

@@ -103,6 +103,7 @@ class Session:
         self.fin: bytes | None = None          # our FIN frame, once the app's stream ended
         self.receivers: list[asyncio.Task] = []
         self.error: str | None = None
+        self.unreachable: set[int] = set()     # paths whose connection failed (watch side)
 
     async def attach(self, i: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.paths[i] = (reader, writer)
@@ -116,6 +117,15 @@ class Session:
         async with self.changed:
             self.changed.notify_all()
 
+    def _stranded(self) -> bool:
+        """Every path has gone down or could not connect: nothing more can arrive or leave."""
+        return all(i in self.unreachable or (self.paths[i] is not None and not st.up)
+                   for i, st in enumerate(self.state))
+
+    async def unreachable_path(self, i: int) -> None:
+        self.unreachable.add(i)
+        await self._notify()
+
     def _done(self) -> bool:
         return self.fin is not None and self.reassembler.complete and not self.outstanding
 
@@ -124,12 +134,12 @@ class Session:
         watchdog = asyncio.create_task(self._reinject())
         try:
             async with self.changed:
-                await self.changed.wait_for(lambda: self._done() or self.error is not None or
+                await self.changed.wait_for(lambda: self._done() or self.error is not None or self._stranded() or
                                             (sender.done() and sender.exception() is not None))
             if sender.done() and sender.exception() is not None:
                 raise sender.exception()
-            if self.error:
-                print(f"multipath session ended: {self.error}", file=sys.stderr)
+            if self.error or not self._done():
+                print(f"multipath session ended: {self.error or 'every path closed'}", file=sys.stderr)
         except (ConnectionError, ProtocolError) as e:
             print(f"multipath session ended: {e}", file=sys.stderr)
         finally:
@@ -324,6 +334,7 @@ class WatchAgent:
                 pr, pw = await open_path(spec)
             except OSError as e:
                 print(f"multipath: path {spec.name} ({spec.target[0]}:{spec.target[1]}) failed: {e}", file=sys.stderr)
+                await session.unreachable_path(i)
                 return
             pw.write(hello(sid, i, len(self.paths), destination))
             await session.attach(i, pr, pw)
