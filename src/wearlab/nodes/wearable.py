@@ -288,8 +288,6 @@ class Wearable(NodeKind):
         out: dict[str, Any] = {}
         if getattr(self, "controller", None) is not None:
             out["radio"] = self.controller.radio.state
-        if getattr(self, "multipath", None) is not None:
-            out["multipath"] = {"scheduler": self.multipath.scheduler}
         if getattr(self, "handover", None) is not None:
             last = self.handover.last_event()
             out["handover"] = {"mode": self.settings["handover"], "last_event": last["event"] if last else None,
