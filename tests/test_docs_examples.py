@@ -546,6 +546,7 @@ BASES = {
     "page": ("pages-wifi", {"kind": "page-load", "client": "watch", "page": "exp3-java"}, {}),
     "handover": ("handover", {**_WEARABLE_STREAM, "mptcp": True, "reconnect": "rtapp"},
                  {"watch": {"handover": "reactive", "walk_start": "1s", "p1": "2s", "p2": "2s", "p3": "1s"}}),
+    "multipath": ("handover", {**_WEARABLE_STREAM, "direction": "up"}, {"watch": {"multipath": "minrtt"}}),
     "characterizer": ("wearable-basic", {"kind": "characterizer", "client": "watch", "server": "server", "path": "ap",
                                          "flows": [{"name": "steps", "sensitivity": 1, "size": "1KB"}]}, {}),
 }
@@ -620,6 +621,11 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "watch.p1": ("handover", ["2s", "3s"], {}),
     "watch.p2": ("handover", ["2s", "3s"], {}),
     "watch.p3": ("handover", ["1s", "2s"], {}),
+    # the watch's multipath transport (docs/multipath.md)
+    "watch.multipath": ("multipath", ["minrtt", "redundant"], {}),
+    "watch.multipath_paths": ("multipath", [["wifi", "bt"], ["bt", "wifi"]], {}),
+    "watch.multipath_chunk": ("multipath", [1400, "4KB"], {}),
+    "watch.multipath_window": ("multipath", ["64KB", "256KB"], {}),
 }
 
 

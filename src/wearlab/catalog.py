@@ -3,7 +3,8 @@ default kind (containerlab's nodes/all). The CLI and the tests import this modul
 below it gets the catalog handed to it (`load_experiment(path, CATALOG)`, `plan(exp)`), so the
 model never imports what runs.
 
-Adding a kind: write its module (nodes/ or workloads/), then add its class here.
+Adding a kind: write its module (nodes/ or workloads/), then add its class here. The same for a
+multipath scheduler (nodes/multipath_schedulers.py's `Scheduler`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from wearlab.model.declarations import Catalog
 from wearlab.model.roles import Role
 from wearlab.nodes.caddy import Caddy
+from wearlab.nodes.multipath_schedulers import MinRtt, Redundant, RoundRobin
 from wearlab.nodes.host import Host
 from wearlab.nodes.nginx import Nginx
 from wearlab.nodes.proxies import CommandProxy, HaproxyProxy, RelayProxy
@@ -26,4 +28,5 @@ CATALOG = Catalog.of(
     workloads=[HttpGet, PageLoad, Stream, Messages, CryptoOps, Characterizer],
     default_kinds={Role.WEARABLE: "wearable", Role.PHONE: "relay", Role.AP: "host", Role.ROUTER: "host",
                    Role.SERVER: "nginx"},
+    schedulers=[MinRtt, RoundRobin, Redundant],
 )

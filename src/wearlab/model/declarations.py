@@ -5,13 +5,14 @@ series, services, which needs a kind accepts, plan-time checks, the kernel featu
 it uses - with nothing that runs. The running side subclasses them (`wearlab.nodes.node_kind.NodeKind`,
 `wearlab.workloads.workload.Workload`), and `wearlab.catalog` lists every kind once. Model code gets
 kinds from a `Catalog` handed to it, never by importing them. `Catalog` (at the end) is the type of
-that one list: every node kind and workload kind, and each role's default kind.
+that one list: every node kind and workload kind, each role's default kind, and the multipath
+transport's schedulers (`SchedulerDecl`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -61,6 +62,7 @@ class NodeView:
     links: tuple[LinkEnd, ...]
     cell: Mapping[str, Any]              # the cell's workload parameters
     endpoints: Mapping[str, str]         # the workload's roles -> nodes (client, server)
+    schedulers: tuple[str, ...] = ()     # the catalog's multipath schedulers, by name
 
     def links_of(self, medium: Medium, peer_role: Role) -> list[LinkEnd]:
         return [l for l in self.links if l.medium == medium and l.peer_role == peer_role]
@@ -197,29 +199,47 @@ class WorkloadDecl:
                         if cell.get(p.name) not in (None, "", "default"))
 
 
+class SchedulerDecl(Protocol):
+    """A multipath scheduler as the catalog lists it (the running class:
+    `wearlab.nodes.multipath_schedulers.Scheduler`): its name, as `multipath:` names it, and a
+    line of doc. Its module and class are what the transport's agent process imports."""
+
+    name: ClassVar[str]
+    doc: ClassVar[str]
+    __module__: str
+    __qualname__: str
+
+
 @dataclass(frozen=True)
 class Catalog:
     node_kinds: Mapping[str, type[NodeKindDecl]]
     workloads: Mapping[str, type[WorkloadDecl]]
     default_kinds: Mapping[Role, str]
+    schedulers: Mapping[str, type[SchedulerDecl]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, node_kinds: list[type[NodeKindDecl]], workloads: list[type[WorkloadDecl]],
-           default_kinds: Mapping[Role, str]) -> Catalog:
+           default_kinds: Mapping[Role, str], schedulers: list[type[SchedulerDecl]] = ()) -> Catalog:
         kinds = {k.name: k for k in node_kinds}
         loads = {w.name: w for w in workloads}
-        if len(kinds) != len(node_kinds) or len(loads) != len(workloads):
+        scheds = {s.name: s for s in schedulers}
+        if len(kinds) != len(node_kinds) or len(loads) != len(workloads) or len(scheds) != len(schedulers):
             raise ValueError("two kinds share a name")
         missing = set(Role) - set(default_kinds)
         if missing or not set(default_kinds.values()) <= set(kinds):
             raise ValueError(f"every role needs a default kind from the catalog (missing: {missing})")
-        return cls(kinds, loads, dict(default_kinds))
+        if "none" in scheds:
+            raise ValueError("a scheduler cannot be called 'none' (multipath: none turns the transport off)")
+        return cls(kinds, loads, dict(default_kinds), scheds)
 
     def extended(self, node_kinds: list[type[NodeKindDecl]] = (), workloads: list[type[WorkloadDecl]] = (),
-                 default_kinds: Mapping[Role, str] | None = None) -> Catalog:
+                 default_kinds: Mapping[Role, str] | None = None,
+                 schedulers: list[type[SchedulerDecl]] = ()) -> Catalog:
         """This catalog plus more kinds: how kinds written outside `wearlab.catalog` (a test's
-        toy kinds, an extension of one's own) are registered. Hand the result to
-        `load_experiment(path, catalog)` as the CLI hands `CATALOG`. A name already in the catalog
-        is an error (ValueError), as in `Catalog.of`; `default_kinds` replaces roles' defaults."""
+        toy kinds, an extension of one's own, a multipath scheduler of one's own) are registered.
+        Hand the result to `load_experiment(path, catalog)` as the CLI hands `CATALOG`. A name
+        already in the catalog is an error (ValueError), as in `Catalog.of`; `default_kinds`
+        replaces roles' defaults."""
         return Catalog.of([*self.node_kinds.values(), *node_kinds], [*self.workloads.values(), *workloads],
-                          {**self.default_kinds, **(default_kinds or {})})
+                          {**self.default_kinds, **(default_kinds or {})},
+                          [*(self.schedulers or {}).values(), *schedulers])

@@ -12,5 +12,7 @@ STREAM = 5001               # the stream agent's server
 STREAM_TCPCRYPT = 5002      # the same agent on the port tcpcryptd intercepts
 TCPCRYPTD_OUT = 7001        # tcpcryptd's listeners for intercepted outbound / inbound connections
 TCPCRYPTD_IN = 7002
+MULTIPATH_LOCAL = 7100      # the multipath transport's watch agent (the app's connections, REDIRECTed)
+MULTIPATH_AGENT = 7101      # its server agent (the path connections)
 PROXY_LISTEN_BASE = 20000   # a phone proxy's port for its i-th upstream: base + i
 EXPORTER = 9469             # `wearlab exporter` on the host (Prometheus's default-port registry)

@@ -24,10 +24,14 @@ from wearlab.model.choices import HandoverPolicy, values
 from wearlab.model.columns import Metric, Series
 from wearlab.model.features import KernelFeature
 from wearlab.model.declarations import NodeView
-from wearlab.model.media import Medium
+from wearlab.model.media import MEDIA, Medium
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.roles import Role
-from wearlab.model.quantities import format_duration
+from wearlab.model.quantities import format_duration, format_size
+from wearlab.model.yamlsrc import did_you_mean
+from wearlab.model.needs import Need
+from wearlab.model.ports import MULTIPATH_LOCAL
+from wearlab.nodes.multipath_endpoints import MULTIPATH_SERIES
 from wearlab.nodes.node_kind import NodeKind
 
 HANDOVER_SERIES = Series("handover", ("t_s", "t_ns", "event", "detail"),
@@ -58,6 +62,40 @@ def _walk_doc(v: Any) -> str:
     return "manual" if v is None else _dur(v)
 
 
+MULTIPATH_CHUNK_RANGE = (16, 65536)   # bytes: a chunk below 16 is mostly header; above 64 KB, no socket read returns it
+
+
+def _scheduler(v: Any) -> str:
+    """A scheduler's name (checked against the catalog's at plan time) or none."""
+    if not isinstance(v, str) or not v.strip():
+        raise ValueError(f"multipath names a scheduler (minrtt, round-robin, redundant, or one registered in the "
+                         f"catalog) or none; got {v!r}")
+    return v.strip().lower()
+
+
+def _media_list(v: Any) -> tuple[str, ...]:
+    """The watch's paths, one medium each, in path order: [wifi, bt]."""
+    items = [x.strip() for x in v.split(",")] if isinstance(v, str) else v
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ValueError(f"multipath_paths is a list of link media, like [wifi, bt]; got {v!r}")
+    out = []
+    for x in items:
+        if not isinstance(x, str) or x.strip().lower() not in MEDIA:
+            raise ValueError(f"multipath_paths: {x!r} is not a link medium ({', '.join(MEDIA)})")
+        out.append(x.strip().lower())
+    if len(set(out)) != len(out):
+        raise ValueError(f"multipath_paths names a medium twice: {out}")
+    return tuple(out)
+
+
+def _chunk(v: Any) -> int:
+    n = P.positive_size(v)
+    lo, hi = MULTIPATH_CHUNK_RANGE
+    if not lo <= n <= hi:
+        raise ValueError(f"multipath_chunk must be {lo} B to {hi} B, got {v!r}")
+    return n
+
+
 def _number(name: str):
     def check(v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float, str)):
@@ -82,7 +120,7 @@ class Wearable(NodeKind):
     name = "wearable"
     doc = "a watch; radio: bt emulates its Bluetooth radio's Active/Sniff states (seed 003 section 3)"
     roles = frozenset({Role.WEARABLE})
-    series = (RADIO_SERIES, HANDOVER_SERIES)
+    series = (RADIO_SERIES, HANDOVER_SERIES, MULTIPATH_SERIES)
     metrics = tuple(Metric(f"handover_p{i}_s", "s", label=f"P{i}", summarised=True, doc=doc) for i, doc in (
         (1, "BT's last reception -> BT interface down (BT connected but unusable)"),
         (2, "BT down -> WiFi interface up (no network)"),
@@ -119,6 +157,18 @@ class Wearable(NodeKind):
         Param("p1", P.duration, 12.9, "P1: BT connected but unusable (paper mean)", to_doc=_dur, shown=_dur),
         Param("p2", P.duration, 15.5, "P2: no network (paper mean)", to_doc=_dur, shown=_dur),
         Param("p3", P.duration, 8.3, "P3: WiFi association (paper mean)", to_doc=_dur, shown=_dur),
+        Param("multipath", _scheduler, "none",
+              "the chunked multipath transport (seed 003 section 5) between the watch and the workload's server, "
+              "one TCP connection per path, with this scheduler: minrtt, round-robin, redundant (or one registered "
+              "in the catalog); none: off. docs/multipath.md"),
+        Param("multipath_paths", _media_list, ("wifi", "bt"), "multipath: the watch's links it uses, by medium, "
+              "in path order (each medium must be exactly one link of the watch)", to_doc=list,
+              shown=lambda v: "+".join(v)),
+        Param("multipath_chunk", _chunk, 1400, "multipath: the largest chunk (payload bytes; 13 B of header each)",
+              to_doc=format_size),
+        Param("multipath_window", P.positive_size, 65536, "multipath: bytes in flight per path (sent, not yet "
+              "acknowledged by the other end); a scheduler sends on a path only while it has room",
+              to_doc=format_size),
     ))
 
     # -- plan time ---------------------------------------------------------------------------
@@ -143,6 +193,32 @@ class Wearable(NodeKind):
             if s["handover"] == HandoverPolicy.PROACTIVE.value and not view.cell.get("mptcp"):
                 out.append(("handover", "proactive handover moves the flow to an MPTCP subflow over WiFi: the "
                                         "workload needs mptcp: true"))
+        if s["multipath"] != "none":
+            out += cls._check_multipath(view)
+        return out
+
+    @classmethod
+    def _check_multipath(cls, view: NodeView) -> list[tuple[str, str]]:
+        s, out = view.settings, []
+        if s["multipath"] not in view.schedulers:
+            out.append(("multipath", f"unknown scheduler '{s['multipath']}'{did_you_mean(s['multipath'], view.schedulers)} "
+                                     f"(schedulers: {', '.join(view.schedulers)}, or none)"))
+        for medium in s["multipath_paths"]:
+            ends = [l for l in view.links if l.medium == Medium(medium)]
+            if len(ends) != 1:
+                out.append(("multipath_paths", f"a {medium} path needs exactly one link with medium {medium} on "
+                                               f"{view.name}; found {len(ends)}{_undeclared(view)}"))
+        if "server" not in view.endpoints:
+            out.append(("multipath", "multipath carries the workload's connection to its server; this workload "
+                                     "has none"))
+        elif view.endpoints.get("client") != view.name:
+            out.append(("multipath", f"multipath carries the connections {view.name} opens; the workload's client "
+                                     f"is {view.endpoints.get('client')}"))
+        if s["handover"] != HandoverPolicy.NONE.value:
+            out.append(("multipath", "multipath and handover both choose the watch's paths; set one of them"))
+        if view.cell.get("mptcp"):
+            out.append(("multipath", "the app's connection is carried by the chunked transport, not MPTCP: "
+                                     "drop mptcp: true"))
         return out
 
     @classmethod
@@ -152,11 +228,22 @@ class Wearable(NodeKind):
             out |= {KernelFeature.PLUG, KernelFeature.HTB, KernelFeature.CLSACT}
         if settings.get("handover") == HandoverPolicy.PROACTIVE.value:
             out.add(KernelFeature.MPTCP)
+        if settings.get("multipath", "none") != "none":
+            out.add(KernelFeature.IPT_REDIRECT)
         return out
+
+    @classmethod
+    def ports(cls, settings: Mapping[str, Any], needs: list[Need]) -> dict[int, str]:
+        # (the server agent's port, MULTIPATH_AGENT, is on the server node: its kind does not list it)
+        return {MULTIPATH_LOCAL: "multipath watch agent"} if settings.get("multipath", "none") != "none" else {}
 
     # -- run time ----------------------------------------------------------------------------
     def prepare(self) -> None:
-        self.controller = self.handover = None
+        self.controller = self.handover = self.multipath = None
+        if self.settings.get("multipath", "none") != "none":
+            from wearlab.nodes.multipath_endpoints import MultipathEndpoints
+            self.multipath = MultipathEndpoints(self)
+            self.multipath.prepare()
         if self.settings.get("handover", "none") != "none":
             from wearlab.nodes.handover import HandoverController
             digest = hashlib.sha256(f"wearlab-walk:{self.seed}:{self.node}".encode()).digest()
@@ -225,8 +312,12 @@ class Wearable(NodeKind):
     def start(self) -> None:
         if self.controller is not None:
             self.controller.start()
+        if self.multipath is not None:
+            self.multipath.start()
 
     def stop(self) -> None:
+        if getattr(self, "multipath", None) is not None:
+            self.multipath.stop()
         if getattr(self, "controller", None) is not None:
             self.controller.stop()
         if getattr(self, "handover", None) is not None:
@@ -238,10 +329,14 @@ class Wearable(NodeKind):
             out["radio"] = self.controller.take(t0_ns)
         if getattr(self, "handover", None) is not None:
             out["handover"] = self.handover.take()
+        if getattr(self, "multipath", None) is not None:
+            out["multipath"] = self.multipath.take(t0_ns)
         return out
 
     def facts(self) -> dict[str, Any]:
         out = super().facts()
         if getattr(self, "controller", None) is not None:
             out["radio_model"] = "seed 003 section 3: watch timer reset by own TX (IP >= 128 B), blackout held in plug"
+        if getattr(self, "multipath", None) is not None:
+            out["multipath"] = self.multipath.facts()
         return out

@@ -100,6 +100,8 @@ class RunPlan(PlanView):
     columns: Columns
     notes: tuple[str, ...] = field(default=())
     devices: Mapping[str, Device] = field(default_factory=dict)   # node -> its device (nodes that name one)
+    # the catalog's multipath schedulers: name -> "module:Class", what the transport's agents import
+    schedulers: Mapping[str, str] = field(default_factory=dict)
 
     # -- what the rest of wearlab asks ---------------------------------------------------------
     @property
@@ -298,7 +300,8 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
                      for l in topo.links if n in (l.a, l.b)) for n in topo.nodes}
     for c in cells:
         for n, setting in c.nodes.items():
-            view = NodeView(n, topo.nodes[n].role, setting.options, ends[n], c.values, endpoints)
+            view = NodeView(n, topo.nodes[n].role, setting.options, ends[n], c.values, endpoints,
+                            tuple(catalog.schedulers or ()))
             for option, message in setting.kind.check(view):
                 problems.append(_at_option(exp, n, option, c.values, message))
     ports = _ports(exp, workload, cells, needs, problems)
@@ -327,7 +330,8 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
                    fields=exp.workload, fixed=fixed, ratios=ratios, network=network,
                    claims=tuple(c.planned([{**fixed, **x.values} for x in cells]) for c in exp.claims),
                    cells=tuple(cells), needs=needs, features=frozenset(features), ports=ports, columns=columns,
-                   devices=devices)
+                   devices=devices,
+                   schedulers={n: f"{c.__module__}:{c.__qualname__}" for n, c in (catalog.schedulers or {}).items()})
 
 
 def _devices(exp: Experiment, problems: list[Problem]) -> dict[str, Device]:

@@ -54,6 +54,13 @@ def kinds(catalog: Catalog, console: Console) -> int:
         fields = ", ".join(f for f in k.Fields.model_fields if f != "kind")
         w.add_row(k.name, fields, "\n".join(f"{p.name}: {p.doc}" for p in k.params), k.doc)
     console.print(w)
+    if catalog.schedulers:
+        m = Table(title="multipath schedulers (`multipath:` on a wearable; docs/multipath.md)", show_lines=True)
+        for col in ("scheduler", "how it chooses"):
+            m.add_column(col)
+        for k in catalog.schedulers.values():
+            m.add_row(k.name, k.doc)
+        console.print(m)
     console.print(result_columns(catalog))
     console.print(units_table())
     return 0

@@ -1,0 +1,517 @@
+"""The chunked multipath transport (wearlab.nodes.multipath_*): its wire format, in-order
+reassembly, each scheduler's choice, and both agents end to end on loopback through two
+emulated links (an asyncio delay line with a rate: `Link` below), against the links' physics.
+
+Bounds worked by hand (chunk 1400 B, header 13 B: payload share 1400/1413 = 0.9908):
+- minRTT (and round-robin) on two 1 Mbit/s links: the payload rate is at most
+  2 x 1e6 x 0.9908 = 1.98 Mbit/s; the issue's Done-when asks >= 1.8 Mbit/s.
+- redundant, 100 B messages every 20 ms (40 kbit/s, far below either link) over links of 10 ms
+  and 35 ms one-way delay at 1 Mbit/s: each copy of a message needs its link's delay plus its
+  serialisation (113 B x 8 / 1 Mbit/s = 0.9 ms). So no message can arrive before 10.9 ms
+  (lower bound: physics), and they should arrive with the better link, before 10.9 ms + the
+  agents' own time (upper bound on the median 10.9 + 4 ms, and within 1 ms of the better link
+  carrying the messages alone through the same agents; every one below the worse link's 35.9 ms).
+  (35 ms, not 30: a duplicate then lands 5 ms after the next message's send, not on its arrival,
+  so the test's one event loop, which runs both agents and both links, never serves the two at once.)
+Also: a path that resets mid-stream, the agents' CPU per chunk against the 10 Mbit/s budget, the
+model's options at plan time (file:line, exit 2), a user's scheduler through the catalog, and one
+guest test against netem's physics (its bounds beside it). Host tests ~7 s, the guest test ~25 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import random
+import socket
+import struct
+import time
+
+import pytest
+
+from conftest import timing_bound, wearlab
+from wearlab.nodes.multipath_agent import PathSpec, ServerAgent, WatchAgent, listener
+from wearlab.nodes.multipath_schedulers import MinRtt, PathState, Redundant, RoundRobin, Scheduler
+from wearlab.nodes.multipath_wire import (HEADER_BYTES, FrameReader, FrameType, ProtocolError, Reassembler, encode,
+                                          hello, parse_hello)
+
+CHUNK = 1400
+
+
+# -- wire format ------------------------------------------------------------------------------
+def test_frames_survive_any_split():
+    frames = [hello(b"s" * 16, 1, 2, ("10.0.3.2", 5001)), encode(FrameType.DATA, 7, b"x" * 1000), encode(FrameType.ACK, 7),
+              encode(FrameType.FIN, 8)]
+    stream = b"".join(frames)
+    assert HEADER_BYTES == 13 and len(stream) == 13 + 24 + 13 + 1000 + 13 + 13
+    reader, got = FrameReader(), []
+    for i in range(len(stream)):          # one byte at a time: the worst TCP can do
+        got += reader.feed(stream[i:i + 1])
+    assert [(f.type, f.seq, len(f.payload)) for f in got] == [
+        (FrameType.HELLO, 0, 24), (FrameType.DATA, 7, 1000), (FrameType.ACK, 7, 0), (FrameType.FIN, 8, 0)]
+    h = parse_hello(got[0])
+    assert (h.session, h.path, h.paths, h.destination) == (b"s" * 16, 1, 2, ("10.0.3.2", 5001))
+    assert parse_hello(FrameReader().feed(hello(b"s" * 16, 0, 1))[0]).destination is None
+    assert reader.pending == 0
+
+
+def test_bad_frames_are_protocol_errors():
+    with pytest.raises(ProtocolError, match="unknown frame type 9"):
+        FrameReader().feed(struct.pack("!BIQ", 9, 0, 0))
+    with pytest.raises(ProtocolError, match="above the"):
+        FrameReader().feed(struct.pack("!BIQ", 2, 1 << 21, 0))
+    with pytest.raises(ProtocolError, match="must start with HELLO"):
+        parse_hello(FrameReader().feed(encode(FrameType.DATA, 0, b"x"))[0])
+
+
+def test_reassembly_in_order_once_whatever_the_arrival():
+    rng = random.Random(25)
+    chunks = [bytes([i % 256]) * (1 + i % 50) for i in range(500)]
+    arrivals = [i for i in range(500) for _ in range(1 + (i % 3 == 0))]   # every third chunk twice
+    rng.shuffle(arrivals)
+    r, out = Reassembler(), []
+    for seq in arrivals:
+        out += r.add(seq, chunks[seq])
+    r.fin(500)
+    assert out == chunks and r.complete
+    assert r.duplicates == len(arrivals) - 500 and r.delivered_chunks == 500
+    with pytest.raises(ProtocolError, match="after the stream ended"):
+        r.add(500, b"late")
+
+
+def test_reassembly_bounds_what_waits():
+    r = Reassembler(limit=2)
+    r.add(1, b"a"), r.add(2, b"b")
+    with pytest.raises(ProtocolError, match="wait behind chunk 0"):
+        r.add(3, b"c")
+
+
+# -- schedulers -------------------------------------------------------------------------------
+def paths(*rtts, inflight=(0, 0), window=10_000):
+    return [PathState(i, f"p{i}", window, srtt=r, inflight=f) for i, (r, f) in enumerate(zip(rtts, inflight))]
+
+
+def test_minrtt_takes_the_faster_path_with_room():
+    assert MinRtt().choose(paths(0.030, 0.010), CHUNK) == [1]
+    assert MinRtt().choose(paths(0.030, 0.010, inflight=(0, 9_000)), CHUNK) == [0]   # faster one full
+    assert MinRtt().choose(paths(0.030, None), CHUNK) == [1]                           # unmeasured: probe it
+    assert MinRtt().choose(paths(0.03, 0.01, inflight=(9_000, 9_000)), CHUNK) == []    # wait for an ACK
+
+
+def test_round_robin_alternates_and_skips_a_full_path():
+    rr = RoundRobin()
+    assert [rr.choose(paths(0.01, 0.5), CHUNK)[0] for _ in range(4)] == [0, 1, 0, 1]   # blind to RTT
+    assert rr.choose(paths(0.01, 0.5, inflight=(9_000, 0)), CHUNK) == [1]
+    assert rr.choose(paths(0.01, 0.5, inflight=(9_000, 0)), CHUNK) == [1]
+
+
+def test_redundant_sends_on_every_path_with_room():
+    assert Redundant().choose(paths(0.03, 0.01), CHUNK) == [0, 1]
+    assert Redundant().choose(paths(0.03, 0.01, inflight=(9_000, 0)), CHUNK) == [1]
+    assert Redundant().choose(paths(0.03, 0.01, inflight=(9_000, 9_000)), CHUNK) == []
+
+
+def test_an_idle_path_takes_a_chunk_larger_than_its_window():
+    assert MinRtt().choose(paths(0.01, window=100), CHUNK) == [0]
+
+
+# -- end to end on loopback -----------------------------------------------------------------
+class Link:
+    """A TCP relay that delays each direction by `delay` and serialises it at `rate` bit/s (the
+    payload bytes; a FIFO without loss): a stand-in for a netem link on loopback."""
+
+    def __init__(self, rate: float, delay: float, target: tuple[str, int]) -> None:
+        self.rate, self.delay, self.target = rate, delay, target
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _accept(self, r, w) -> None:
+        ur, uw = await asyncio.open_connection(*self.target)
+        await asyncio.gather(self._pipe(r, uw), self._pipe(ur, w))
+
+    async def _pipe(self, r, w) -> None:
+        loop, busy = asyncio.get_running_loop(), 0.0
+        while data := await r.read(65536):
+            busy = max(loop.time(), busy) + len(data) * 8 / self.rate
+            loop.call_at(busy + self.delay, w.write, data)
+        loop.call_at(busy + self.delay, w.close)
+
+
+async def carried(scheduler: str, links: list[tuple[float, float]], client) -> tuple[object, ServerAgent]:
+    """Run `client(reader, writer, sink)` against a sink server through the two agents."""
+    spec = f"wearlab.nodes.multipath_schedulers:{scheduler}"
+    sink: asyncio.Queue = asyncio.Queue()
+
+    async def server(r, w):
+        while data := await r.read(65536):
+            sink.put_nowait((time.monotonic(), data))
+        sink.put_nowait((time.monotonic(), b""))
+        w.close()
+    origin = await asyncio.start_server(server, "127.0.0.1", 0)
+    names = [f"p{i}" for i in range(len(links))]
+    sagent = ServerAgent(origin.sockets[0].getsockname(), names, spec, CHUNK, 65536)
+    spath = await asyncio.start_server(sagent.handle, "127.0.0.1", 0)
+    ports = [await Link(rate, delay, spath.sockets[0].getsockname()).start() for rate, delay in links]
+    wagent = WatchAgent([PathSpec(n, ("127.0.0.1", p), None) for n, p in zip(names, ports)], spec, CHUNK, 65536)
+    local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
+    r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
+    result = await asyncio.wait_for(client(r, w, sink), 20)
+    return result, sagent, wagent
+
+
+def bulk(size: int):
+    """Send `size` bytes; the sink's payload rate from its first to its last byte."""
+    async def client(r, w, sink):
+        w.write(bytes(size))
+        await w.drain()
+        w.write_eof()
+        got, first, last = 0, None, None
+        while True:
+            t, data = await sink.get()
+            if not data:
+                break
+            first = first or (t, len(data))
+            got, last = got + len(data), t
+        return got, (got - first[1]) * 8 / (last - first[0])
+    return client
+
+
+@pytest.mark.parametrize("scheduler", ["MinRtt", "RoundRobin"])
+def test_two_1mbit_paths_carry_their_sum(scheduler):
+    size = 250_000
+    (got, rate), _, wagent = asyncio.run(carried(scheduler, [(1e6, 0.030), (1e6, 0.010)], bulk(size)))
+    assert got == size
+    assert 1.8e6 <= rate <= 2e6 * CHUNK / (CHUNK + HEADER_BYTES) * 1.01, rate
+    split = [p.bytes_sent for p in wagent.counters.paths]
+    assert sum(split) == size and min(split) > 0.35 * size, split   # both links carried their share
+    print(f"{scheduler}: {rate / 1e6:.3f} Mbit/s, split {split}")
+
+
+def messages(count: int, size: int, interval: float):
+    """`count` messages of `size` bytes every `interval`, each stamped (index, send time): their
+    one-way delays at the sink, in arrival order."""
+    async def client(r, w, sink):
+        async def send():
+            for i in range(count):
+                w.write(struct.pack("!Id", i, time.monotonic()).ljust(size, b"."))
+                await w.drain()
+                await asyncio.sleep(interval)
+            w.write_eof()
+        sender = asyncio.create_task(send())
+        buf, out = b"", []
+        while True:
+            t, data = await sink.get()
+            if not data:
+                break
+            buf += data
+            while len(buf) >= size:
+                i, sent = struct.unpack_from("!Id", buf)
+                out.append((i, t - sent))
+                buf = buf[size:]
+        await sender
+        return out
+    return client
+
+
+def test_redundant_delivers_each_message_once_in_order_at_the_better_paths_delay():
+    count, size = 60, 100
+    owd, sagent, wagent = asyncio.run(carried("Redundant", [(1e6, 0.035), (1e6, 0.010)], messages(count, size, 0.020)))
+    alone, _, _ = asyncio.run(carried("Redundant", [(1e6, 0.010)], messages(count, size, 0.020)))
+    assert [i for i, _ in owd] == list(range(count))                 # once each, in order
+    delays, control = sorted(d for _, d in owd), sorted(d for _, d in alone)
+    serialise = (size + HEADER_BYTES) * 8 / 1e6
+    median = delays[count // 2]
+    assert delays[0] >= 0.010 + serialise * 0.9                      # no faster than the better link
+    assert median <= 0.010 + serialise + 0.004                        # as fast as it, give the agents 4 ms
+    assert median <= control[count // 2] + 0.001, (median, control[count // 2])   # as the better path alone
+    assert delays[-1] < 0.035                                         # never held to the worse link
+    assert [p.chunks_sent for p in wagent.counters.paths] == [count, count]   # each message on both paths
+    copies = sum(p.chunks_received for p in sagent.counters.paths)
+    # The session may end before the worse path's last copy lands: it is no longer needed.
+    assert 2 * count - 2 <= copies <= 2 * count
+    assert sum(p.duplicates for p in sagent.counters.paths) == copies - count
+    print(f"redundant OWD median {median * 1e3:.2f} ms (better path alone {control[count // 2] * 1e3:.2f} ms), "
+          f"max {delays[-1] * 1e3:.2f} ms")
+
+
+# -- a path that fails, the agents' CPU per chunk ---------------------------------------------
+def test_a_path_that_closes_mid_stream_loses_nothing():
+    """Path b breaks (both its connections reset) after 20 KB towards the server: what it had in
+    flight goes again on path a (round-robin put every other chunk on b), and the stream arrives
+    whole and in order."""
+    class ClosingLink(Link):
+        async def _accept(self, r, w) -> None:
+            ur, uw = await asyncio.open_connection(*self.target)
+            passed = 0
+            while data := await r.read(65536):
+                passed += len(data)
+                if passed > 20_000:
+                    uw.transport.abort()
+                    w.transport.abort()
+                    return
+                uw.write(data)
+
+    payload, got, wagent, _ = asyncio.run(_through(ClosingLink))
+    assert got == payload
+    assert wagent.counters.paths[1].bytes_sent > 0                     # path b carried some before it died
+    assert wagent.counters.paths[0].bytes_sent + wagent.counters.paths[1].bytes_sent > len(payload)   # resent
+
+
+def test_a_path_that_goes_silent_mid_stream_loses_nothing():
+    """Path b stops carrying after 20 KB but stays open (a black hole: no reset, no FIN). Its
+    unACKed chunks go again on path a after REINJECT_MIN_S (its srtt on a 1 ms link is far below),
+    and the stream arrives whole and in order: 200 KB at 100 Mbit/s, so within a second or two."""
+    from wearlab.nodes.multipath_agent import REINJECT_MIN_S
+
+    class SilentLink(Link):
+        async def _accept(self, r, w) -> None:
+            ur, uw = await asyncio.open_connection(*self.target)
+            self.silent = False
+
+            async def pipe(src, dst, count):
+                passed = 0
+                while data := await src.read(65536):
+                    passed += len(data) if count else 0
+                    self.silent = self.silent or passed > 20_000
+                    if not self.silent:
+                        dst.write(data)
+            await asyncio.gather(pipe(r, uw, True), pipe(ur, w, False))
+
+    payload, got, wagent, took = asyncio.run(_through(SilentLink))
+    assert got == payload
+    assert sum(p.reinjected for p in wagent.counters.paths) > 0
+    assert wagent.counters.paths[0].reinjected > 0 and wagent.counters.paths[1].reinjected == 0
+    assert REINJECT_MIN_S <= took <= REINJECT_MIN_S + 2.0, took
+
+
+async def _through(link_b: type[Link]):
+    """200 KB through the agents over path a (a plain Link) and path b (`link_b`), round-robin;
+    what arrived, the watch agent, and how long it took."""
+    payload = bytes(range(256)) * 800
+    spec = "wearlab.nodes.multipath_schedulers:RoundRobin"
+    got = bytearray()
+    finished = asyncio.Event()
+
+    async def server(r, w):
+        while data := await r.read(65536):
+            got.extend(data)
+        finished.set()
+    origin = await asyncio.start_server(server, "127.0.0.1", 0)
+    sagent = ServerAgent(origin.sockets[0].getsockname(), ["a", "b"], spec, CHUNK, 65536)
+    spath = await asyncio.start_server(sagent.handle, "127.0.0.1", 0)
+    target = spath.sockets[0].getsockname()
+    ports = [await Link(1e8, 0.001, target).start(), await link_b(1e8, 0.001, target).start()]
+    wagent = WatchAgent([PathSpec(n, ("127.0.0.1", p), None) for n, p in zip("ab", ports)], spec, CHUNK, 65536)
+    local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
+    t0 = time.monotonic()
+    r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
+    w.write(payload)
+    await w.drain()
+    w.write_eof()
+    await asyncio.wait_for(finished.wait(), 10)
+    return payload, bytes(got), wagent, time.monotonic() - t0
+
+
+def test_no_path_reachable_closes_the_app_connection():
+    """Both paths refuse (nothing listens): the app's connection is closed, not left hanging."""
+    async def scenario():
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))           # bound, never listening: connects are refused
+        target = closed.getsockname()
+        wagent = WatchAgent([PathSpec(n, target, None) for n in "ab"],
+                            "wearlab.nodes.multipath_schedulers:MinRtt", CHUNK, 65536)
+        local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
+        r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
+        w.write(b"hello")
+        data = await asyncio.wait_for(r.read(), 5)
+        closed.close()
+        return data
+    assert asyncio.run(scenario()) == b""
+
+
+def test_cpu_per_chunk_fits_10_mbit():
+    """The issue's rates are <= 10 Mbit/s: 10e6 / 8 / 1400 = 893 chunks/s. Both agents together
+    (and the client and sink, in this one process) may spend at most 1 ms of CPU per chunk, so each
+    end stays well under one core at that rate (measured here: ~0.2 ms on the 2-core CI host)."""
+    import resource
+
+    async def scenario(size):
+        spec = "wearlab.nodes.multipath_schedulers:MinRtt"
+        done = asyncio.Event()
+
+        async def server(r, w):
+            while await r.read(65536):
+                pass
+            done.set()
+        origin = await asyncio.start_server(server, "127.0.0.1", 0)
+        sagent = ServerAgent(origin.sockets[0].getsockname(), ["a", "b"], spec, CHUNK, 65536)
+        spath = await asyncio.start_server(sagent.handle, "127.0.0.1", 0)
+        wagent = WatchAgent([PathSpec(n, spath.sockets[0].getsockname(), None) for n in "ab"], spec, CHUNK, 65536)
+        local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
+        r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        w.write(bytes(size))
+        await w.drain()
+        w.write_eof()
+        await done.wait()
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        return cpu / sum(p.chunks_sent for p in wagent.counters.paths)
+    per_chunk = asyncio.run(scenario(4 << 20))
+    assert per_chunk <= 0.001, per_chunk
+    print(f"CPU per chunk, both agents: {per_chunk * 1e6:.0f} us")
+
+
+# -- plan time: the model's multipath options ---------------------------------------------------
+TOPOLOGY = """
+topology:
+  nodes: {watch: {role: wearable}, phone: {role: phone, kind: host}, ap: {role: ap}, server: {role: server}}
+  links:
+    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 15ms}
+    - {between: [watch, ap], medium: wifi, rate: 1Mbit, delay: 5ms}
+    - {between: [phone, ap], medium: wired}
+    - {between: [ap, server], medium: wired}
+workload: {kind: stream, client: watch, server: server, path: phone, direction: up, duration: 2s}
+"""
+
+
+def planned(tmp_path, nodes: str, catalog=None):
+    from wearlab.catalog import CATALOG
+    from wearlab.model.experiment_file import load_experiment
+    from wearlab.plan.plan import plan
+
+    f = tmp_path / "exp.yaml"
+    f.write_text(f"name: mp\nrepetitions: 1\n{TOPOLOGY}nodes:\n{nodes}\n")
+    return plan(load_experiment(f, catalog or CATALOG))
+
+
+@pytest.mark.parametrize("nodes, line, field, message", [
+    ("  watch: {multipath: redundnt}", 13, "nodes.watch.multipath", "did you mean 'redundant'"),
+    ("  watch: {multipath: minrtt, multipath_paths: [wifi, ble]}", 13, "nodes.watch.multipath_paths",
+     "a ble path needs exactly one link with medium ble on watch; found 0"),
+    ("  watch: {multipath: minrtt, multipath_paths: [wifi, wifi]}", 13, "nodes.watch.multipath_paths",
+     "names a medium twice"),
+    ("  watch: {multipath: minrtt, multipath_chunk: 8}", 13, "nodes.watch.multipath_chunk", "16 B to 65536 B"),
+    ("  watch: {multipath: minrtt, handover: reactive}", 13, "nodes.watch.multipath", "set one of them"),
+])
+def test_bad_multipath_options_name_file_line_and_field(tmp_path, nodes, line, field, message):
+    from wearlab.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        planned(tmp_path, nodes)
+    (p,) = [p for p in e.value.problems if message in p.message]
+    assert (p.file, p.line, p.field) == (str(tmp_path / "exp.yaml"), line, field), p
+
+
+def test_bad_multipath_option_exits_2_without_traceback(tmp_path):
+
+    (tmp_path / "exp.yaml").write_text(f"name: mp\nrepetitions: 1\n{TOPOLOGY}nodes:\n  watch: {{multipath: fastest}}\n")
+    res = wearlab("plan", str(tmp_path / "exp.yaml"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"{tmp_path / 'exp.yaml'}:13: nodes.watch.multipath: unknown scheduler 'fastest'" in res.stderr + res.stdout
+
+
+class LowestIndex(Scheduler):
+    """A user's own scheduler: always the first path with room (what a test registers)."""
+    name = "lowest-index"
+    doc = "the first path with room"
+
+    def choose(self, paths, size):
+        return [p.index for p in paths if p.room(size)][:1]
+
+
+def test_a_users_scheduler_registers_through_the_catalog(tmp_path):
+    from wearlab.catalog import CATALOG
+
+    assert sorted(CATALOG.schedulers) == ["minrtt", "redundant", "round-robin"]
+    mine = CATALOG.extended(schedulers=[LowestIndex])
+    p = planned(tmp_path, "  watch: {multipath: lowest-index}", mine)
+    assert p.schedulers["lowest-index"] == f"{__name__}:LowestIndex"
+    assert p.cells[0].nodes["watch"].options["multipath_paths"] == ("wifi", "bt")
+    with pytest.raises(ValueError, match="share a name"):
+        mine.extended(schedulers=[LowestIndex])
+    from rich.console import Console
+
+    from wearlab.report.terminal import kinds
+    console = Console(width=200, record=True)
+    kinds(mine, console)
+    assert "lowest-index │ the first path with room" in console.export_text()     # `wearlab kinds` lists it
+
+
+# -- in the guest, against netem's link physics --------------------------------------------------
+# Two 1 Mbit/s paths, no interference: WiFi straight to the AP (5 ms one-way), BT through the phone
+# (15 ms), the phone and the server a fast, 1 ms hop from the AP. Upload (watch -> server), so the
+# watch agent's scheduler splits the stream.
+#
+# minRTT, bulk: on the wire each 1448 B TCP segment takes 1514 B (Ethernet 14 + IP 20 + TCP 32),
+# and each 1400 B chunk 13 B of header, so the payload can reach at most
+# 2 x 1e6 x 1448/1514 x 1400/1413 = 1.895 Mbit/s; the issue's Done-when asks >= 1.8 Mbit/s.
+#
+# (bulk sends 500 KB, about 2.1 s at that rate: the sockets between the app and the watch agent
+# hold hundreds of KB, so a bulk sender stopped by time would leave seconds of backlog behind.)
+#
+# Redundant, CBR 500 kbit/s of 1000 B messages (the paper's CBR rate): one message is one chunk
+# of 1013 B, one TCP segment of 1079 B: 8.6 ms at 1 Mbit/s. Over WiFi it arrives after
+# 5 + 8.6 + 1 (AP -> server) = 14.6 ms; over BT after 15 + 8.6 + 1 + 1 = 25.6 ms. The better
+# path's physics is the lower bound; the upper bound gives the two agents (two Python hops in the
+# UML guest: 1.0 ms measured on a quiet machine) AGENTS_S and a busy machine the house's
+# timing_bound, and stays below the BT path's 25.6 ms.
+WIFI_OWD = 0.005 + 1079 * 8 / 1e6 + 0.001
+BT_OWD = 0.015 + 1079 * 8 / 1e6 + 0.002
+AGENTS_S = 0.002
+MAX_GOODPUT = 2e6 * 1448 / 1514 * CHUNK / (CHUNK + HEADER_BYTES)
+
+
+@pytest.mark.netem
+def test_schedulers_against_link_physics(tmp_path):
+    import csv
+
+
+    (tmp_path / "exp.yaml").write_text("""
+name: mp
+topology:
+  nodes: {watch: {role: wearable}, phone: {role: phone, kind: host}, ap: {role: ap}, server: {role: server}}
+  links:
+    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 15ms}
+    - {between: [watch, ap], medium: wifi, band: 5GHz, rate: 1Mbit, delay: 5ms}
+    - {between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}
+    - {between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}
+repetitions: 1
+workload: {kind: stream, client: watch, server: server, path: phone, direction: up, duration: 2s,
+           bytes: 500KB, rate: 500kbit, message_size: 1000}
+nodes:
+  watch: {multipath_paths: [wifi, bt]}
+matrix:
+  watch.multipath: [minrtt, redundant]
+  pattern: [bulk, cbr]
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    d = tmp_path / "r" / "mp" / "latest"
+    with (d / "runs.csv").open() as f:
+        rows = {(r["watch.multipath"], r["pattern"]): r for r in csv.DictReader(f)}
+    assert all(r["status"] == "ok" for r in rows.values()), rows
+    goodput = float(rows["minrtt", "bulk"]["up_goodput_bps"])
+    assert 1.8e6 <= goodput <= MAX_GOODPUT * 1.01, goodput
+    red = rows["redundant", "cbr"]
+    owd = float(red["up_owd_median_s"])
+    assert WIFI_OWD * 0.98 <= owd <= WIFI_OWD + AGENTS_S + timing_bound(WIFI_OWD) < BT_OWD, (owd, WIFI_OWD)
+    assert float(red["up_owd_p95_s"]) < BT_OWD, red["up_owd_p95_s"]
+    # every message once and in order: the stream agent counts what it received
+    assert float(red["up_goodput_bps"]) == pytest.approx(500_000, rel=0.05)
+    with (d / "series" / "multipath.csv").open() as f:
+        series = list(csv.DictReader(f))
+    assert {r["path_name"] for r in series} == {"wifi", "bt"}
+    # the scheduler's split in the minRTT bulk run (the watch agent's counters, cumulative: last - first)
+    sent = {}
+    for r in series:
+        if (r["watch.multipath"], r["pattern"], r["side"]) == ("minrtt", "bulk", "watch"):
+            sent.setdefault(r["path_name"], []).append(int(r["bytes_sent"]))
+    split = {p: max(v) - min(v) for p, v in sent.items()}
+    assert min(split.values()) >= 0.35 * sum(split.values()), split   # equal links: about half each
+    print(f"minrtt bulk {goodput / 1e6:.3f} Mbit/s; redundant cbr OWD median {owd * 1e3:.2f} ms "
+          f"(WiFi {WIFI_OWD * 1e3:.1f}, BT {BT_OWD * 1e3:.1f}); "
+          f"minrtt cbr OWD {float(rows['minrtt', 'cbr']['up_owd_median_s']) * 1e3:.2f} ms; "
+          f"redundant bulk {float(rows['redundant', 'bulk']['up_goodput_bps']) / 1e6:.3f} Mbit/s")
