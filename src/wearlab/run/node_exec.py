@@ -20,6 +20,14 @@ One channel, three parts, each a thread blocked on a read (nothing polls):
 
 A frame: session (u32), type (u8), length (u32), payload. A client speaks session 0; the hub
 rewrites it.
+
+The agent never has more than WINDOW bytes on its stream that the hub has not acknowledged (an
+`ACK` frame, session 0, the count as u32, every WINDOW_ACK bytes the hub has read), as
+run.live_capture's runner does: a UML serial line stalls for good once its host pty is full (the
+write-ready interrupt is missed), and a command that prints a lot at once (irtt's JSON report)
+filled it. The window (32 KiB) stays under the pty's buffer (64 KiB of flip buffers), so the
+line never fills. Frames the agent's reader thread writes (a refusal) skip the window: that
+thread is the one that reads the ACKs.
 """
 
 from __future__ import annotations
@@ -41,8 +49,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 HEADER = struct.Struct("!IBI")
-OPEN, IN, IN_EOF, OUT, ERR, EXIT, WINCH, CLOSE = range(1, 9)
+OPEN, IN, IN_EOF, OUT, ERR, EXIT, WINCH, CLOSE, ACK = range(1, 10)
 CHUNK = 16384
+ACK_BODY = struct.Struct("!I")
+WINDOW = 32768          # bytes the agent may have unacknowledged on its stream
+WINDOW_ACK = 8192       # the hub acknowledges this many at a time
 
 
 # -- frames ------------------------------------------------------------------------------------
@@ -51,9 +62,13 @@ class Stream:
     """Frames over a byte stream (a socket, a serial line, a pty): whole frames in, whole frames
     out, writes from several threads never interleaved."""
 
-    def __init__(self, rfd: int, wfd: int | None = None):
+    def __init__(self, rfd: int, wfd: int | None = None, *, window: int | None = None):
         self.rfd, self.wfd = rfd, rfd if wfd is None else wfd
         self._lock = threading.Lock()
+        # window: the most bytes written and not yet acknowledged (`acked`); None: no window.
+        self.window = window
+        self._unacked = 0
+        self._room = threading.Condition()
 
     def _read_exact(self, n: int) -> bytes | None:
         buf = bytearray()
@@ -75,8 +90,18 @@ class Stream:
         body = self._read_exact(n) if n else b""
         return None if body is None else (sid, kind, body)
 
-    def write(self, sid: int, kind: int, body: bytes = b"") -> bool:
+    def acked(self, n: int) -> None:
+        with self._room:
+            self._unacked = max(0, self._unacked - n)
+            self._room.notify_all()
+
+    def write(self, sid: int, kind: int, body: bytes = b"", *, windowed: bool = True) -> bool:
         data = HEADER.pack(sid, kind, len(body)) + body
+        if self.window is not None:
+            with self._room:
+                if windowed:
+                    self._room.wait_for(lambda: self._unacked + len(data) <= self.window or self._unacked == 0)
+                self._unacked += len(data)
         with self._lock:
             try:
                 view = memoryview(data)
@@ -117,20 +142,24 @@ class Agent:
             if frame is None:
                 return
             sid, kind, body = frame
+            if kind == ACK:
+                self.stream.acked(ACK_BODY.unpack(body)[0])
+                continue
             try:
                 if kind == OPEN:
                     self._open(sid, _json(body))
                 elif sid in self.sessions:
                     self.sessions[sid].handle(kind, body)
             except Exception as e:  # noqa: BLE001 - a bad session must not stop the agent
-                self.stream.write(sid, EXIT, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
+                self.stream.write(sid, EXIT, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode(),
+                                  windowed=False)
 
     def _open(self, sid: int, req: dict[str, Any]) -> None:
         node = req.get("node", "")
         pid = self.node_pid(node)
         if pid is None:
             self.stream.write(sid, EXIT, json.dumps({"error": f"no node '{node}' (nodes: {', '.join(self.nodes)})",
-                                                      "status": 2}).encode())
+                                                      "status": 2}).encode(), windowed=False)
             return
         argv = list(req.get("argv") or [])
         session = _Session(self, sid, node, pid, argv, req)
@@ -268,7 +297,7 @@ def serial_stream(device: str) -> Stream:
     control, no line editing)."""
     fd = os.open(device, os.O_RDWR | os.O_NOCTTY)
     tty.setraw(fd)
-    return Stream(fd)
+    return Stream(fd, window=WINDOW)
 
 
 # -- the hub: in `wearlab deploy`, on the host ---------------------------------------------------
@@ -319,11 +348,16 @@ class Hub:
             conn.close()
 
     def _from_agent(self) -> None:
+        unacked = 0
         while True:
             frame = self.stream.read()
             if frame is None:
                 return
             sid, kind, body = frame
+            unacked += HEADER.size + len(body)
+            if unacked >= WINDOW_ACK:   # consumed from the line: the agent may send this much more
+                self.stream.write(0, ACK, ACK_BODY.pack(unacked))
+                unacked = 0
             with self._lock:
                 conn = self.clients.get(sid)
                 if kind == EXIT:

@@ -37,8 +37,9 @@ child=$!
 # WEARLAB_STOP_POLL_S: how often it looks (a guest holding a deployed network looks less often).
 # A shell loop forking `sleep` (~7.5 ms of the one-CPU guest each time). One python3 process that
 # polls was tried (8f6b95e) and withdrawn: with it test_deploy's irtt through `wearlab exec` hung
-# 2 times in 7 (0 in 4 without); the suspect is the exec channel's serial line, which has no flow
-# control window (run.node_exec; run.live_capture has one), not the watcher itself.
+# 2 times in 7 (0 in 4 without). The exec channel's serial line has a flow-control window since
+# (run.node_exec); with both, irtt through exec still failed 1 time in 12, cause not caught, so
+# the loop stays until a failure of it is.
 ( while [ ! -e "$job/stop" ]; do sleep "${WEARLAB_STOP_POLL_S:-0.3}"; done; kill -INT "$child" 2>/dev/null ) &
 watcher=$!
 wait "$child"
