@@ -19,6 +19,10 @@ the admin endpoint disabled and the configuration not persisted; storage, logs, 
 directories in the node's work directory. Caddy 2 has no telemetry. It listens in its node's
 namespace only.
 
+An object with a server time (the origin's time before its first byte) is proxied first to an
+application stand-in on the node's loopback (nodes.origin_app, which says why), started only when
+some object has one; then the same static response.
+
 As nginx here: no caching headers (`Cache-Control: no-store`), no compression. TLS 1.3 session
 tickets are on (Go's crypto/tls sends one NewSessionTicket with its first flight when it asks
 for no client certificate), so a client that keeps its sessions can resume; libcurl without a
