@@ -61,6 +61,17 @@ def test_a_good_experiment_plans_one_cell_per_version(tmp_path):
     assert all(c["page"] == str(tmp_path / "two.yaml") and c["protocol"] == "https" for c in cells)
 
 
+def test_one_object_with_two_server_times_on_one_server_exits_2(tmp_path):
+    """A server holds an object's first byte for one server time: two pages that give the same
+    host and path different ones cannot share a server, and the error names both times."""
+    (tmp_path / "two.yaml").write_text(PAGE)
+    (tmp_path / "slow.yaml").write_text(PAGE.replace("name: two", "name: slow").replace(
+        "{path: /, size: 20KB, compute: 10ms}", "{path: /, size: 20KB, compute: 10ms, server_time: 200ms}"))
+    exp = experiment(tmp_path, "{kind: page-load, client: watch}", "matrix:\n  page: [two.yaml, slow.yaml]\n")
+    got = errors(wearlab("validate", str(exp)))
+    assert any("server_time 0.2 s" in e and "server_time 0 s" in e and "different host" in e for e in got), got
+
+
 def test_a_session_file_plans_and_serves_every_page(tmp_path):
     """Seed 002's session (three pages on origin bouer): one cell, and its server node serves all
     three pages' objects."""
