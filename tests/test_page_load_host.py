@@ -61,6 +61,17 @@ def test_a_good_experiment_plans_one_cell_per_version(tmp_path):
     assert all(c["page"] == str(tmp_path / "two.yaml") and c["protocol"] == "https" for c in cells)
 
 
+def test_one_object_with_two_server_times_on_one_server_exits_2(tmp_path):
+    """A server holds an object's first byte for one server time: two pages that give the same
+    host and path different ones cannot share a server, and the error names both times."""
+    (tmp_path / "two.yaml").write_text(PAGE)
+    (tmp_path / "slow.yaml").write_text(PAGE.replace("name: two", "name: slow").replace(
+        "{path: /, size: 20KB, compute: 10ms}", "{path: /, size: 20KB, compute: 10ms, server_time: 200ms}"))
+    exp = experiment(tmp_path, "{kind: page-load, client: watch}", "matrix:\n  page: [two.yaml, slow.yaml]\n")
+    got = errors(wearlab("validate", str(exp)))
+    assert any("server_time 0.2 s" in e and "server_time 0 s" in e and "different host" in e for e in got), got
+
+
 def test_a_session_file_plans_and_serves_every_page(tmp_path):
     """Seed 002's session (three pages on origin bouer): one cell, and its server node serves all
     three pages' objects."""
@@ -165,10 +176,15 @@ def free_port() -> int:
 # the test's device (lg-g-watch-r) takes ~140 ms full and ~60 ms resumed. HTTP/1.1 with a pool of 6 then opens exactly one new
 # connection per wave, after the connections before it finished their handshakes: 6 connections,
 # each but the first able to offer the ticket the previous one received.
-TWO = (("www.test", "/", 20_000, "text/html"), ("cdn.test", "/app.js", 60_000, "text/javascript"),
-       ("www.test", "/api.json", 4_000, "application/json"))
-STAIRS = (("stairs.test", "/", 2_000, "text/html"),) + tuple(
-    ("stairs.test", f"/w{k}-{j}.js", 2_000, "text/javascript") for k in range(2, 7) for j in range(k))
+# (host, path, size, content type, server time)
+TWO = (("www.test", "/", 20_000, "text/html", 0.0), ("cdn.test", "/app.js", 60_000, "text/javascript", 0.0),
+       ("www.test", "/api.json", 4_000, "application/json", 0.0))
+STAIRS = (("stairs.test", "/", 2_000, "text/html", 0.0),) + tuple(
+    ("stairs.test", f"/w{k}-{j}.js", 2_000, "text/javascript", 0.0) for k in range(2, 7) for j in range(k))
+# A rendered page (seed 002's kind): its document after 300 ms of the server's time, then an
+# asset served at once.
+RENDER_S = 0.3
+RENDER = (("render.test", "/login", 8_000, "text/html", RENDER_S), ("render.test", "/app.css", 4_000, "text/css", 0.0))
 
 
 def stairs_objects(port: int) -> list[dict]:
@@ -182,36 +198,42 @@ def stairs_objects(port: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def caddy_on_loopback(tmp_path_factory):
-    """Caddy on loopback serving TWO and STAIRS: (http port, https port, CA file)."""
+    """Caddy on loopback serving TWO, STAIRS and RENDER (its application stand-in beside it):
+    (http port, https port, CA file)."""
     from wearlab.model.needs import PageContent
     from wearlab.nodes.caddy import caddy_config, caddy_env
     from wearlab.nodes.certs import make_pki
 
     need_tool("caddy")
     tmp_path = tmp_path_factory.mktemp("caddy")
-    content = [PageContent("srv", TWO + STAIRS)]
-    ca, certs = make_pki(tmp_path / "pki", "www.test", kinds=("ecdsa-p256",), also_names=("cdn.test", "stairs.test"),
-                         ocsp=False)
-    http, https = free_port(), free_port()
+    content = [PageContent("srv", TWO + STAIRS + RENDER)]
+    ca, certs = make_pki(tmp_path / "pki", "www.test", kinds=("ecdsa-p256",),
+                         also_names=("cdn.test", "stairs.test", "render.test"), ocsp=False)
+    http, https, app = free_port(), free_port(), free_port()
     (tmp_path / "caddy.json").write_text(json.dumps(caddy_config(
         tmp_path, content, certs["ecdsa-p256"].cert, certs["ecdsa-p256"].key,
-        http_listen=[f"127.0.0.1:{http}"], https_listen=f"127.0.0.1:{https}", seed=1)))
+        http_listen=[f"127.0.0.1:{http}"], https_listen=f"127.0.0.1:{https}", seed=1, app=f"127.0.0.1:{app}")))
     log = (tmp_path / "caddy.out").open("w")
+    stand_in = subprocess.Popen([sys.executable, "-m", "wearlab.nodes.origin_app", "--listen", f"127.0.0.1:{app}"],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     caddy = subprocess.Popen(["caddy", "run", "--config", str(tmp_path / "caddy.json")], env=caddy_env(tmp_path),
                              stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", https), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and caddy.poll() is None, (tmp_path / "caddy.out").read_text()
-                time.sleep(0.05)
+        for port in (app, https):
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline and caddy.poll() is None and stand_in.poll() is None, \
+                        (tmp_path / "caddy.out").read_text()
+                    time.sleep(0.05)
         yield http, https, ca
     finally:
-        caddy.terminate()
-        caddy.wait(timeout=10)
+        for proc in (caddy, stand_in):
+            proc.terminate()
+            proc.wait(timeout=10)
         log.close()
 
 
@@ -232,7 +254,7 @@ def test_the_agent_waits_for_dependencies_and_compute(caddy_on_loopback):
     for version, protocol, port, factor in (("1.1", "http", http, 1.0), ("2", "https", https, 1.0),
                                             ("3", "https", https, 1.0), ("2", "https", https, 1.5)):
         objects = [{"url": f"{protocol}://{h}:{port}{p}", "origin": h, "parent": None if i == 0 else i - 1,
-                    "compute_s": compute[i]} for i, (h, p, _, _) in enumerate(TWO)]
+                    "compute_s": compute[i]} for i, (h, p, *_) in enumerate(TWO)]
         got = agent({"objects": objects, "http_version": version, "protocol": protocol, "cacert": str(ca),
                      "resolve": [f"www.test:{port}:127.0.0.1", f"cdn.test:{port}:127.0.0.1"], "timeout_s": 20,
                      "compute_factor": factor})
@@ -251,7 +273,7 @@ def test_a_session_loads_its_pages_in_turn_on_one_pool_or_a_fresh_one_each(caddy
     per-page pools every page opens its own."""
     _, https, ca = caddy_on_loopback
     pages = [[{"url": f"https://{h}:{https}{p}", "origin": h, "parent": None, "compute_s": 0.0}]
-             for h, p, _, _ in TWO]
+             for h, p, *_ in TWO]
     for pool, opened in (("shared", [1, 1, 0]), ("per-page", [1, 1, 1])):
         req = {"pages": pages, "pool": pool, "think_s": 0.05, "http_version": "2", "protocol": "https",
                "cacert": str(ca), "resolve": [f"www.test:{https}:127.0.0.1", f"cdn.test:{https}:127.0.0.1"],
@@ -266,6 +288,52 @@ def test_a_session_loads_its_pages_in_turn_on_one_pool_or_a_fresh_one_each(caddy
         for a, b in zip(got["pages"], got["pages"][1:]):
             gap = b["start_s"] - (a["end_s"] + 0.05)
             assert 0 <= gap <= 0.015, (pool, gap)
+
+
+def test_an_objects_server_time_holds_its_first_byte_over_every_version(caddy_on_loopback):
+    """On loopback (round trips of microseconds): the rendered document's first byte comes its
+    server time after its request, within a busy machine's slack (the proxy hop to the stand-in
+    is loopback too), over HTTP/1.1, h2c, HTTP/2 and HTTP/3 alike; the asset without a server time
+    is answered at once, and both bodies are whole."""
+    http, https, ca = caddy_on_loopback
+    for version, protocol, port in (("1.1", "http", http), ("2", "http", http), ("1.1", "https", https),
+                                    ("2", "https", https), ("3", "https", https)):
+        objects = [{"url": f"{protocol}://{h}:{port}{p}", "origin": h, "parent": None if i == 0 else 0,
+                    "compute_s": 0.0} for i, (h, p, *_) in enumerate(RENDER)]
+        got = agent({"objects": objects, "http_version": version, "protocol": protocol, "cacert": str(ca),
+                     "resolve": [f"render.test:{port}:127.0.0.1"], "timeout_s": 20})
+        assert [o["bytes"] for o in got] == [8_000, 4_000]
+        root, asset = (o["ttfb_s"] - o["start_s"] for o in got)
+        # A TLS or QUIC handshake on loopback: a few ms; never less than the server time.
+        assert RENDER_S <= root <= RENDER_S + 0.05, (version, protocol, root)
+        assert asset <= 0.05, (version, protocol, asset)
+
+
+def test_only_objects_with_a_server_time_go_through_the_application(tmp_path):
+    """The config: an object without a server time keeps the static route alone (no proxy hop);
+    one with it is proxied to the stand-in with its time, and on the stand-in's 204 answered by
+    the very same static response; the node listens on the stand-in's port only then."""
+    from wearlab.model.needs import PageContent
+    from wearlab.nodes.caddy import APP_PORT, Caddy, caddy_config
+    from wearlab.nodes.origin_app import server_time
+
+    conf = caddy_config(tmp_path, [PageContent("srv", RENDER)], tmp_path / "c.pem", tmp_path / "k.pem",
+                        http_listen=[":80"], https_listen=":443", seed=1, app="127.0.0.1:9")
+    routes = {r["match"][0]["path"][0]: r["handle"] for r in conf["apps"]["http"]["servers"]["plain"]["routes"]}
+    assert [h["handler"] for h in routes["/app.css"]] == ["static_response"]
+    proxy, = routes["/login"]
+    assert proxy["handler"] == "reverse_proxy" and proxy["upstreams"] == [{"dial": "127.0.0.1:9"}]
+    assert proxy["headers"]["request"]["set"] == {"Wearlab-Server-Time": ["0.300000"]}
+    after, = proxy["handle_response"]
+    assert after["match"] == {"status_code": [204]}
+    respond, = after["routes"][0]["handle"]
+    assert respond["handler"] == "static_response" and len(respond["body"]) == 8_000
+    assert APP_PORT in Caddy.ports({}, [PageContent("srv", RENDER)])
+    assert APP_PORT not in Caddy.ports({}, [PageContent("srv", TWO)])
+    # what the stand-in reads: the header's seconds; anything else is no wait at all but a 400
+    assert server_time(b"GET /login HTTP/1.1\r\nHost: x\r\nwearlab-server-time: 0.25\r\n\r\n") == 0.25
+    assert server_time(b"GET /login HTTP/1.1\r\nHost: x\r\n\r\n") is None
+    assert server_time(b"GET / HTTP/1.1\r\nWearlab-Server-Time: soon\r\n\r\n") is None
 
 
 def test_resumed_connections_skip_the_certificate_work_and_the_device_pays_for_that_only(caddy_on_loopback, tmp_path):

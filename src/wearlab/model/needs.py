@@ -40,13 +40,20 @@ class Files(Need):
 @dataclass(frozen=True)
 class PageContent(Need):
     """Serve a page's objects: generated bodies of each object's size at its path, per host name
-    (a node may serve several origins), with each object's content type."""
+    (a node may serve several origins), with each object's content type, each response's first
+    byte held for the object's server time (the origin's time to produce it, e.g. to render a page)."""
 
-    objects: tuple[tuple[str, str, int, str], ...] = ()    # (host, path, size, content type)
+    # (host, path, size, content type, server time in s)
+    objects: tuple[tuple[str, str, int, str, float], ...] = ()
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(h for h, _, _, _ in self.objects))
+        return tuple(dict.fromkeys(o[0] for o in self.objects))
+
+    @property
+    def server_time(self) -> bool:
+        """Whether any object waits before its first byte."""
+        return any(o[4] > 0 for o in self.objects)
 
 
 @dataclass(frozen=True)

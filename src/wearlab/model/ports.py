@@ -5,6 +5,7 @@ from __future__ import annotations
 
 HTTP = 80                   # nginx, plain HTTP
 HTTP_TCPCRYPT = 8080        # nginx again: the port a server's tcpcryptd intercepts
+ORIGIN_APP = 9080           # caddy's application stand-in (nodes.origin_app), on the node's loopback only
 # nginx, one port per certificate chain (nodes.certs.CERT_CHAINS)
 HTTPS = {"rsa2048": 443, "ecdsa-p256": 4443, "rsa2048/rsa2048": 4444, "rsa2048/rsa2048/rsa2048/rsa2048": 4445,
          "rsa2048/ecdsa-p256": 4446, "ecdsa-p256/ecdsa-p256": 4447}

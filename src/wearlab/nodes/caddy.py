@@ -19,6 +19,10 @@ the admin endpoint disabled and the configuration not persisted; storage, logs, 
 directories in the node's work directory. Caddy 2 has no telemetry. It listens in its node's
 namespace only.
 
+An object with a server time (the origin's time before its first byte) is proxied first to an
+application stand-in on the node's loopback (nodes.origin_app, which says why), started only when
+some object has one; then the same static response.
+
 As nginx here: no caching headers (`Cache-Control: no-store`), no compression. TLS 1.3 session
 tickets are on (Go's crypto/tls sends one NewSessionTicket with its first flight when it asks
 for no client certificate), so a client that keeps its sessions can resume; libcurl without a
@@ -30,6 +34,7 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -42,12 +47,14 @@ from wearlab.model.params import Param, ParamSet
 from wearlab.model.roles import Role
 from wearlab.nodes.certs import make_pki
 from wearlab.nodes.node_kind import NodeKind
+from wearlab.nodes.origin_app import SERVER_TIME_HEADER
 from wearlab.nodes.software import KindError, wait_listening
 from wearlab.plan.seeds import file_seed
 
 HTTP_PORT = ports.HTTP
 TCPCRYPT_PORT = ports.HTTP_TCPCRYPT   # plain HTTP again, behind the node's tcpcryptd
 HTTPS_PORT = ports.HTTPS["rsa2048"]
+APP_PORT = ports.ORIGIN_APP   # the application stand-in for objects with a server time (loopback)
 # The chains it may send (nodes.certs.CERT_CHAINS): a leaf and one intermediate, as most deployed
 # servers. An RSA-2048 chain (~2.6 KB) brings QUIC's first server flight close to its
 # anti-amplification limit (3 x the client's 1200-byte Initial, RFC 9000 8.1); ECDSA's (~1.4 KB)
@@ -67,18 +74,22 @@ def body(seed: int, size: int) -> str:
 
 
 def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, http_listen: list[str],
-                 https_listen: str, seed: int) -> dict[str, Any]:
+                 https_listen: str, seed: int, app: str = f"127.0.0.1:{APP_PORT}") -> dict[str, Any]:
     """Caddy's JSON configuration: one route per (host, path) answering its body from memory
-    (`static_response`, with its Content-Length): no file system calls on a response's path."""
+    (`static_response`, with its Content-Length): no file system calls on a response's path. An
+    object with a server time goes first to the origin's application (nodes.origin_app, at `app`),
+    which answers once that time has passed, and then to the same `static_response`; an object
+    without one never leaves the static route."""
     routes = []
-    for host, path, size, ctype in _objects(content):
+    for host, path, size, ctype, server_s in _objects(content):
         bare, _, query = path.partition("?")
         match: dict[str, Any] = {"host": [host], "path": [bare]}
         if query:
             match["query"] = {k: v for k, v in parse_qs(query, keep_blank_values=True).items()}
-        routes.append({"match": [match], "terminal": True, "handle": [
-            {"handler": "static_response", "status_code": 200, "body": body(seed, size),
-             "headers": {"Content-Type": [ctype], "Cache-Control": ["no-store"], "Content-Length": [str(size)]}}]})
+        respond = {"handler": "static_response", "status_code": 200, "body": body(seed, size),
+                   "headers": {"Content-Type": [ctype], "Cache-Control": ["no-store"], "Content-Length": [str(size)]}}
+        routes.append({"match": [match], "terminal": True,
+                       "handle": [_after_server_time(respond, server_s, app) if server_s > 0 else respond]})
     return {
         "admin": {"disabled": True, "config": {"persist": False}},
         "storage": {"module": "file_system", "root": str(d / "data")},
@@ -100,8 +111,17 @@ def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, 
     }
 
 
-def _objects(content: list[PageContent]) -> list[tuple[str, str, int, str]]:
+def _objects(content: list[PageContent]) -> list[tuple[str, str, int, str, float]]:
     return sorted({o for n in content for o in n.objects})
+
+
+def _after_server_time(respond: dict[str, Any], server_s: float, app: str) -> dict[str, Any]:
+    """`respond` once the application has taken `server_s`: Caddy proxies the request to it (the
+    wait in a header), and on its 204 serves `respond` (handle_response: the upstream's answer is
+    dropped, its headers not copied); any other answer, or none, reaches the client as an error."""
+    return {"handler": "reverse_proxy", "upstreams": [{"dial": app}],
+            "headers": {"request": {"set": {SERVER_TIME_HEADER: [f"{server_s:.6f}"]}}},
+            "handle_response": [{"match": {"status_code": [204]}, "routes": [{"handle": [respond]}]}]}
 
 
 def caddy_env(d: Path) -> dict[str, str]:
@@ -125,12 +145,22 @@ class Caddy(NodeKind):
 
     @classmethod
     def ports(cls, settings, needs) -> dict[int, str]:
+        app = any(isinstance(n, PageContent) and n.server_time for n in needs)
         return {HTTP_PORT: "caddy http (h1, h2c)", TCPCRYPT_PORT: "caddy http behind tcpcryptd (h1, h2c)",
-                HTTPS_PORT: "caddy https (h1, h2; h3 on UDP)"}
+                HTTPS_PORT: "caddy https (h1, h2; h3 on UDP)"} | (
+                    {APP_PORT: "the application stand-in: objects' server time (loopback)"} if app else {})
 
     def start(self) -> None:
         d = self.workdir
         content = [n for n in self.needs if isinstance(n, PageContent)]
+        # Objects with a server time: the application stand-in first, so that it accepts before
+        # Caddy can proxy a request to it (nodes.origin_app says why this and not another way).
+        self.app = None
+        if any(n.server_time for n in content):
+            self.app_log = (d / "origin-app.out").open("w")
+            self.app = self.net.popen(self.node, [sys.executable, "-m", "wearlab.nodes.origin_app",
+                                                  "--listen", f"127.0.0.1:{APP_PORT}"],
+                                      stdin=subprocess.DEVNULL, stdout=self.app_log, stderr=subprocess.STDOUT)
         hosts = tuple(dict.fromkeys(h for n in content for h in n.hosts)) or (self.node,)
         chain = self.settings["cert"]
         self.ca, certs = make_pki(d / "pki", hosts[0], kinds=(chain,), also_names=hosts[1:], ocsp=False)
@@ -143,6 +173,13 @@ class Caddy(NodeKind):
                                    stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
 
     def ready(self, timeout: float = 15.0) -> None:
+        if self.app is not None:
+            try:
+                wait_listening(self.net, self.node, {APP_PORT}, "caddy's application stand-in (server_time)", timeout,
+                               proc=self.app)
+            except KindError as e:
+                self.app_log.flush()
+                raise KindError(f"{e}: {(self.workdir / 'origin-app.out').read_text(errors='replace')[-600:]}") from None
         try:
             wait_listening(self.net, self.node, {HTTP_PORT, TCPCRYPT_PORT, HTTPS_PORT}, "caddy", timeout, proc=self.proc)
         except KindError as e:
@@ -166,15 +203,17 @@ class Caddy(NodeKind):
         return any(l.split()[3].endswith(f":{HTTPS_PORT}") for l in out.splitlines() if l.strip())
 
     def stop(self) -> None:
-        proc = getattr(self, "proc", None)
-        if proc is not None and proc.poll() is None:
-            proc.terminate()   # Caddy shuts down gracefully on SIGTERM
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if getattr(self, "log", None) is not None:
-            self.log.close()
+        # Caddy first (SIGTERM: it shuts down gracefully), then the application behind it.
+        for proc in (getattr(self, "proc", None), getattr(self, "app", None)):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        for log in (getattr(self, "log", None), getattr(self, "app_log", None)):
+            if log is not None:
+                log.close()
 
     def version(self) -> str:
         return self.net.run(self.node, ["caddy", "version"]).stdout.strip()

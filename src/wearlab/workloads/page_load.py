@@ -41,8 +41,12 @@ ticket each, offered once; tcpcrypt: one cached secret per host, its successor o
 where RFC 8548 would let the client propose successors ahead if the server's eno-bpf accepted them
 ahead), so issue 23's 2/6 key-exchange time for a 6-connection HTTP/1.1 origin whose connections
 open at once (5/6 measured; 1/6 when they open one after another);
-tcpcrypt through the phone, untested (a splitting relay makes it fall back); an object's
-server_time (Caddy answers at once).
+tcpcrypt through the phone, untested (a splitting relay makes it fall back).
+
+An object's `server_time` (the origin's time before its first byte: an application rendering it)
+is the server's: its Caddy proxies the request to an application stand-in on the server's
+loopback that answers after that time (nodes.origin_app says why), then serves the body as any
+other object; objects without one take Caddy's static route alone. Metadata says so.
 
 A page file with a `session:` is loaded whole per run: its pages one after another on one
 connection pool and TLS session cache (`pool: shared`) or a fresh one per page (`per-page`), with
@@ -198,6 +202,8 @@ class PageLoad(Workload):
                doc="the root's request -> the last object's last byte (the client's clock); a session: the sum "
                    "of its pages' (series pages has each)"),
         Metric("pages", "count", better="none", doc="pages loaded (a session's; 1 for a page)"),
+        Metric("first_page_s", "s", better="lower",
+               doc="a session's first page's load time (its entry page: seed 002's /login); a page: page_load_s"),
         Metric("session_s", "s", better="lower",
                doc="the first page's request -> the last page's last byte (think times included; a page: "
                    "page_load_s)"),
@@ -358,11 +364,12 @@ class PageLoad(Workload):
                     if o.origin != origin:
                         continue
                     key = (node, host, o.path)
-                    mine = (o.size, o.type, page.name)
-                    if key in served and served[key][:2] != mine[:2]:
-                        problem(at, f"page {page.name} has {host}{o.path} on node {node} as {o.size} B {o.type}, but page "
-                                    f"{served[key][2]} has it as {served[key][0]} B {served[key][1]}: one server cannot "
-                                    "serve both; give the pages' origins different host: names")
+                    mine = (o.size, o.type, o.server_s, page.name)
+                    if key in served and served[key][:3] != mine[:3]:
+                        problem(at, f"page {page.name} has {host}{o.path} on node {node} as {o.size} B {o.type} "
+                                    f"(server_time {o.server_s:g} s), but page {served[key][3]} has it as "
+                                    f"{served[key][0]} B {served[key][1]} (server_time {served[key][2]:g} s): one server "
+                                    "cannot serve both; give the pages' origins different host: names")
                     served.setdefault(key, mine)
             where[("page", str(path))] = at
             resolved.append(str(path))
@@ -376,12 +383,12 @@ class PageLoad(Workload):
 
     @classmethod
     def needs(cls, fields: PageLoadFields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:
-        per_node: dict[str, set[tuple[str, str, int, str]]] = {}
+        per_node: dict[str, set[tuple[str, str, int, str, float]]] = {}
         for path in sorted({c["page"] for c in cells}):
             for page in load_visit(path).pages:
                 for o in page.objects:
                     per_node.setdefault(server_of(fields, o.origin), set()).add(
-                        (origin_host(page, o.origin), o.path, o.size, o.type))
+                        (origin_host(page, o.origin), o.path, o.size, o.type, o.server_s))
         for node in per_node:
             for c in cells:
                 _service(plan.kind_of(node, c), c["protocol"])   # ServiceMissing: the plan says which
@@ -456,8 +463,10 @@ class PageLoad(Workload):
                        "tickets (Caddy sends one per handshake with its first flight) kept in a CURLSH share per load "
                        "(CURL_LOCK_DATA_SSL_SESSION), each offered once (psk_dhe_ke: a resumption still computes "
                        "the (EC)DHE key exchange, RFC 8446 4.2.9)",
+                "server_time": SERVER_TIME_FACTS if any(n.server_time for n in self.ctx.plan.needs
+                                                        if isinstance(n, PageContent)) else "none: every object 0",
                 "not_yet": ["tcpcrypt: pipelined resumption (connections opened at once resume one ticket at "
-                            "most per server host)", "0-RTT and repeat views", "server_time (Caddy answers at once)"]}
+                            "most per server host)", "0-RTT and repeat views"]}
 
     def visit(self, path: str) -> Visit:
         if path not in self.pages:
@@ -549,6 +558,7 @@ class PageLoad(Workload):
             seen = sorted({r["http_version"] for r in rows})
             raise RuntimeError(f"asked for HTTP/{cell['http_version']}, the responses came over HTTP/{', '.join(seen)}")
         row = {"page_load_s": sum(p["load_s"] for p in page_rows), "pages": len(page_rows),
+               "first_page_s": page_rows[0]["load_s"],
                "session_s": max(r["end_s"] for r in rows) - rows[0]["start_s"],
                "root_ttfb_s": rows[0]["ttfb_s"] - rows[0]["start_s"], "objects": len(rows),
                "body_bytes": sum(r["bytes"] for r in rows), "connections_opened": sum(opened.values()),
@@ -656,6 +666,17 @@ def _service(server_kind, protocol: str):
     return server_kind.service(protocol)
 
 
+SERVER_TIME_FACTS = {
+    "how": "an object with server_time > 0: the server's Caddy proxies its request (reverse_proxy, HTTP/1.1, "
+           "keep-alive) to an application stand-in on the server node's loopback (wearlab.nodes.origin_app: "
+           "asyncio, the wait on a timer, no CPU while waiting, concurrent requests waiting side by side), which "
+           "answers 204 after the object's server_time; Caddy then serves the object's body with the same "
+           "static_response as an object without one (handle_response), so the wire bytes are the same, only later",
+    "applies_to": "HTTP/1.1, HTTP/2 and HTTP/3, plain, TLS and tcpcrypt (port 8080): one route table for all",
+    "without": "objects with server_time 0 are answered by Caddy's static_response alone (no proxy hop)",
+    "clock": "the server node's monotonic clock, from Caddy's proxied request to the stand-in's answer; the "
+             "request's way from the client to Caddy and the proxy hop (loopback) add to it",
+}
 TCPCRYPT_FACTS = {
     "how": "plain HTTP/1.1 or h2c to port 8080, which tcpcryptd (tcpcrypt/, RFC 8547 TCP-ENO + RFC 8548) intercepts "
            "at the client and at each origin's server; libcurl and Caddy are unchanged",
