@@ -40,13 +40,15 @@ class Files(Need):
 @dataclass(frozen=True)
 class PageContent(Need):
     """Serve a page's objects: generated bodies of each object's size at its path, per host name
-    (a node may serve several origins), with each object's content type."""
+    (a node may serve several origins), with each object's content type and Cache-Control
+    (model.page.cache_control; no-store when left out)."""
 
-    objects: tuple[tuple[str, str, int, str], ...] = ()    # (host, path, size, content type)
+    # (host, path, size, content type[, cache control])
+    objects: tuple[tuple[str, str, int, str] | tuple[str, str, int, str, str], ...] = ()
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(h for h, _, _, _ in self.objects))
+        return tuple(dict.fromkeys(o[0] for o in self.objects))
 
 
 @dataclass(frozen=True)

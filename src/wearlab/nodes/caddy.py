@@ -19,7 +19,13 @@ the admin endpoint disabled and the configuration not persisted; storage, logs, 
 directories in the node's work directory. Caddy 2 has no telemetry. It listens in its node's
 namespace only.
 
-As nginx here: no caching headers (`Cache-Control: no-store`), no compression. TLS 1.3 session
+Caching as the page says: each response carries the Cache-Control of its object's `cache:`
+(model.page: no-store by default, as before caching existed; no-cache; max-age=N), and an object
+that may be stored carries an ETag (its body's seed and size: the same body, the same tag), and a
+request with that tag in If-None-Match is answered 304 Not Modified without the body (RFC 9110
+13.1.2, 15.4.5: the 304 repeats ETag and Cache-Control) - a route matching the header ahead of
+the object's own, as Caddy's file server would do from a file's modification time (these bodies
+are in memory). No Last-Modified (no file, no time worth replaying). No compression. TLS 1.3 session
 tickets are on (Go's crypto/tls sends one NewSessionTicket with its first flight when it asks
 for no client certificate), so a client that keeps its sessions can resume; libcurl without a
 session cache (http-get, page-load with resumption off) never offers one.
@@ -66,19 +72,33 @@ def body(seed: int, size: int) -> str:
     return "".join(random.Random(file_seed(seed, size)).choices(_SYMBOLS, k=size))
 
 
+def etag(seed: int, size: int) -> str:
+    """An object's entity tag: its body is fixed by the seed and its size alone (body())."""
+    return f'"{size:x}-{file_seed(seed, size):x}"'
+
+
 def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, http_listen: list[str],
                  https_listen: str, seed: int) -> dict[str, Any]:
     """Caddy's JSON configuration: one route per (host, path) answering its body from memory
-    (`static_response`, with its Content-Length): no file system calls on a response's path."""
+    (`static_response`, with its Content-Length): no file system calls on a response's path.
+    An object that may be stored gets an ETag, and a route before its own that answers a request
+    carrying that tag in If-None-Match with 304 and no body."""
     routes = []
-    for host, path, size, ctype in _objects(content):
+    for host, path, size, ctype, *rest in _objects(content):
+        cache = rest[0] if rest else "no-store"
         bare, _, query = path.partition("?")
         match: dict[str, Any] = {"host": [host], "path": [bare]}
         if query:
             match["query"] = {k: v for k, v in parse_qs(query, keep_blank_values=True).items()}
+        headers = {"Content-Type": [ctype], "Cache-Control": [cache], "Content-Length": [str(size)]}
+        if cache != "no-store":
+            tag = etag(seed, size)
+            headers["ETag"] = [tag]
+            routes.append({"match": [match | {"header": {"If-None-Match": [tag]}}], "terminal": True, "handle": [
+                {"handler": "static_response", "status_code": 304,
+                 "headers": {"ETag": [tag], "Cache-Control": [cache]}}]})
         routes.append({"match": [match], "terminal": True, "handle": [
-            {"handler": "static_response", "status_code": 200, "body": body(seed, size),
-             "headers": {"Content-Type": [ctype], "Cache-Control": ["no-store"], "Content-Length": [str(size)]}}]})
+            {"handler": "static_response", "status_code": 200, "body": body(seed, size), "headers": headers}]})
     return {
         "admin": {"disabled": True, "config": {"persist": False}},
         "storage": {"module": "file_system", "root": str(d / "data")},
@@ -100,7 +120,7 @@ def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, 
     }
 
 
-def _objects(content: list[PageContent]) -> list[tuple[str, str, int, str]]:
+def _objects(content: list[PageContent]) -> list[tuple]:
     return sorted({o for n in content for o in n.objects})
 
 
@@ -113,7 +133,8 @@ def caddy_env(d: Path) -> dict[str, str]:
 class Caddy(NodeKind):
     name = "caddy"
     doc = ("Caddy: a page's objects over HTTP/1.1 and h2c (80) and HTTP/1.1, /2, /3 with TLS 1.3 (443, "
-           "QUIC on UDP 443), a certificate per node for the origins it serves; no caching")
+           "QUIC on UDP 443), a certificate per node for the origins it serves; Cache-Control and ETag as the "
+           "page says, 304 to a matching If-None-Match")
     roles = frozenset({Role.SERVER})
     SERVICES = (Service("http", HTTP_PORT), Service("http", TCPCRYPT_PORT, (("transport", "tcpcrypt"),)),
                 Service("https", HTTPS_PORT))
