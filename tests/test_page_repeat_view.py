@@ -222,3 +222,27 @@ def test_without_resumption_a_repeat_view_keeps_its_cache_but_pays_full_handshak
     _, repeat = two_views(https, ca, "2", resumption=False)
     assert [o["source"] for o in repeat] == REPEAT_SOURCES
     assert all(o["tls_resumed"] is None and o["earlydata_sent"] == 0 for o in repeat)
+
+
+# -- 0-RTT in the capture ---------------------------------------------------------------------
+
+def long_packet(kind: int, body: int, token: bytes | None = None) -> bytes:
+    """A QUIC v1 long header packet (RFC 9000 17.2): type `kind`, 8-byte connection IDs, a 2-byte
+    Length varint, `body` bytes of packet number and payload."""
+    head = bytes([0xC0 | kind << 4 | 0x03]) + (1).to_bytes(4, "big") + b"\x08" + b"d" * 8 + b"\x08" + b"s" * 8
+    if kind == 0:
+        head += bytes([len(token or b"")]) + (token or b"")
+    return head + (0x4000 | body).to_bytes(2, "big") + b"\x00" * body
+
+
+def test_the_capture_counts_0rtt_packets_alone_or_coalesced_after_an_initial():
+    from test_page_load_host import udp_frame
+    from wearlab.measure.tcp import DLT_EN10MB, QUIC_0RTT, QUIC_HANDSHAKE, QUIC_INITIAL, quic_long_types, udp_payload
+
+    coalesced = long_packet(0, 500, token=b"t" * 5) + long_packet(1, 300)
+    assert quic_long_types(udp_payload(udp_frame(coalesced), DLT_EN10MB)) == [QUIC_INITIAL, QUIC_0RTT]
+    assert quic_long_types(long_packet(1, 900)) == [QUIC_0RTT]
+    assert quic_long_types(long_packet(0, 100) + long_packet(2, 100) + b"\x40short") == [QUIC_INITIAL, QUIC_HANDSHAKE]
+    # cut by the snaplen inside the Initial: the 0-RTT packet after it is not seen (hence the
+    # whole datagrams a repeat view over HTTP/3 captures)
+    assert quic_long_types(coalesced[:300]) == [QUIC_INITIAL]
