@@ -113,6 +113,8 @@ def handle_request(*, keep_state: bool = False, reuse_state: bool = False, **req
     client's TLS sessions and HTTP cache afterwards (its connections closed) for the next request;
     `reuse_state`: load with what the previous request kept (a repeat view)."""
     global _kept
+    if _kept is not None and not reuse_state:
+        _kept.close()   # a first view whose repeat view never came (its run failed between them)
     state, _kept = (_kept if reuse_state else None), None
     if reuse_state and state is None:
         raise RuntimeError("a repeat view needs its first view's client state, and there is none")
