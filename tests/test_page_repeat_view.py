@@ -246,3 +246,24 @@ def test_the_capture_counts_0rtt_packets_alone_or_coalesced_after_an_initial():
     # cut by the snaplen inside the Initial: the 0-RTT packet after it is not seen (hence the
     # whole datagrams a repeat view over HTTP/3 captures)
     assert quic_long_types(coalesced[:300]) == [QUIC_INITIAL]
+
+
+def test_a_shared_sessions_later_page_and_its_repeat_view_use_the_cache(cached_caddy):
+    """A session of two pages on a shared pool, page 2 naming /app.css again: in the first view
+    page 2 takes it from the cache (fresh for 1 h); in the repeat view page 1's / is revalidated
+    (304) and /app.css is fresh in both pages, page 2's /news.json (no-store) fetched again."""
+    https, ca = cached_caddy
+
+    def obj(path: str, parent: int | None) -> dict:
+        return {"url": f"https://www.test:{https}{path}", "origin": "www", "parent": parent, "compute_s": 0.0}
+
+    req = {"pages": [[obj("/", None), obj("/app.css", 0)], [obj("/news.json", None), obj("/app.css", 0)]],
+           "pool": "shared", "http_version": "2", "protocol": "https", "cacert": str(ca), "timeout_s": 20,
+           "resolve": [f"www.test:{https}:127.0.0.1"], "resumption": True}
+    out = subprocess.run([sys.executable, "-m", "wearlab.measure.page_agent"], capture_output=True, text=True,
+                         input=json.dumps(req | {"keep_state": True}) + "\n" + json.dumps(req | {"reuse_state": True})
+                         + "\n", timeout=60, cwd=ROOT)
+    first, repeat = (json.loads(line) for line in out.stdout.splitlines()[1:3])
+    assert first["error"] == repeat["error"] == "", out.stderr[-2000:]
+    assert [o["source"] for o in first["objects"]] == ["network", "network", "network", "cache"]
+    assert [o["source"] for o in repeat["objects"]] == ["revalidated", "cache", "network", "cache"]
