@@ -583,6 +583,8 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "http_version": ("page", ["1.1", "3"], {}),
     "connections_per_origin": ("page", [6, 2], {"http_version": "1.1"}),
     "resumption": ("page", ["off", "on"], {"protocol": "https"}),
+    "view": ("page", ["first", "repeat"], {"protocol": "https", "resumption": "on"}),
+    "early_data": ("page", ["off", "on"], {"protocol": "https", "resumption": "on", "http_version": "3"}),
     # timelines
     "timeline": ("stream", ["static", "slow"], {}),
     # the phone's kind and its options

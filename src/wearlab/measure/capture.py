@@ -21,7 +21,8 @@ from pathlib import Path
 
 from wearlab.measure.pcap import PcapReader
 from wearlab.measure.phases import connection_phases
-from wearlab.measure.tcp import ACK, SYN, ReassembledStream, connection_packets, decode_tcp, ip_packet, quic_initial
+from wearlab.measure.tcp import (ACK, QUIC_0RTT, SYN, ReassembledStream, connection_packets, decode_tcp, ip_packet,
+                                 quic_initial, quic_long_types, udp_payload)
 from wearlab.measure.tls_records import PRE_SHARED_KEY, server_hello_extensions, tcpcrypt_init1_end
 
 # QUIC (HTTP/3) is captured on its port only: UDP elsewhere is not the capture's business.
@@ -128,7 +129,8 @@ class ClientCapture:
         in the capture, teardown included (waited for up to `settle_s`): its IP bytes up and down
         (IP headers and payload, as the IP length fields give them) and, for TCP, whether its TLS
         1.3 ServerHello accepted a pre-shared key (`resumed`: True/False; None when it has no TLS
-        or the ServerHello was not captured) and whether its client stream opens with tcpcrypt's
+        or the ServerHello was not captured), for QUIC the client's 0-RTT packets
+        (`zero_rtt_packets`, within the snaplen) and whether its client stream opens with tcpcrypt's
         Init1 (`tcpcrypt_init1`: a fresh key exchange). Forgets packets from before `until` afterwards."""
         deadline = time.monotonic() + settle_s
         while True:
@@ -167,13 +169,17 @@ class ClientCapture:
                                           "client": str(ipaddress.ip_address(client)), "client_port": key[2],
                                           "intf": intf, "opened_s": p[0], "bytes_up": 0, "bytes_down": 0,
                                           "packets": 0, "resumed": None, "tcpcrypt_init1": False,
-                                          "closed": ip.proto != 6}
+                                          "zero_rtt_packets": 0, "closed": ip.proto != 6}
                 if f is None:
                     continue
                 f["bytes_up" if up else "bytes_down"] += ip.ip_len
                 f["packets"] += 1
                 if ip.proto == 6:
                     mine.append(p)
+                elif up:
+                    # QUIC 0-RTT: the client's long header packets of type 0-RTT, alone or coalesced
+                    # after its Initial (seen as far as the snaplen reaches)
+                    f["zero_rtt_packets"] += quic_long_types(udp_payload(p[1], p[2]) or b"").count(QUIC_0RTT)
             for f in found.values():
                 if f["proto"] != "tcp" or f["intf"] != intf:
                     continue

@@ -136,6 +136,67 @@ def quic_initial(frame: bytes, linktype: int) -> tuple[bytes, bytes, int, int] |
     return bytes(frame[off + 12:off + 16]), bytes(frame[off + 16:off + 20]), sport, dport
 
 
+# QUIC version 1 long header packet types (RFC 9000 17.2, the first byte's bits 4-5).
+QUIC_INITIAL, QUIC_0RTT, QUIC_HANDSHAKE, QUIC_RETRY = 0, 1, 2, 3
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int] | None:
+    """RFC 9000 16: (value, next offset), or None when `b` ends first."""
+    if i >= len(b):
+        return None
+    n = 1 << (b[i] >> 6)
+    if i + n > len(b):
+        return None
+    v = b[i] & 0x3F
+    for k in range(1, n):
+        v = (v << 8) | b[i + k]
+    return v, i + n
+
+
+def quic_long_types(payload: bytes) -> list[int]:
+    """The long header packet types (QUIC_INITIAL, QUIC_0RTT, ...) coalesced in one QUIC v1
+    datagram's payload, in order (RFC 9000 12.2: each long header packet's Length field gives
+    where the next begins), as far as the captured bytes reach; a short header packet ends it."""
+    out, i = [], 0
+    while i + 7 <= len(payload):
+        first = payload[i]
+        if first & 0xC0 != 0xC0 or int.from_bytes(payload[i + 1:i + 5], "big") != 1:
+            break
+        kind = (first >> 4) & 0x03
+        out.append(kind)
+        if kind == QUIC_RETRY:
+            break
+        j = i + 5
+        for _ in range(2):   # destination and source connection IDs
+            if j >= len(payload):
+                return out
+            j += 1 + payload[j]
+        if kind == QUIC_INITIAL:
+            token = _varint(payload, j)
+            if token is None:
+                return out
+            j = token[1] + token[0]
+        length = _varint(payload, j)
+        if length is None:
+            return out
+        i = length[1] + length[0]
+    return out
+
+
+def udp_payload(frame: bytes, linktype: int) -> bytes | None:
+    """The (captured part of the) payload of an IPv4 UDP datagram; None for anything else."""
+    ns = _network_start(frame, linktype)
+    if ns is None or ns[0] != 4:
+        return None
+    off = ns[1]
+    if len(frame) < off + 20 or frame[off] >> 4 != 4 or frame[off + 9] != 17:
+        return None
+    if int.from_bytes(frame[off + 6:off + 8], "big") & 0x1FFF:
+        return None
+    u = off + (frame[off] & 0x0F) * 4
+    return bytes(frame[u + 8:]) if len(frame) >= u + 8 else None
+
+
 class IpPacket(NamedTuple):
     """A TCP or UDP packet's addresses (packed), ports and length on the wire (IP header and
     payload, from the IP length field: what a short snaplen leaves out still counts)."""

@@ -40,6 +40,10 @@ How each part of a page is read from the HAR, and why:
   arrived (the HTML streams): no gap, 0. Otherwise 0.
 - Server time: 0. `timings.wait` holds the recorded path's round trip as well as the server's
   time, and the emulated path adds its own round trip.
+- Cache (`cache:`, for repeat views): from the recorded response's headers - Cache-Control's
+  no-store, no-cache or max-age; without a max-age, a validator (ETag, Last-Modified) makes it
+  no-cache (revalidated on every view: browsers' heuristic freshness is not replayed) and no
+  validator no-store (see `_cache`).
 - `observed:`: the connections the browser opened (distinct `connection` ids), the servers (distinct
   `serverIPAddress`) and the bytes (`_transferSize`, else headersSize + bodySize), for reports.
 """
@@ -53,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from wearlab.model.page import MEDIA_TYPE, guess_type
+from wearlab.model.page import CACHE_DEFAULT, MEDIA_TYPE, cache_spelled, guess_type
 from wearlab.model.quantities import format_duration, format_size
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -85,6 +89,7 @@ class _Entry:
     connection: str | None
     server_ip: str | None
     transfer: int | None
+    cache: str = CACHE_DEFAULT
 
 
 def har_page_document(har: Any, *, name: str) -> HarImport:
@@ -179,7 +184,28 @@ def _entry(raw: Any, i: int) -> _Entry | None:
                   host=host, path=path, start=start, end=start + total / 1000, size=size, type=kind,
                   initiator=raw.get("_initiator") if isinstance(raw.get("_initiator"), dict) else None,
                   connection=str(conn) if conn not in (None, "") else None,
-                  server_ip=str(ip).strip("[]") if ip else None, transfer=transfer)
+                  server_ip=str(ip).strip("[]") if ip else None, transfer=transfer, cache=_cache(resp))
+
+
+def _cache(resp: dict) -> str:
+    """An object's `cache:` from its recorded response headers (RFC 9111): Cache-Control's
+    no-store, no-cache or max-age (a private cache's: s-maxage is for shared ones); without a
+    max-age, a validator (ETag, Last-Modified) makes it revalidated on every view (no-cache:
+    browsers' heuristic freshness, 10 % of the time since Last-Modified, is not replayed), and
+    nothing at all makes it no-store (nothing to keep it by)."""
+    headers = {str(h.get("name", "")).lower(): str(h.get("value", "")) for h in resp.get("headers") or []
+               if isinstance(h, dict)}
+    directives = {}
+    for part in headers.get("cache-control", "").split(","):
+        name, _, arg = part.strip().partition("=")
+        directives[name.lower()] = arg.strip().strip('"')
+    if "no-store" in directives:
+        return "no-store"
+    if "no-cache" in directives:
+        return "no-cache"
+    if directives.get("max-age", "").isdigit():
+        return f"max-age={int(directives['max-age'])}"
+    return "no-cache" if ("etag" in headers or "last-modified" in headers) else "no-store"
 
 
 def _time(text: Any, i: int) -> float:
@@ -246,6 +272,8 @@ def _page(entries: list[_Entry], names: dict[str, str], notes: list[str], label:
             item["depends_on"] = p.path if len(paths[p.path]) == 1 else f"{names[p.origin_key]}:{p.path}"
         if compute[i] > 0:
             item["compute"] = format_duration(compute[i])
+        if e.cache != CACHE_DEFAULT:
+            item["cache"] = cache_spelled(e.cache)
         objects.append(item)
     observed: dict[str, Any] = {"servers": len({e.server_ip or e.origin_key for e in kept})}
     conns = {e.connection for e in kept if e.connection}

@@ -41,10 +41,16 @@ class Files(Need):
 class PageContent(Need):
     """Serve a page's objects: generated bodies of each object's size at its path, per host name
     (a node may serve several origins), with each object's content type, each response's first
-    byte held for the object's server time (the origin's time to produce it, e.g. to render a page)."""
+    byte held for the object's server time (the origin's time to produce it, e.g. to render a page),
+    and its Cache-Control (model.page.cache_control)."""
 
-    # (host, path, size, content type, server time in s)
-    objects: tuple[tuple[str, str, int, str, float], ...] = ()
+    # (host, path, size, content type[, server time in s[, cache control]]): `served` fills in
+    # what is left out (0 s, no-store, what servers sent before either existed).
+    objects: tuple[tuple, ...] = ()
+
+    @property
+    def served(self) -> tuple[tuple[str, str, int, str, float, str], ...]:
+        return tuple(tuple(o) + (0.0, "no-store")[len(o) - 4:] for o in self.objects)
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -53,7 +59,7 @@ class PageContent(Need):
     @property
     def server_time(self) -> bool:
         """Whether any object waits before its first byte."""
-        return any(o[4] > 0 for o in self.objects)
+        return any(o[4] > 0 for o in self.served)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,46 @@ MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-
 # Chromium's (and Firefox's) HTTP/1.1 connection pool: at most 6 connections per origin.
 HTTP1_CONNECTIONS_PER_ORIGIN = 6
 
+# An object's cacheability (`cache:`), as the Cache-Control its server sends (RFC 9111 5.2.2):
+# no-store: never kept, fetched again on every view; no-cache: kept, revalidated on every view (a
+# conditional request, answered 304 without the body); a max-age: fresh that long (a repeat view
+# within it makes no request), then revalidated. The default, when neither the object, its page
+# nor its file says: no-store - a page file that says nothing about caching invents none, and its
+# loads stay what they were before caching existed (every object fetched on every view).
+CACHE_DEFAULT = "no-store"
+CACHE_RULE = ("no-store (fetched again on every view), no-cache (kept, revalidated on every view: a 304) or a "
+              "max-age as a duration (e.g. 7d, 1h, 30s, 0s: fresh that long, then revalidated)")
+
+
+_CACHE_UNITS = {"d": 86400, "h": 3600}
+
+
+def cache_control(value: Any) -> str:
+    """`cache:` as the Cache-Control header its server sends: no-store, no-cache or max-age=N
+    (a duration: s, ms, or whole hours and days, 1h, 7d; a bare number is seconds, as
+    Cache-Control's delta-seconds)."""
+    if isinstance(value, str) and value.strip().lower() in ("no-store", "no-cache"):
+        return value.strip().lower()
+    text = value.strip().lower().removeprefix("max-age=").strip() if isinstance(value, str) else value
+    if isinstance(text, int) and not isinstance(text, bool) and text >= 0:
+        return f"max-age={text}"
+    if isinstance(text, str) and text.isdigit():
+        return f"max-age={int(text)}"
+    if isinstance(text, str) and text[:-1].strip().isdigit() and text[-1:] in _CACHE_UNITS:
+        return f"max-age={int(text[:-1]) * _CACHE_UNITS[text[-1]]}"
+    if isinstance(text, bool) or not isinstance(text, str):
+        raise ValueError(f"cache {value!r}: {CACHE_RULE}")
+    try:
+        seconds = parse_duration(text, bare_unit="s")
+    except ValueError as e:
+        raise ValueError(f"cache {value!r}: {CACHE_RULE} ({e})") from None
+    if seconds != int(seconds):
+        raise ValueError(f"cache {value!r}: a max-age is whole seconds (Cache-Control's delta-seconds)")
+    return f"max-age={int(seconds)}"
+
+
+_Cache = Annotated[str | None, BeforeValidator(lambda v: None if v is None else cache_control(v))]
+
 
 def _unit(parser):
     return BeforeValidator(lambda v: None if v is None else parser(v))
@@ -89,6 +129,7 @@ class ObjectSpec(BaseModel):
     depends_on: str | None = None      # PATH or ORIGIN:PATH; default: the root
     compute: Annotated[float, _unit(_duration)] = 0.0
     server_time: Annotated[float, _unit(_duration)] = 0.0
+    cache: _Cache = None               # default: the page's, the file's, else CACHE_DEFAULT
 
     @field_validator("path")
     @classmethod
@@ -121,6 +162,7 @@ class PageSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     description: str = ""
+    cache: _Cache = None
     objects: list[ObjectSpec] = Field(min_length=1)
     observed: Observed | None = None
 
@@ -141,6 +183,7 @@ class PageFileSpec(BaseModel):
     name: str | None = None
     description: str = ""
     origins: list[str | OriginSpec] = Field(min_length=1)
+    cache: _Cache = None               # every object's default
     objects: list[ObjectSpec] | None = None
     observed: Observed | None = None
     pages: dict[str, PageSpec] | None = None
@@ -171,6 +214,7 @@ class PageObject(BaseModel):
     parent: int | None
     compute_s: float = 0.0    # after it arrives, on the reference machine (scaled by the device)
     server_s: float = 0.0     # the origin's time before its first byte
+    cache: str = CACHE_DEFAULT   # the Cache-Control its server sends (cache_control)
     line: int | None = None
 
     @property
@@ -323,10 +367,12 @@ def page_file_from_mapping(data: Any, file: str | None, lines: LineMap, *, at: Y
     where = Where(file, lines, tuple(at))
     name = spec.name if spec.name is not None else (default_name or "page")
     if spec.objects is not None:
-        pages = {name: _resolve_page(name, spec.description, spec.objects, spec.observed, origins, where, ())}
+        pages = {name: _resolve_page(name, spec.description, spec.objects, spec.observed, origins, where, (),
+                                     spec.cache or CACHE_DEFAULT)}
     else:
         assert spec.pages is not None
-        pages = {n: _resolve_page(n, p.description, p.objects, p.observed, origins, where, ("pages", n))
+        pages = {n: _resolve_page(n, p.description, p.objects, p.observed, origins, where, ("pages", n),
+                                  p.cache or spec.cache or CACHE_DEFAULT)
                  for n, p in spec.pages.items()}
     session = None
     if spec.session is not None:
@@ -335,7 +381,7 @@ def page_file_from_mapping(data: Any, file: str | None, lines: LineMap, *, at: Y
 
 
 def _resolve_page(name: str, description: str, objects: list[ObjectSpec], observed: Observed | None,
-                  origins: tuple[Origin, ...], where: Where, at: YamlPath) -> Page:
+                  origins: tuple[Origin, ...], where: Where, at: YamlPath, cache: str = CACHE_DEFAULT) -> Page:
     index = {(o.origin or origins[0].name, o.path): i for i, o in enumerate(objects)}
     resolved = []
     for i, o in enumerate(objects):
@@ -343,7 +389,7 @@ def _resolve_page(name: str, description: str, objects: list[ObjectSpec], observ
         parent = None if i == 0 else (0 if o.depends_on is None else _find(o.depends_on, index)[0])
         resolved.append(PageObject(
             index=i, origin=origin, path=o.path, size=o.size, type=o.type or guess_type(o.path, root=i == 0),
-            parent=parent, compute_s=o.compute, server_s=o.server_time,
+            parent=parent, compute_s=o.compute, server_s=o.server_time, cache=o.cache or cache,
             line=line_of(where.lines, tuple(where.at) + at + ("objects", i))))
     return Page(name=name, description=description, origins=origins, objects=tuple(resolved), observed=observed,
                 where=Where(where.file, where.lines, tuple(where.at) + at))
@@ -528,11 +574,24 @@ def page_document(page: Page, *, name: str | None = None, description: str | Non
             item["compute"] = format_duration(o.compute_s)
         if o.server_s:
             item["server_time"] = format_duration(o.server_s)
+        if o.cache != CACHE_DEFAULT:
+            item["cache"] = cache_spelled(o.cache)
         objects.append(item)
     doc["objects"] = objects
     if page.observed is not None:
         doc["observed"] = page.observed.model_dump(exclude_defaults=True)
     return doc
+
+
+def cache_spelled(header: str) -> str:
+    """A Cache-Control value as `cache:` is written: no-store, no-cache or a duration."""
+    if header.startswith("max-age="):
+        seconds = int(header.removeprefix("max-age="))
+        for unit, n in _CACHE_UNITS.items():
+            if seconds and seconds % n == 0:
+                return f"{seconds // n}{unit}"
+        return f"{seconds}s"
+    return header
 
 
 def dump_page_yaml(doc: dict[str, Any], header: str = "") -> str:

@@ -23,7 +23,13 @@ An object with a server time (the origin's time before its first byte) is proxie
 application stand-in on the node's loopback (nodes.origin_app, which says why), started only when
 some object has one; then the same static response.
 
-As nginx here: no caching headers (`Cache-Control: no-store`), no compression. TLS 1.3 session
+Caching as the page says: each response carries the Cache-Control of its object's `cache:`
+(model.page: no-store by default, as before caching existed; no-cache; max-age=N), and an object
+that may be stored carries an ETag (its body's seed and size: the same body, the same tag), and a
+request with that tag in If-None-Match is answered 304 Not Modified without the body (RFC 9110
+13.1.2, 15.4.5: the 304 repeats ETag and Cache-Control) - a route matching the header ahead of
+the object's own, as Caddy's file server would do from a file's modification time (these bodies
+are in memory). No Last-Modified (no file, no time worth replaying). No compression. TLS 1.3 session
 tickets are on (Go's crypto/tls sends one NewSessionTicket with its first flight when it asks
 for no client certificate), so a client that keeps its sessions can resume; libcurl without a
 session cache (http-get, page-load with resumption off) never offers one.
@@ -73,21 +79,35 @@ def body(seed: int, size: int) -> str:
     return "".join(random.Random(file_seed(seed, size)).choices(_SYMBOLS, k=size))
 
 
+def etag(seed: int, size: int) -> str:
+    """An object's entity tag: its body is fixed by the seed and its size alone (body())."""
+    return f'"{size:x}-{file_seed(seed, size):x}"'
+
+
 def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, http_listen: list[str],
                  https_listen: str, seed: int, app: str = f"127.0.0.1:{APP_PORT}") -> dict[str, Any]:
     """Caddy's JSON configuration: one route per (host, path) answering its body from memory
     (`static_response`, with its Content-Length): no file system calls on a response's path. An
     object with a server time goes first to the origin's application (nodes.origin_app, at `app`),
     which answers once that time has passed, and then to the same `static_response`; an object
-    without one never leaves the static route."""
+    without one never leaves the static route. An object that may be stored gets an ETag, and a
+    route before its own that answers a request carrying that tag in If-None-Match with 304 and no
+    body at once, not after the server time (ASSUMPTION: an origin that tags its responses checks the
+    tag before it renders)."""
     routes = []
-    for host, path, size, ctype, server_s in _objects(content):
+    for host, path, size, ctype, server_s, cache in _objects(content):
         bare, _, query = path.partition("?")
         match: dict[str, Any] = {"host": [host], "path": [bare]}
         if query:
             match["query"] = {k: v for k, v in parse_qs(query, keep_blank_values=True).items()}
-        respond = {"handler": "static_response", "status_code": 200, "body": body(seed, size),
-                   "headers": {"Content-Type": [ctype], "Cache-Control": ["no-store"], "Content-Length": [str(size)]}}
+        headers = {"Content-Type": [ctype], "Cache-Control": [cache], "Content-Length": [str(size)]}
+        if cache != "no-store":
+            tag = etag(seed, size)
+            headers["ETag"] = [tag]
+            routes.append({"match": [match | {"header": {"If-None-Match": [tag]}}], "terminal": True, "handle": [
+                {"handler": "static_response", "status_code": 304,
+                 "headers": {"ETag": [tag], "Cache-Control": [cache]}}]})
+        respond = {"handler": "static_response", "status_code": 200, "body": body(seed, size), "headers": headers}
         routes.append({"match": [match], "terminal": True,
                        "handle": [_after_server_time(respond, server_s, app) if server_s > 0 else respond]})
     return {
@@ -111,8 +131,8 @@ def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, 
     }
 
 
-def _objects(content: list[PageContent]) -> list[tuple[str, str, int, str, float]]:
-    return sorted({o for n in content for o in n.objects})
+def _objects(content: list[PageContent]) -> list[tuple[str, str, int, str, float, str]]:
+    return sorted({o for n in content for o in n.served})
 
 
 def _after_server_time(respond: dict[str, Any], server_s: float, app: str) -> dict[str, Any]:
@@ -133,7 +153,8 @@ def caddy_env(d: Path) -> dict[str, str]:
 class Caddy(NodeKind):
     name = "caddy"
     doc = ("Caddy: a page's objects over HTTP/1.1 and h2c (80) and HTTP/1.1, /2, /3 with TLS 1.3 (443, "
-           "QUIC on UDP 443), a certificate per node for the origins it serves; no caching")
+           "QUIC on UDP 443), a certificate per node for the origins it serves; Cache-Control and ETag as the "
+           "page says, 304 to a matching If-None-Match")
     roles = frozenset({Role.SERVER})
     SERVICES = (Service("http", HTTP_PORT), Service("http", TCPCRYPT_PORT, (("transport", "tcpcrypt"),)),
                 Service("https", HTTPS_PORT))

@@ -36,7 +36,15 @@ same server host resumes the next session secret of an earlier one, no key excha
 the daemons' close records (connections, encrypted end to end, fresh or resumed, the device's
 key-exchange time `device_kx_s`) and the capture (Init1 opens a fresh key exchange's stream).
 
-Not yet (issue 23): 0-RTT and repeat views; resumption for connections opened at once (TLS: one
+`view: repeat` (WebPageTest's repeat view): the same client loads the page once untimed and again,
+measured, its connections closed in between (an app launched a second time) but its HTTP cache kept
+and, with `resumption: on`, its TLS sessions and tcpcryptd's cached secrets; `early_data` (on by
+default where it applies) lets a resumed connection send its first request as TLS 1.3 early data
+or QUIC 0-RTT - which only HTTP/3 gets here (Caddy's Go TLS has no 0-RTT; EARLY_DATA_FACTS). Each
+object's cacheability is the page's (`cache:`), served by Caddy as Cache-Control and ETag, and
+applied by the agent's HTTP cache (measure.http_cache).
+
+Not yet (issue 23): resumption for connections opened at once (TLS: one
 ticket each, offered once; tcpcrypt: one cached secret per host, its successor only after a frame,
 where RFC 8548 would let the client propose successors ahead if the server's eno-bpf accepted them
 ahead), so issue 23's 2/6 key-exchange time for a 6-connection HTTP/1.1 origin whose connections
@@ -108,13 +116,18 @@ def _connections(value: Any) -> int:
     raise ValueError(f"connections_per_origin {value!r} must be a whole number from 1 to 64 (browsers: 6)")
 
 
-def _on_off(value: Any) -> str:
-    # YAML 1.1 reads on/off (and yes/no) as booleans.
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, str) and value.strip().lower() in ("on", "off"):
-        return value.strip().lower()
-    raise ValueError(f"resumption {value!r} must be on or off")
+def _on_off(name: str):
+    def normalize(value: Any) -> str:
+        # YAML 1.1 reads on/off (and yes/no) as booleans.
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, str) and value.strip().lower() in ("on", "off"):
+            return value.strip().lower()
+        raise ValueError(f"{name} {value!r} must be on or off")
+    return normalize
+
+
+VIEWS = ("first", "repeat")
 
 
 def _page(value: Any) -> str:
@@ -191,10 +204,21 @@ class PageLoad(Workload):
               "http, https (TLS 1.3, a certificate per server node naming its origins' hosts) or tcpcrypt (plain "
               "HTTP/1.1 or h2c, encrypted by wearlab's tcpcryptd at the client and each server: RFC 8547/8548; "
               "not HTTP/3, which is not TCP)"),
-        Param("resumption", _on_off, "off", "on: the load's later connections to an origin resume the session "
-              "of an earlier one (TLS: session tickets, single-use; tcpcrypt: RFC 8548 3.5's next session secret, "
-              "per server host); off: every connection a full handshake / fresh key exchange",
+        Param("resumption", _on_off("resumption"), "off", "on: the client keeps its sessions - the load's later "
+              "connections to an origin resume the session of an earlier one, and a repeat view's those of its first "
+              "view (TLS: session tickets, single-use; tcpcrypt: RFC 8548 3.5's next session secret, per server "
+              "host); off: every connection a full handshake / fresh key exchange, in either view",
               applies=lambda c: c.get("protocol") in ("https", "tcpcrypt"), applies_doc="protocol is https or tcpcrypt"),
+        Param("view", P.choice("view", VIEWS, lower=True), "first",
+              "first: the client's first visit (an empty HTTP cache, no sessions); repeat: the same client loads "
+              "the page again after an untimed first load, its connections closed in between (an app opened a "
+              "second time), keeping its HTTP cache and, with resumption on, its TLS sessions / tcpcrypt secrets; "
+              "only the second load is measured"),
+        Param("early_data", _on_off("early_data"), "on", "on: a resumed TLS 1.3 connection sends its first "
+              "request as early data (QUIC: 0-RTT) where the server's ticket allows it (CURLSSLOPT_EARLYDATA), as "
+              "browsers do for QUIC; off: never",
+              applies=lambda c: c.get("protocol") == "https" and c.get("resumption") == "on",
+              applies_doc="protocol is https and resumption is on"),
         PATH,
     ))
     metrics = (
@@ -259,12 +283,39 @@ class PageLoad(Workload):
                doc="tcpcrypt cells, a client with a device: the device's time for the load's key exchanges in the "
                    "client's tcpcryptd (the ephemeral key pair, the agreement and the key schedule of each fresh "
                    "session, from its device profile; a resumed session computes none), summed over connections"),
+        Metric("requests", "count", better="lower",
+               doc="requests the load sent (answered 200 or 304); a repeat view sends none for an object its "
+                   "cache holds fresh"),
+        Metric("cache_hits", "count", better="none",
+               doc="objects taken from the client's HTTP cache without a request (fresh: max-age not yet passed)"),
+        Metric("not_modified", "count", better="none",
+               doc="conditional requests (If-None-Match: a stale object's ETag) answered 304 Not Modified, no body"),
+        Metric("resumed_handshakes", "count", better="none",
+               doc="https with resumption on: connections whose TLS handshake (TCP or QUIC) carried no "
+                   "Certificate, in libcurl's own words (the peer certificate's type UNDEF); 0 with resumption off"),
+        Metric("full_handshakes", "count", better="lower",
+               doc="https: connections opened with a full TLS handshake (libcurl's count: opened minus resumed)"),
+        Metric("early_data_connections", "count", better="none",
+               doc="https with early data on: connections whose first request went as TLS 1.3 early data / QUIC "
+                   "0-RTT and was accepted (CURLINFO_EARLYDATA_SENT_T > 0)"),
+        Metric("early_data_rejected", "count", better="lower",
+               doc="connections whose early data the server rejected (CURLINFO_EARLYDATA_SENT_T < 0; sent again "
+                   "after the handshake)"),
+        Metric("quic_0rtt_packets", "count", better="none",
+               doc="HTTP/3: the client's QUIC 0-RTT packets (long header type 1, RFC 9000 17.2.3), alone or "
+                   "coalesced, in its capture"),
+        Metric("first_view_s", "s", better="none",
+               doc="view repeat: the untimed first view's page load time (the client's clock), for comparison"),
         *energy_metrics(handshake=True),
     )
     series = (Series("objects", ("session_page", "index", "origin", "path", "size", "parent", "start_s", "ttfb_s", "end_s", "bytes",
-                                 "conn_id", "local_port", "http_version", "new_connection"),
+                                 "conn_id", "local_port", "http_version", "new_connection", "source", "received",
+                                 "tls_resumed", "early_data_bytes"),
                      doc="each object of each load: when it was requested, its first byte and end (s from the root's "
-                         "request), its connection (libcurl's id, the client's port) and whether it opened it"),
+                         "request), its connection (libcurl's id, the client's port) and whether it opened it; where "
+                         "it came from (network: a 200; revalidated: a 304; cache: no request), its body bytes "
+                         "received, and for a connection it opened whether libcurl says it resumed and the bytes it "
+                         "sent as early data (negative: rejected)"),
               Series("pages", ("session_page", "name", "start_s", "load_s", "ttfb_s", "objects", "bytes",
                                "connections_opened"),
                      doc="each page of each load (a session's pages in order): its start (s from the session's), its "
@@ -275,10 +326,11 @@ class PageLoad(Workload):
                          "connections (Initials from distinct client ports) to its server in the client's capture "
                          "(per server node, so origins sharing a node share the count)"),
               Series("flows", ("proto", "server", "client_port", "opened_s", "bytes_up", "bytes_down", "packets",
-                               "resumed", "tcpcrypt_init1"),
+                               "resumed", "tcpcrypt_init1", "zero_rtt_packets"),
                      doc="each connection the load opened, on the wire: its IP bytes each way and, for TLS over "
                          "TCP, whether its ServerHello accepted a pre-shared key (resumed); whether its client "
-                         "stream opens with tcpcrypt's Init1 (a fresh key exchange, RFC 8548 4.1)"),
+                         "stream opens with tcpcrypt's Init1 (a fresh key exchange, RFC 8548 4.1); QUIC: the "
+                         "client's 0-RTT packets"),
               Series("devicecpu", ("node", "op", "calls", "bytes", "host_s", "device_s"),
                      doc="the client's device: what its agent computed in the load, per operation"),
               Series("tcpcrypt", ("server", "mode", "state", "reason", "resumed", "encrypted", "session_id",
@@ -291,10 +343,12 @@ class PageLoad(Workload):
               ENERGY_SERIES)
     headline = ("page_load_s",)
     # wire_bytes: seed 000 Exp3's HTTPS/HTTP byte ratio (Fig. 8). `resumption` applies to https only.
-    ratios = (Ratio("protocol", "https", "http", ("page_load_s", "wire_bytes", "energy_j"), ignoring=("resumption",),
-                    title="HTTPS / HTTP (ratio of medians)"),
-              Ratio("protocol", "tcpcrypt", "http", ("page_load_s", "wire_bytes", "energy_j"), ignoring=("resumption",),
-                    title="tcpcrypt / HTTP (ratio of medians)"))
+    ratios = (Ratio("protocol", "https", "http", ("page_load_s", "wire_bytes", "energy_j"),
+                    ignoring=("resumption", "early_data"), title="HTTPS / HTTP (ratio of medians)"),
+              Ratio("protocol", "tcpcrypt", "http", ("page_load_s", "wire_bytes", "energy_j"),
+                    ignoring=("resumption", "early_data"), title="tcpcrypt / HTTP (ratio of medians)"),
+              Ratio("view", "repeat", "first", ("page_load_s", "requests", "wire_bytes", "energy_j"),
+                    title="repeat view / first view (ratio of medians)"))
 
     # -- model time --------------------------------------------------------------------------
     @classmethod
@@ -328,7 +382,7 @@ class PageLoad(Workload):
                         "protocol tcpcrypt and http_version 3 cannot exist; use http_version 1.1 or 2 with tcpcrypt, "
                         "or vary protocol in another experiment")
         # Resolve each page to its file (the cell carries the absolute path) and check it.
-        served: dict[tuple[str, str, str], tuple[int, str, str]] = {}
+        served: dict[tuple[str, str, str], tuple[int, str, str, str]] = {}
         values = matrix["page"] if "page" in matrix else ([fixed["page"]] if "page" in fixed else [])
         if not values:
             problem(("workload",), "no page: give page: (a file under experiments/pages/ by name, or a path)")
@@ -348,6 +402,12 @@ class PageLoad(Workload):
                 problems += e.problems
                 resolved.append(value)
                 continue
+            views = matrix.get("view", [fixed.get("view")])
+            if "repeat" in views and visit.is_session and visit.pool == "per-page":
+                problem(where.get(("view", "repeat"), ("workload", "view")),
+                        f"page file {path.name} is a session with pool: per-page (a fresh client per page, as seed "
+                        "002's curl): a fresh client keeps nothing from one visit to the next, so it has no repeat "
+                        "view; use pool: shared, or view: first")
             for page, origin in ((p, o) for p in {q.name: q for q in visit.pages}.values() for o in p.origins_used()):
                 node = server_of(fields, origin)
                 server_nodes.add(node)
@@ -364,12 +424,13 @@ class PageLoad(Workload):
                     if o.origin != origin:
                         continue
                     key = (node, host, o.path)
-                    mine = (o.size, o.type, o.server_s, page.name)
-                    if key in served and served[key][:3] != mine[:3]:
+                    mine = (o.size, o.type, o.server_s, o.cache, page.name)
+                    if key in served and served[key][:4] != mine[:4]:
                         problem(at, f"page {page.name} has {host}{o.path} on node {node} as {o.size} B {o.type} "
-                                    f"(server_time {o.server_s:g} s), but page {served[key][3]} has it as "
-                                    f"{served[key][0]} B {served[key][1]} (server_time {served[key][2]:g} s): one server "
-                                    "cannot serve both; give the pages' origins different host: names")
+                                    f"(server_time {o.server_s:g} s, {o.cache}), but page {served[key][4]} has it as "
+                                    f"{served[key][0]} B {served[key][1]} (server_time {served[key][2]:g} s, "
+                                    f"{served[key][3]}): one server cannot serve both; give the pages' origins "
+                                    "different host: names")
                     served.setdefault(key, mine)
             where[("page", str(path))] = at
             resolved.append(str(path))
@@ -383,12 +444,12 @@ class PageLoad(Workload):
 
     @classmethod
     def needs(cls, fields: PageLoadFields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:
-        per_node: dict[str, set[tuple[str, str, int, str, float]]] = {}
+        per_node: dict[str, set[tuple[str, str, int, str, float, str]]] = {}
         for path in sorted({c["page"] for c in cells}):
             for page in load_visit(path).pages:
                 for o in page.objects:
                     per_node.setdefault(server_of(fields, o.origin), set()).add(
-                        (origin_host(page, o.origin), o.path, o.size, o.type, o.server_s))
+                        (origin_host(page, o.origin), o.path, o.size, o.type, o.server_s, o.cache))
         for node in per_node:
             for c in cells:
                 _service(plan.kind_of(node, c), c["protocol"])   # ServiceMissing: the plan says which
@@ -415,7 +476,9 @@ class PageLoad(Workload):
         if cell.get("http_version") == "1.1" and cell.get("connections_per_origin") not in (None, ""):
             parts.append(f"{cell['connections_per_origin']}/origin")
         if cell.get("resumption") == "on":
-            parts.append("resumption")
+            parts.append("resumption" + (", no early data" if cell.get("early_data") == "off" else ""))
+        if cell.get("view") == "repeat":
+            parts.append("repeat view")
         if cell.get("path"):
             parts.append(f"via {cell['path']}")
         return " ".join(parts)
@@ -437,7 +500,10 @@ class PageLoad(Workload):
         self.compute_factor = device.cpu_factor.value if device else 1.0
         self.agent = PageAgent(self.ctx.net, client, env=self.device.env() if self.device else None)
         # 300 bytes a packet: a TLS 1.3 ServerHello (its extensions say whether it resumed) fits.
-        self.capture = self.ctx.capture(client, snaplen=300)
+        # A repeat view over HTTP/3: whole datagrams, so a 0-RTT packet coalesced after the
+        # client's Initial (which a ClientHello with a ticket fills past 300 bytes) is seen.
+        zero_rtt = any(c.get("view") == "repeat" and c["http_version"] == "3" for c in cells)
+        self.capture = self.ctx.capture(client, snaplen=1500 if zero_rtt else 300)
         self.pages: dict[str, Visit] = {}
         # The client's first hop (the energy model's medium; a relaying phone's energy).
         self.hop = next((e.peer for e in self.ctx.plan.link_ends(client)), client)
@@ -459,14 +525,20 @@ class PageLoad(Workload):
                 "device": ({**self.device.facts(), "reach": DEVICE_REACH} if self.device else None),
                 "energy": {**self.energy.facts([self.hop]), "phases": ENERGY_PHASES},
                 "tls": f"TLS 1.3 (QUIC's too), key-share groups {CLASSIC_GROUPS} (as http-get: no post-quantum "
-                       "hybrid), no 0-RTT; resumption off: every connection a full handshake; on: TLS 1.3 session "
-                       "tickets (Caddy sends one per handshake with its first flight) kept in a CURLSH share per load "
-                       "(CURL_LOCK_DATA_SSL_SESSION), each offered once (psk_dhe_ke: a resumption still computes "
-                       "the (EC)DHE key exchange, RFC 8446 4.2.9)",
+                       "hybrid); resumption off: every connection a full handshake; on: TLS 1.3 session "
+                       "tickets (Caddy sends one per handshake with its first flight) kept in a CURLSH share "
+                       "(CURL_LOCK_DATA_SSL_SESSION) for the load and, in a repeat view, from its first view, each "
+                       "offered once (psk_dhe_ke: a resumption still computes the (EC)DHE key exchange, RFC 8446 "
+                       "4.2.9)",
                 "server_time": SERVER_TIME_FACTS if any(n.server_time for n in self.ctx.plan.needs
                                                         if isinstance(n, PageContent)) else "none: every object 0",
+                "views": VIEW_FACTS,
+                "early_data": EARLY_DATA_FACTS if any(c.get("early_data") == "on" for c in cells) else None,
+                "http_cache": CACHE_FACTS,
                 "not_yet": ["tcpcrypt: pipelined resumption (connections opened at once resume one ticket at "
-                            "most per server host)", "0-RTT and repeat views"]}
+                            "most per server host)",
+                            "a repeat view some time after the first (it follows at once: max-ages of seconds "
+                            "or more are all still fresh)"]}
 
     def visit(self, path: str) -> Visit:
         if path not in self.pages:
@@ -496,7 +568,8 @@ class PageLoad(Workload):
                 "connections_per_origin": cell.get("connections_per_origin") or HTTP1_CONNECTIONS_PER_ORIGIN,
                 "resolve": sorted(resolve), "cacert": self.cacert if scheme == "https" else None,
                 "groups": CLASSIC_GROUPS, "compute_factor": self.compute_factor,
-                "resumption": scheme == "https" and cell.get("resumption") == "on"}
+                "resumption": scheme == "https" and cell.get("resumption") == "on",
+                "early_data": scheme == "https" and cell.get("resumption") == "on" and cell.get("early_data") == "on"}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         """One unrecorded load per (protocol, HTTP version): the first use of a code path (library
@@ -516,13 +589,18 @@ class PageLoad(Workload):
         visit = self.visit(cell["page"])
         crypt = self._daemons() if cell["protocol"] == "tcpcrypt" else {}
         if crypt:
-            # A first view: the client's daemon fresh, its session cache empty, resuming only
-            # when the cell says so (RFC 8548 3.5 lets an application choose both).
+            # A first visit: the client's daemon fresh, its session cache empty, resuming only
+            # when the cell says so (RFC 8548 3.5 lets an application choose both). A repeat
+            # view keeps it running between its two loads: its cache is what carries over.
             crypt[self.fields.client].restart(cell.get("resumption") == "on")
+        repeat = cell.get("view") == "repeat"
+        first_view_s = None
+        if repeat:
+            first_view_s = self._first_view(cell, crypt)
         account = RunAccount(crypt) if crypt else None
         device = RunCounters(self.device) if self.device else None
         since = self.capture.now()
-        out = self.agent.load(self.ctx.timeout_s, **self.request(cell))
+        out = self.agent.load(self.ctx.timeout_s, **self.request(cell), reuse_state=repeat)
         if out.get("error"):
             if account:
                 said = sorted({f"{r.get('mode') or 'none'}: {fallback_reason(r)}"
@@ -538,8 +616,10 @@ class PageLoad(Workload):
                 raise RuntimeError(f"{o.ref}: received {r.get('bytes')} bytes, the page says {o.size}")
         rows = [{"session_page": n, "index": o.index, "origin": o.origin, "path": o.path, "size": o.size,
                  "parent": o.parent, "start_s": round(r["start_s"], 6), "ttfb_s": round(r["ttfb_s"], 6),
-                 "end_s": round(r["end_s"], 6), "bytes": r["bytes"], "conn_id": r["conn_id"],
-                 "local_port": r["local_port"], "http_version": r["http_version"], "new_connection": r["num_connects"]}
+                 "end_s": round(r["end_s"], 6), "bytes": r["received"], "conn_id": r["conn_id"],
+                 "local_port": r["local_port"], "http_version": r["http_version"], "new_connection": r["num_connects"],
+                 "source": r["source"], "received": r["received"], "tls_resumed": r.get("tls_resumed"),
+                 "early_data_bytes": r.get("earlydata_sent", 0) if r["num_connects"] else 0}
                 for (n, _, o), r in zip(mine, got, strict=True)]
         page_rows = []
         for n, page in enumerate(visit.pages):
@@ -553,16 +633,28 @@ class PageLoad(Workload):
         distinct: dict[str, set] = {}
         for r in rows:
             opened[r["origin"]] = opened.get(r["origin"], 0) + r["new_connection"]
-            distinct.setdefault(r["origin"], set()).add(r["conn_id"])
-        if any(r["http_version"] != cell["http_version"] for r in rows):
-            seen = sorted({r["http_version"] for r in rows})
+            if r["source"] != "cache":   # a cache hit used no connection
+                distinct.setdefault(r["origin"], set()).add(r["conn_id"])
+        if any(r["http_version"] != cell["http_version"] for r in rows if r["source"] != "cache"):
+            seen = sorted({r["http_version"] for r in rows if r["source"] != "cache"})
             raise RuntimeError(f"asked for HTTP/{cell['http_version']}, the responses came over HTTP/{', '.join(seen)}")
         row = {"page_load_s": sum(p["load_s"] for p in page_rows), "pages": len(page_rows),
                "first_page_s": page_rows[0]["load_s"],
                "session_s": max(r["end_s"] for r in rows) - rows[0]["start_s"],
                "root_ttfb_s": rows[0]["ttfb_s"] - rows[0]["start_s"], "objects": len(rows),
-               "body_bytes": sum(r["bytes"] for r in rows), "connections_opened": sum(opened.values()),
-               "connections_max_per_origin": max(len(v) for v in distinct.values())}
+               "body_bytes": sum(r["received"] for r in rows), "connections_opened": sum(opened.values()),
+               "connections_max_per_origin": max((len(v) for v in distinct.values()), default=0),
+               "requests": sum(1 for r in rows if r["source"] != "cache"),
+               "cache_hits": sum(1 for r in rows if r["source"] == "cache"),
+               "not_modified": sum(1 for r in rows if r["source"] == "revalidated")}
+        if cell["protocol"] == "https":
+            resumed = sum(1 for r in rows if r["new_connection"] and r["tls_resumed"] is True)
+            row.update(resumed_handshakes=resumed, full_handshakes=row["connections_opened"] - resumed)
+            if cell.get("resumption") == "on":
+                row.update(early_data_connections=sum(1 for r in rows if r["early_data_bytes"] > 0),
+                           early_data_rejected=sum(1 for r in rows if r["early_data_bytes"] < 0))
+        if first_view_s is not None:
+            row["first_view_s"] = first_view_s
         until = self.capture.now()
         series: dict[str, list[dict[str, Any]]] = {"objects": rows, "pages": page_rows}
         if device:
@@ -587,7 +679,7 @@ class PageLoad(Workload):
             for f in flows:
                 key = (f["proto"], addresses[f["server"]])
                 seen[key] = seen.get(key, 0) + 1
-            conns = [{"origin": o, "server": server_of(self.fields, o), "opened": n, "distinct": len(distinct[o]),
+            conns = [{"origin": o, "server": server_of(self.fields, o), "opened": n, "distinct": len(distinct.get(o, ())),
                       "tcp_syns": seen.get(("tcp", server_of(self.fields, o)), 0),
                       "quic_initials": seen.get(("quic", server_of(self.fields, o)), 0)}
                      for o, n in sorted(opened.items())]
@@ -604,11 +696,13 @@ class PageLoad(Workload):
             if https and cell["http_version"] != "3":
                 values.update(tls_full_handshakes=sum(1 for r in tls if r is False),
                               tls_resumed_handshakes=sum(1 for r in tls if r is True))
+            if https and cell["http_version"] == "3":
+                values["quic_0rtt_packets"] = sum(f["zero_rtt_packets"] for f in flows if f["proto"] == "quic")
             erow, erows = self.energy.spans(self.hop, spans, row["session_s"], encrypted=encrypted_load)
             values.update(erow)
             out_series = {"connections": conns,
                           "flows": [{k: f[k] for k in ("proto", "server", "client_port", "bytes_up", "bytes_down",
-                                                       "packets", "resumed", "tcpcrypt_init1")}
+                                                       "packets", "resumed", "tcpcrypt_init1", "zero_rtt_packets")}
                                     | {"opened_s": round(f["opened_s"] - since, 6)}
                                     for f in flows]}
             if erows:
@@ -616,6 +710,23 @@ class PageLoad(Workload):
             return Outcome(row=values, series=out_series)
 
         return Outcome(row=row, series=series, finish=finish)
+
+    def _first_view(self, cell: dict[str, Any], crypt: dict[str, Any]) -> float:
+        """A repeat view's first view: the page loaded by the same client, untimed, the agent
+        keeping the client's HTTP cache and TLS sessions (its connections closed; tcpcrypt: the
+        client's daemon keeps its cached secrets). Returns its load time. tcpcrypt: waits for the
+        daemons' close records of its connections, so the repeat view's account holds its own."""
+        first_account = RunAccount(crypt) if crypt else None
+        out = self.agent.load(self.ctx.timeout_s, **self.request(cell), keep_state=True)
+        if out.get("error"):
+            raise RuntimeError(f"the first view (untimed, before the repeat view): {out['error']}")
+        got = out["objects"]
+        if first_account:
+            n = sum(o.get("num_connects") or 0 for o in got)
+            client = self.fields.client
+            first_account.records(lambda rec: len(rec[client]) >= n
+                                  and sum(len(v) for k, v in rec.items() if k != client) >= n)
+        return round(max(o["end_s"] for o in got) - got[0]["start_s"], 6)
 
     def _daemons(self) -> dict[str, Any]:
         nodes = (self.fields.client, *self.crypt_servers)
@@ -691,6 +802,31 @@ TCPCRYPT_FACTS = {
     "device": "the client's tcpcryptd pads its cryptography to the device's profile (--device-profile); its "
               "close records give each connection's device time and the key exchange's part (kx_device_ms)",
 }
+VIEW_FACTS = {
+    "first": "the client's first visit: an empty HTTP cache, no TLS sessions, no tcpcrypt secrets",
+    "repeat": "as WebPageTest's repeat view: the same client (the page agent) loads the page once untimed, then "
+              "again, measured; between the two its connections are closed (its libcurl multi handle: an app "
+              "launched a second time has none) while what a browser keeps stays - its HTTP cache and, with "
+              "resumption on, its TLS session tickets (the CURLSH share) and tcpcrypt's cached session secret (the "
+              "client's tcpcryptd is kept running between the two loads). Only the second load's packets, device "
+              "time and tcpcrypt records are counted",
+}
+EARLY_DATA_FACTS = {
+    "how": "CURLSSLOPT_EARLYDATA on every handle with a session share: a resumed connection whose ticket allows "
+           "early data sends its first request before the handshake completes; CURLINFO_EARLYDATA_SENT_T per "
+           "connection (metrics early_data_connections, early_data_rejected), QUIC 0-RTT packets in the capture",
+    "tls_over_tcp": "not possible with these servers: Caddy 2.6 (Go 1.19's crypto/tls) has no TLS 1.3 0-RTT - its "
+                    "tickets carry no early_data extension, so libcurl (OpenSSL 3) never sends early data over "
+                    "TCP (EARLYDATA_SENT_T 0); HTTP/1.1 and HTTP/2 resume in 1 round trip, not 0",
+    "quic": "works: Caddy 2.6's HTTP/3 listener (quic-go, an early listener) issues tickets allowing early data "
+            "and accepts 0-RTT; libcurl 8.23 over ngtcp2 1.25 sends the first request in 0-RTT packets",
+    "tcpcrypt": "none: RFC 8548 has no early data (a resumed session skips the key exchange, its data still "
+                "follows the TCP handshake)",
+}
+CACHE_FACTS = ("the page agent's HTTP cache (measure.http_cache, RFC 9111 as a browser applies it) fed by the "
+               "servers' real responses: Cache-Control as each object's cache: says (default no-store), an ETag for "
+               "what may be stored; fresh -> no request, stale with an ETag -> If-None-Match answered 304, "
+               "no-store -> fetched again; no heuristic freshness")
 DEVICE_REACH = {
     "tls": "libcurl's TLS (OpenSSL 3, bundled in pycurl's wheel) is interposed by the devicecpu library: key "
            "exchange, signatures, the chain's verification, record ciphers, and the client's platform cost per "
@@ -722,6 +858,8 @@ def load_spans(objects: list[dict[str, Any]], https: bool, quic: bool,
     data = PowerState.DATA_ENCRYPTED if (https if encrypted is None else encrypted) else PowerState.DATA
     spans = []
     for o in objects:
+        if o.get("source") == "cache":
+            continue   # no request: the radio does nothing for it
         t = o["start_s"]
         if o["num_connects"]:
             if quic:
