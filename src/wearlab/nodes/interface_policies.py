@@ -21,6 +21,7 @@ from typing import ClassVar
 from wearlab.model.columns import Series
 
 BT, WIFI = "bt", "wifi"
+EPSILON_S = 1e-9     # clocks compared as floats: 4.52 - 4.02 is 0.4999999999999991, and that is 500 ms
 INTERFACE_SERIES = Series("interface", ("t_s", "t_ns", "event", "active", "backlog_bytes", "wifi_bps", "from",
                                         "to", "reason"),
                           "the interface policy's samples (bytes waiting at the phone for BT, WiFi throughput, the "
@@ -108,7 +109,7 @@ class Adaptive(InterfacePolicy):
                 return None
             if self.above_since is None:
                 self.above_since = s.t
-            if s.t - self.above_since >= o.t1_s:
+            if s.t - self.above_since >= o.t1_s - EPSILON_S:
                 self.above_since = None
                 return self._switch(s.t, WIFI, f"{s.backlog_bytes} B waiting at the phone, above "
                                                f"{o.backlog_bytes} B for {o.t1_s:g} s")
@@ -118,7 +119,7 @@ class Adaptive(InterfacePolicy):
             return None
         if self.low_since is None:
             self.low_since = s.t
-        if s.t - self.low_since >= o.t2_s:
+        if s.t - self.low_since >= o.t2_s - EPSILON_S:
             self.low_since = None
             return self._switch(s.t, BT, f"WiFi at {s.wifi_bps / 1e3:.0f} kbit/s, at most "
                                          f"{o.wifi_low_bps / 1e3:g} kbit/s for {o.t2_s:g} s")
