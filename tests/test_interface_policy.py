@@ -2,7 +2,7 @@
 and interface_selection): the adaptive policy's state machine against synthetic traces worked out
 by hand, the measurements' arithmetic, the agents moving a flow between open paths without
 reconnecting, the options at plan time (file:line:field, exit 2), a user's policy through the
-catalog. Host only, about 2 s; the guest test against netem is in test_interface_policy_guest.py.
+catalog (host, about 3 s); and one guest test against netem (~30 s; its bounds beside it).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from conftest import wearlab
+from conftest import timing_bound, wearlab
 from wearlab.nodes.interface_policies import (BT, WIFI, Adaptive, InterfacePolicy, PolicyOptions, Sample,
                                               StaticBt, StaticWifi)
 from wearlab.nodes.interface_selection import WifiThroughput, root_backlog
@@ -240,3 +240,105 @@ def test_a_users_policy_registers_through_the_catalog(tmp_path):
     console = Console(width=200, record=True)
     kinds(mine, console)
     assert "wifi-first │ WiFi from the start" in console.export_text()     # `wearlab kinds` lists it
+
+
+# -- in the guest: the adaptive policy against netem --------------------------------------------
+# A download (server -> watch, the paper's case) of 2 Mbit/s CBR, 1000 B messages, through the
+# transport pinned by the adaptive policy with B = 10 KB, T1 = 500 ms, T2 = 1 s (shorter than the
+# paper's 5 s, to keep the test short), threshold 500 kbit/s. The phone routes (kind host).
+#
+# BT starts at 4 Mbit/s: it carries the 2 Mbit/s with no backlog. At BT_SLOW the timeline cuts
+# its phone->watch rate to 500 kbit/s: 1.5 Mbit/s more arrives at the phone than leaves, so its
+# queue passes B = 10 KB no sooner than the change itself and, once TCP keeps the path full,
+# after about 10 000 x 8 / 1.5e6 = 53 ms: we give it FILL_S = 250 ms (the BT path's connection
+# must first grow its window past the 4 Mbit/s link's few KB in flight). Then T1.
+# At WIFI_SLOW the timeline cuts WiFi (ap->watch) to 300 kbit/s: the watch's WiFi throughput
+# over the selector's trailing 100 ms falls to the threshold once 2 x (100 - x) + 0.3 x <= 50
+# (kbit per 100 ms at 2 Mbit/s before, 0.3 after): x >= 88 ms, plus the 5 ms link and the
+# packets netem already timed at the old rate (< 10 ms at 10 Mbit/s of 64 KB... the AP's queue
+# holds at most the path's window, sent at 10 Mbit/s: it empties within 52 ms); FALL_S = 200 ms
+# bounds it. Then T2.
+# The Done-when, from the measured inputs (the selector's samples of the phone's qdisc backlog
+# and the WiFi counters): each switch comes T1 (T2) after the first sample of its run of
+# backlog > B (throughput <= threshold), and no later than T1 (T2) + 100 ms.
+# From independent records: the switch instants against the timeline's applied changes
+# (series/timeline.csv) and the physics above; and the traffic itself moving (the watch agent's
+# per-path counters, series/multipath.csv, every 100 ms): no WiFi bytes before the first switch,
+# WiFi bytes within 100 ms + a series interval after it.
+BT_SLOW, WIFI_SLOW = 1.0, 3.0
+T1, T2 = 0.5, 1.0
+FILL_S, FALL_S = 0.25, 0.2
+POLICY_S = 0.1            # the Done-when's allowance after T1 / T2 (the selector polls every 20 ms)
+
+
+@pytest.mark.netem
+def test_adaptive_policy_switches_on_the_phones_backlog_and_wifis_throughput(tmp_path):
+    import csv
+
+    (tmp_path / "exp.yaml").write_text(f"""
+name: ifp
+topology:
+  nodes: {{watch: {{role: wearable}}, phone: {{role: phone, kind: host}}, ap: {{role: ap}}, server: {{role: server}}}}
+  links:
+    - {{between: [watch, phone], medium: bt, rate: 4Mbit, delay: 15ms}}
+    - {{between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}}
+    - {{between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}}
+    - {{between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}}
+repetitions: 1
+workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
+           rate: 2Mbit, message_size: 1000, duration: 5s}}
+nodes:
+  watch: {{interface_policy: adaptive, policy_backlog: 10KB, policy_t1: {T1}s, policy_t2: {T2}s,
+          policy_wifi_low: 500kbit}}
+timeline:
+  - {{at: {BT_SLOW}s, link: watch-phone, direction: phone->watch, set: {{rate: 500kbit}}}}
+  - {{at: {WIFI_SLOW}s, link: watch-ap, direction: ap->watch, set: {{rate: 300kbit}}}}
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    d = tmp_path / "r" / "ifp" / "latest"
+
+    def rows(name):
+        with (d / "series" / f"{name}.csv").open() as f:
+            return list(csv.DictReader(f))
+    iface = rows("interface")
+    samples = [r for r in iface if r["event"] == "sample"]
+    switches = [(float(r["t_s"]), r["from"], r["to"]) for r in iface if r["event"] == "switch"]
+    assert [s[1:] for s in switches[:2]] == [("bt", "wifi"), ("wifi", "bt")], switches
+    (to_wifi, _, _), (to_bt, _, _) = switches[:2]
+    changes = {r["link"]: float(r["t_s"]) for r in rows("timeline") if r["source"] == "timeline"}
+    bt_slow, wifi_slow = changes["watch-phone"], changes["watch-ap"]
+
+    # The Done-when, from the measured inputs: each switch T1 (T2) after its condition began.
+    def began(t_switch, cond):
+        """The first sample of the run of samples meeting `cond` that ends at the switch."""
+        before = [r for r in samples if float(r["t_s"]) <= t_switch]
+        start = None
+        for r in before:
+            start = (start if start is not None else float(r["t_s"])) if cond(r) else None
+        return start
+    crossed = began(to_wifi, lambda r: int(r["backlog_bytes"]) > 10_000)
+    fell = began(to_bt, lambda r: float(r["wifi_bps"]) <= 500_000)
+    assert T1 - 1e-6 <= to_wifi - crossed <= T1 + POLICY_S, (crossed, to_wifi)
+    assert T2 - 1e-6 <= to_bt - fell <= T2 + POLICY_S, (fell, to_bt)
+
+    # ... and against the timeline's changes and the links' physics, not the selector's samples.
+    assert bt_slow <= crossed <= bt_slow + FILL_S + timing_bound(FILL_S), (bt_slow, crossed)
+    assert bt_slow + T1 <= to_wifi <= bt_slow + FILL_S + T1 + POLICY_S + timing_bound(T1), (bt_slow, to_wifi)
+    assert wifi_slow <= fell <= wifi_slow + FALL_S + timing_bound(FALL_S), (wifi_slow, fell)
+    assert wifi_slow + T2 <= to_bt <= wifi_slow + FALL_S + T2 + POLICY_S + timing_bound(T2), (wifi_slow, to_bt)
+
+    # The flow moved: the watch agent's WiFi counter stays put until the first switch and grows
+    # within 100 ms and one series interval of it (the chunks' path, not the policy's word).
+    wifi_rx = [(float(r["t_s"]), int(r["bytes_received"])) for r in rows("multipath")
+               if r["side"] == "watch" and r["path_name"] == "wifi"]
+    base = wifi_rx[0][1]
+    assert all(b == base for t, b in wifi_rx if t < to_wifi), wifi_rx[:40]
+    first_wifi = next(t for t, b in wifi_rx if b > base)
+    assert to_wifi <= first_wifi <= to_wifi + POLICY_S + 0.1 + timing_bound(0.1), (to_wifi, first_wifi)
+    # One app connection all along: every message arrived, in order, at the CBR rate's count.
+    run = next(csv.DictReader((d / "runs.csv").open()))
+    assert run["status"] == "ok", run
+    print(f"BT slowed {bt_slow:.3f} s, backlog > B {crossed:.3f} s, to WiFi {to_wifi:.3f} s "
+          f"(+{(to_wifi - crossed) * 1e3:.0f} ms), WiFi bytes from {first_wifi:.3f} s; WiFi slowed {wifi_slow:.3f} s, "
+          f"<= 500 kbit/s {fell:.3f} s, to BT {to_bt:.3f} s (+{(to_bt - fell) * 1e3:.0f} ms); switches {switches}")
