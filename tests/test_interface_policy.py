@@ -342,3 +342,17 @@ timeline:
     print(f"BT slowed {bt_slow:.3f} s, backlog > B {crossed:.3f} s, to WiFi {to_wifi:.3f} s "
           f"(+{(to_wifi - crossed) * 1e3:.0f} ms), WiFi bytes from {first_wifi:.3f} s; WiFi slowed {wifi_slow:.3f} s, "
           f"<= 500 kbit/s {fell:.3f} s, to BT {to_bt:.3f} s (+{(to_bt - fell) * 1e3:.0f} ms); switches {switches}")
+
+
+def test_top_shows_the_active_interface():
+    """`wearlab top` draws the live record: the wearable's live() -> NodeState -> a line."""
+    from rich.console import Console
+
+    from wearlab.report.live_record import LiveDoc, NodeState
+    from wearlab.report.top_view import render
+
+    live = {"interface": {"policy": "adaptive", "active": "wifi", "since_s": 1.575, "switches": 1}}
+    doc = LiveDoc(experiment="ifp", run_s=2.0, nodes={"watch": NodeState.model_validate(live)})
+    console = Console(width=160, record=True)
+    console.print(render(doc))
+    assert "interface: WIFI since 1.6 s (adaptive, 1 switches)" in console.export_text()
