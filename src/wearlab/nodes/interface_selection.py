@@ -46,6 +46,7 @@ from wearlab.nodes.software import KindError
 from wearlab.realize.linkctl import TcBatch
 
 POLL_S = 0.02
+SOCKET_PATH_MAX = 100
 THROUGHPUT_WINDOW_S = 0.1        # the WiFi throughput is over the trailing 100 ms (5 polls)
 
 
@@ -97,10 +98,14 @@ class InterfaceSelector:
         (wifi_end,) = [l for l in plan.link_ends(self.watch) if l.medium == Medium.WIFI]
         self.wifi_dev = self.net.addresses.interface_to(self.watch, wifi_end.peer).name
         self.endpoints = endpoints
-        # Short paths (a Unix socket's is at most 107 bytes) outside any node's namespace.
-        self.sockdir = Path(tempfile.mkdtemp(prefix="wearlab-ifsel-"))
+        # The agents' control sockets: in the wearable's work directory (the network's teardown
+        # removes it, after a signal too) unless its path is too long for a Unix socket's
+        # (at most 107 bytes): then a private directory under /tmp that close() removes.
+        self.own_dir = len(str(kind.workdir / "interface-server.sock")) > SOCKET_PATH_MAX
+        self.sockdir = Path(tempfile.mkdtemp(prefix="wearlab-ifsel-")) if self.own_dir else kind.workdir
+        self.sockdir.mkdir(parents=True, exist_ok=True)
         endpoints.active = self.policy_class.initial
-        endpoints.control = {side: self.sockdir / f"{side}.sock" for side in ("watch", "server")}
+        endpoints.control = {side: self.sockdir / f"interface-{side}.sock" for side in ("watch", "server")}
         self.policy: InterfacePolicy = self.policy_class(self.options)
         self.rows: list[dict[str, Any]] = []
         self.taken = 0
@@ -135,7 +140,11 @@ class InterfaceSelector:
             if b is not None:
                 b.close()
         self.tc = self.ip = None
-        shutil.rmtree(self.sockdir, ignore_errors=True)
+        if self.own_dir:
+            shutil.rmtree(self.sockdir, ignore_errors=True)
+        else:
+            for path in self.endpoints.control.values():
+                path.unlink(missing_ok=True)
 
     # -- the loop ----------------------------------------------------------------------------------
     def _tell(self, path: str) -> None:
