@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -164,6 +165,17 @@ class InterfaceSelector:
         return root_backlog(qdiscs), int(stats.get("rx", {}).get("bytes", 0)) + int(stats.get("tx", {}).get("bytes", 0))
 
     def _loop(self) -> None:
+        try:
+            self._polls()
+        except Exception as e:          # the run goes on without a policy: say so in its series
+            t_ns = time.time_ns()
+            with self.lock:
+                self.rows.append({"t_s": round((t_ns - self.t0_ns) / 1e9, 6), "t_ns": t_ns, "event": "error",
+                                  "active": self.policy.active, "backlog_bytes": "", "wifi_bps": "", "from": "",
+                                  "to": "", "reason": f"the policy stopped: {e}"})
+            print(f"{self.watch}'s interface policy stopped: {e}", file=sys.stderr)
+
+    def _polls(self) -> None:
         wifi = WifiThroughput()
         while not self._stop.wait(POLL_S):
             backlog, wifi_bytes = self._measure()
