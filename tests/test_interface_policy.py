@@ -2,7 +2,8 @@
 and interface_selection): the adaptive policy's state machine against synthetic traces worked out
 by hand, the measurements' arithmetic, the agents moving a flow between open paths without
 reconnecting, the options at plan time (file:line:field, exit 2), a user's policy through the
-catalog (host, about 3 s); and one guest test against netem (17 s; its bounds beside it).
+catalog (host, about 3 s); and one guest test against netem (two cells: a phone that forwards, one that splits; its bounds
+beside it).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from conftest import timing_bound, wearlab
 from wearlab.nodes.interface_policies import (BT, WIFI, Adaptive, InterfacePolicy, PolicyOptions, Sample,
                                               StaticBt, StaticWifi)
-from wearlab.nodes.interface_selection import WifiThroughput, root_backlog
+from wearlab.nodes.interface_selection import WifiThroughput, proxy_backlog, root_backlog
 
 POLL = 20        # ms: the selector's POLL_S
 
@@ -96,6 +97,22 @@ def test_wifi_throughput_is_over_the_trailing_window():
     # t = 260 ms: the window (160, 260] holds 200 -> 260 idle and 160 -> 200 at 2 Mbit/s: 2 x 5000 B
     assert got[12] == pytest.approx(10_000 * 8 / 0.1)
     assert got[15] == 0.0                                    # t = 320 ms: 120 ms idle
+
+
+def test_a_splitting_proxys_backlog_is_its_sockets_queues():
+    # /proc/net/tcp of a phone whose relay splits the watch's BT path (watch 10.0.0.2, the server
+    # agent 10.0.3.2:7101 = 0203000A:1BBD; addresses little-endian): toward the watch 0x3A98 =
+    # 15 000 B unacknowledged; from the server agent 0x1388 = 5000 B unread (its 0x64 = 100 B
+    # toward the server are not the watch's); a listener and a connection to another port are
+    # not counted: 20 000 B.
+    head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    rows = ["   0: 0100000A:1BBD 0200000A:C350 01 00003A98:00000000 01:00000014 00000000 0 0 1 1",
+            "   1: 0101000A:9C40 0203000A:1BBD 01 00000064:00001388 00:00000000 00000000 0 0 2 1",
+            "   2: 00000000:1BBD 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 3 1",
+            "   3: 0101000A:9C41 0203000A:1F90 01 00000000:00000FA0 00:00000000 00000000 0 0 4 1"]
+    assert proxy_backlog(head + "\n".join(rows), "10.0.0.2", ("10.0.3.2", 7101)) == (True, 20_000)
+    # A forwarding phone holds no connection with the watch: not split (its qdisc is read instead).
+    assert proxy_backlog(head + rows[3], "10.0.0.2", ("10.0.3.2", 7101)) == (False, 0)
 
 
 def test_backlog_is_the_root_qdiscs():
@@ -245,28 +262,30 @@ def test_a_users_policy_registers_through_the_catalog(tmp_path):
 # -- in the guest: the adaptive policy against netem --------------------------------------------
 # A download (server -> watch, the paper's case) of 2 Mbit/s CBR, 1000 B messages, through the
 # transport pinned by the adaptive policy with B = 10 KB, T1 = 500 ms, T2 = 1 s (shorter than the
-# paper's 5 s, to keep the test short), threshold 500 kbit/s. The phone routes (kind host).
+# paper's 5 s, to keep the test short), threshold 500 kbit/s. Two cells: the phone (a relay)
+# forwards the transport's BT path (intercept: [], the backlog is its BT qdisc's) or splits it
+# (intercept: [7101], the backlog is its sockets' queues).
 #
-# BT starts at 4 Mbit/s: it carries the 2 Mbit/s with no backlog. At BT_SLOW the timeline cuts
-# its phone->watch rate to 500 kbit/s: 1.5 Mbit/s more arrives at the phone than leaves, so its
-# queue passes B = 10 KB no sooner than the change itself and, once TCP keeps the path full,
-# after about 10 000 x 8 / 1.5e6 = 53 ms: we give it FILL_S = 250 ms (the BT path's connection
-# must first grow its window past the 4 Mbit/s link's few KB in flight). Then T1.
+# BT (5 ms one-way) starts at 4 Mbit/s: it carries the 2 Mbit/s with no backlog (a split
+# phone's send queue holds what is in flight, 2 Mbit/s x 10 ms RTT = 2.5 KB, below B). At
+# BT_SLOW the timeline cuts its phone->watch rate to 500 kbit/s: 1.5 Mbit/s more arrives at the
+# phone than leaves, so its queue passes B = 10 KB no sooner than the change itself and, once
+# TCP keeps the path full, after about 10 000 x 8 / 1.5e6 = 53 ms: we give it FILL_S = 250 ms
+# (the BT path's connection must first grow its window past the few KB in flight). Then T1.
 # At WIFI_SLOW the timeline cuts WiFi (ap->watch) to 300 kbit/s: the watch's WiFi throughput
 # over the selector's trailing 100 ms falls to the threshold once 2 x (100 - x) + 0.3 x <= 50
-# (kbit per 100 ms at 2 Mbit/s before, 0.3 after): x >= 88 ms, plus the 5 ms link and the
-# packets netem already timed at the old rate (< 10 ms at 10 Mbit/s of 64 KB... the AP's queue
-# holds at most the path's window, sent at 10 Mbit/s: it empties within 52 ms); FALL_S = 200 ms
-# bounds it. Then T2.
-# The Done-when, from the measured inputs (the selector's samples of the phone's qdisc backlog
-# and the WiFi counters): each switch comes T1 (T2) after the first sample of its run of
+# (kbit per 100 ms at 2 Mbit/s before, 0.3 after): x >= 88 ms, plus the 5 ms link and what
+# netem had already timed at 10 Mbit/s (at most the path's 64 KB window: 52 ms); FALL_S =
+# 200 ms bounds it. Then T2. At WIFI_BACK WiFi is fast again, so the run drains soon.
+# The Done-when, from the measured inputs (the selector's samples of the phone's backlog and
+# the WiFi counters): each switch comes T1 (T2) after the first sample of its run of
 # backlog > B (throughput <= threshold), and no later than T1 (T2) + 100 ms.
 # From independent records: the switch instants against the timeline's applied changes
 # (series/timeline.csv) and the physics above; and the traffic itself moving (the watch agent's
 # per-path counters, series/multipath.csv, every 100 ms): no WiFi bytes before the first switch,
 # WiFi bytes within 100 ms + a series interval after it.
 BT_SLOW, WIFI_SLOW = 1.0, 3.0
-WIFI_BACK = 4.3           # WiFi fast again: the next switch to WiFi drains what the slow links left, so the run ends soon
+WIFI_BACK = 4.3
 T1, T2 = 0.5, 1.0
 FILL_S, FALL_S = 0.25, 0.2
 POLICY_S = 0.1            # the Done-when's allowance after T1 / T2 (the selector polls every 20 ms)
@@ -279,9 +298,9 @@ def test_adaptive_policy_switches_on_the_phones_backlog_and_wifis_throughput(tmp
     (tmp_path / "exp.yaml").write_text(f"""
 name: ifp
 topology:
-  nodes: {{watch: {{role: wearable}}, phone: {{role: phone, kind: host}}, ap: {{role: ap}}, server: {{role: server}}}}
+  nodes: {{watch: {{role: wearable}}, phone: {{role: phone, kind: relay}}, ap: {{role: ap}}, server: {{role: server}}}}
   links:
-    - {{between: [watch, phone], medium: bt, rate: 4Mbit, delay: 15ms}}
+    - {{between: [watch, phone], medium: bt, rate: 4Mbit, delay: 5ms}}
     - {{between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}}
     - {{between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}}
     - {{between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}}
@@ -295,6 +314,8 @@ timeline:
   - {{at: {BT_SLOW}s, link: watch-phone, direction: phone->watch, set: {{rate: 500kbit}}}}
   - {{at: {WIFI_SLOW}s, link: watch-ap, direction: ap->watch, set: {{rate: 300kbit}}}}
   - {{at: {WIFI_BACK}s, link: watch-ap, reset: true}}
+matrix:
+  phone.intercept: [[], [7101]]
 """)
     res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -303,23 +324,39 @@ timeline:
     def rows(name):
         with (d / "series" / f"{name}.csv").open() as f:
             return list(csv.DictReader(f))
-    iface = rows("interface")
+    with (d / "runs.csv").open() as f:
+        runs = list(csv.DictReader(f))
+    assert len(runs) == 2 and all(r["status"] == "ok" for r in runs), runs
+    cells = {r["phone.intercept"] for r in runs}
+    seen = {}
+    for cell in sorted(cells):
+        def of(name):
+            return [r for r in rows(name) if r["phone.intercept"] == cell]
+        seen[cell] = check_cell(of("interface"), of("timeline"), of("multipath"))
+    assert sorted(seen.values()) == ["qdisc", "sockets"], seen       # one phone forwards, one splits
+
+
+def check_cell(iface, timeline, multipath) -> str:
     samples = [r for r in iface if r["event"] == "sample"]
     switches = [(float(r["t_s"]), r["from"], r["to"]) for r in iface if r["event"] == "switch"]
     assert [s[1:] for s in switches[:2]] == [("bt", "wifi"), ("wifi", "bt")], switches
     (to_wifi, _, _), (to_bt, _, _) = switches[:2]
     changes = {}
-    for r in rows("timeline"):            # each link's first change by the timeline
+    for r in timeline:                    # each link's first change by the timeline
         if r["source"] == "timeline":
             changes.setdefault(r["link"], float(r["t_s"]))
     bt_slow, wifi_slow = changes["watch-phone"], changes["watch-ap"]
+    # where the backlog was read: all samples once the phone carries the session in one way
+    where = {r["backlog_at"] for r in samples if float(r["t_s"]) >= BT_SLOW}
+    assert len(where) == 1, where
 
     # The Done-when, from the measured inputs: each switch T1 (T2) after its condition began.
     def began(t_switch, cond):
         """The first sample of the run of samples meeting `cond` that ends at the switch."""
-        before = [r for r in samples if float(r["t_s"]) <= t_switch]
         start = None
-        for r in before:
+        for r in samples:
+            if float(r["t_s"]) > t_switch:
+                break
             start = (start if start is not None else float(r["t_s"])) if cond(r) else None
         return start
     crossed = began(to_wifi, lambda r: int(r["backlog_bytes"]) > 10_000)
@@ -335,18 +372,17 @@ timeline:
 
     # The flow moved: the watch agent's WiFi counter stays put until the first switch and grows
     # within 100 ms and one series interval of it (the chunks' path, not the policy's word).
-    wifi_rx = [(float(r["t_s"]), int(r["bytes_received"])) for r in rows("multipath")
+    wifi_rx = [(float(r["t_s"]), int(r["bytes_received"])) for r in multipath
                if r["side"] == "watch" and r["path_name"] == "wifi"]
     base = wifi_rx[0][1]
     assert all(b == base for t, b in wifi_rx if t < to_wifi), wifi_rx[:40]
     first_wifi = next(t for t, b in wifi_rx if b > base)
     assert to_wifi <= first_wifi <= to_wifi + POLICY_S + 0.1 + timing_bound(0.1), (to_wifi, first_wifi)
-    # One app connection all along: every message arrived, in order, at the CBR rate's count.
-    run = next(csv.DictReader((d / "runs.csv").open()))
-    assert run["status"] == "ok", run
-    print(f"BT slowed {bt_slow:.3f} s, backlog > B {crossed:.3f} s, to WiFi {to_wifi:.3f} s "
-          f"(+{(to_wifi - crossed) * 1e3:.0f} ms), WiFi bytes from {first_wifi:.3f} s; WiFi slowed {wifi_slow:.3f} s, "
-          f"<= 500 kbit/s {fell:.3f} s, to BT {to_bt:.3f} s (+{(to_bt - fell) * 1e3:.0f} ms); switches {switches}")
+    print(f"backlog at the phone's {where}: BT slowed {bt_slow:.3f} s, backlog > B {crossed:.3f} s, to WiFi "
+          f"{to_wifi:.3f} s (+{(to_wifi - crossed) * 1e3:.0f} ms), WiFi bytes from {first_wifi:.3f} s; WiFi slowed "
+          f"{wifi_slow:.3f} s, <= 500 kbit/s {fell:.3f} s, to BT {to_bt:.3f} s (+{(to_bt - fell) * 1e3:.0f} ms); "
+          f"switches {switches}")
+    return where.pop()
 
 
 def test_top_shows_the_active_interface():

@@ -22,8 +22,8 @@ from wearlab.model.columns import Series
 
 BT, WIFI = "bt", "wifi"
 EPSILON_S = 1e-9     # clocks compared as floats: 4.52 - 4.02 is 0.4999999999999991, and that is 500 ms
-INTERFACE_SERIES = Series("interface", ("t_s", "t_ns", "event", "active", "backlog_bytes", "wifi_bps", "from",
-                                        "to", "reason"),
+INTERFACE_SERIES = Series("interface", ("t_s", "t_ns", "event", "active", "backlog_bytes", "backlog_at", "wifi_bps",
+                                        "from", "to", "reason"),
                           "the interface policy's samples (bytes waiting at the phone for BT, WiFi throughput, the "
                           "active path) and switches, with why (interface_policy: ...)")
 

@@ -8,14 +8,21 @@ that path's connection, already open (wearlab.nodes.multipath_agent's `Pin`).
 
 What is measured, and where it really sits (seed 003 section 5.2 tracks "the bytes buffered at
 the CPROXY" from what goes in and out of it):
-- the backlog: the phone FORWARDS the BT path (kind host, or a relay not intercepting the
-  transport's port 7101), so the bytes waiting at the phone to cross BT toward the watch are
-  its BT link's egress queue: the root qdisc's `backlog` of the phone's device toward the watch
+- the backlog, when the phone FORWARDS the BT path (kind host, or a relay not intercepting the
+  transport's port 7101): the bytes waiting at the phone to cross BT toward the watch are its
+  BT link's egress queue, the root qdisc's `backlog` on the phone's device toward the watch
   (`tc -s -j qdisc show`, in the phone's namespace; bytes on the wire, headers included). What
   the sender has in flight beyond that sits in the links and the watch, not in the phone, so it
-  is not counted. A relay that SPLITS the path (its `intercept:` lists 7101) would hold the
-  bytes in its sockets instead (the server side's receive queues plus the watch side's send
-  queues); that is not measured yet, and such a phone is refused (KindError);
+  is not counted;
+- the backlog, when a relay SPLITS the path (its `intercept:` lists 7101; seen, not assumed:
+  the phone holds established TCP connections with the watch's BT address): the bytes sit in the
+  proxy's sockets, the receive queues of its connections from the server agent (arrived, not
+  yet read by the proxy) plus the send queues of its connections to the watch (written by the
+  proxy, not yet acknowledged by the watch: this includes what waits in the BT qdisc, so the
+  qdisc is not added, and the bytes in flight on BT, rate x RTT: 2.5 KB at 2 Mbit/s over a
+  10 ms RTT). Read from the phone's /proc/net/tcp (tx_queue, rx_queue), through a process in
+  the phone's namespace. The proxy's own user-space buffer is invisible from there and not
+  counted (the relay's `app_buffer` bounds it);
 - the direction: downloads (server -> watch), the paper's design and what a watch mostly
   receives (notifications, media, app data); an upload's bytes wait at the watch, not at the
   phone, and are not measured;
@@ -66,6 +73,32 @@ def root_backlog(qdiscs: list[dict[str, Any]]) -> int:
     return int(roots[0].get("backlog", 0)) if roots else 0
 
 
+def _endpoint(hexaddr: str) -> tuple[str, int]:
+    """/proc/net/tcp's '0100007F:1F90' -> ('127.0.0.1', 8080) (the address in host byte order: little-endian)."""
+    ip, port = hexaddr.split(":")
+    return socket.inet_ntoa(int(ip, 16).to_bytes(4, "little")), int(port, 16)
+
+
+def proxy_backlog(proc_net_tcp: str, watch_ip: str, upstream: tuple[str, int]) -> tuple[bool, int]:
+    """Whether the phone splits the watch's connections (it holds established ones with
+    `watch_ip`), and the bytes its proxy holds for the watch, from its namespace's /proc/net/tcp:
+    the send queues (tx_queue: unacknowledged or unsent) of its established connections to
+    `watch_ip` plus the receive queues (rx_queue: not yet read) of those to `upstream`."""
+    total, split = 0, False
+    for line in proc_net_tcp.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 5 or f[3] != "01":          # 01: ESTABLISHED
+            continue
+        remote = _endpoint(f[2])
+        tx, rx = (int(x, 16) for x in f[4].split(":"))
+        if remote[0] == watch_ip:
+            split = True
+            total += tx
+        elif remote == upstream:
+            total += rx
+    return split, total
+
+
 class WifiThroughput:
     """bit/s over the trailing `window` seconds from a cumulative byte counter."""
 
@@ -89,12 +122,8 @@ class InterfaceSelector:
         self.policy_class = load_policy(plan.interface_policies[self.policy_name])
         self.options = PolicyOptions(backlog_bytes=s["policy_backlog"], t1_s=s["policy_t1"], t2_s=s["policy_t2"],
                                      wifi_low_bps=s["policy_wifi_low"])
-        for c in plan.cells:
-            phone_setting = c.nodes.get(phone)
-            if phone_setting is not None and MULTIPATH_AGENT in (phone_setting.options.get("intercept") or ()):
-                raise KindError(f"{kind.node}'s interface_policy measures the backlog at {phone}'s BT queue (a phone "
-                                f"that forwards the transport's BT path); {phone} splits it (intercept: "
-                                f"{MULTIPATH_AGENT}), whose socket queues are not measured yet")
+        self.watch_bt_ip = self.net.addresses.interface_to(self.watch, phone).ip
+        self.server_ip = plan.addresses.address_of(plan.endpoints["server"])
         self.phone_dev = self.net.addresses.interface_to(phone, self.watch).name
         (wifi_end,) = [l for l in plan.link_ends(self.watch) if l.medium == Medium.WIFI]
         self.wifi_dev = self.net.addresses.interface_to(self.watch, wifi_end.peer).name
@@ -158,11 +187,19 @@ class InterfaceSelector:
                 except OSError as e:
                     raise KindError(f"{self.watch}'s interface policy cannot reach the {side} agent: {e}") from None
 
-    def _measure(self) -> tuple[int, int]:
-        (qdiscs,) = self.tc.query([f"qdisc show dev {self.phone_dev}"])
+    def _measure(self) -> tuple[int, str, int]:
+        """(backlog bytes, where: qdisc or sockets, the WiFi interface's rx + tx bytes)."""
+        # /proc/PID/net is the network namespace of PID: tc's batch process lives in the phone's.
+        split, held = proxy_backlog(Path(f"/proc/{self.tc.proc.pid}/net/tcp").read_text(), self.watch_bt_ip,
+                                    (self.server_ip, MULTIPATH_AGENT))
+        if split:
+            backlog, where = held, "sockets"
+        else:
+            (qdiscs,) = self.tc.query([f"qdisc show dev {self.phone_dev}"])
+            backlog, where = root_backlog(qdiscs), "qdisc"
         (links,) = self.ip.query([f"link show dev {self.wifi_dev}"])
         stats = links[0].get("stats64", links[0].get("stats", {}))
-        return root_backlog(qdiscs), int(stats.get("rx", {}).get("bytes", 0)) + int(stats.get("tx", {}).get("bytes", 0))
+        return backlog, where, int(stats.get("rx", {}).get("bytes", 0)) + int(stats.get("tx", {}).get("bytes", 0))
 
     def _loop(self) -> None:
         try:
@@ -171,24 +208,25 @@ class InterfaceSelector:
             t_ns = time.time_ns()
             with self.lock:
                 self.rows.append({"t_s": round((t_ns - self.t0_ns) / 1e9, 6), "t_ns": t_ns, "event": "error",
-                                  "active": self.policy.active, "backlog_bytes": "", "wifi_bps": "", "from": "",
+                                  "active": self.policy.active, "backlog_bytes": "", "backlog_at": "", "wifi_bps": "",
+                                  "from": "",
                                   "to": "", "reason": f"the policy stopped: {e}"})
             print(f"{self.watch}'s interface policy stopped: {e}", file=sys.stderr)
 
     def _polls(self) -> None:
         wifi = WifiThroughput()
         while not self._stop.wait(POLL_S):
-            backlog, wifi_bytes = self._measure()
+            backlog, where, wifi_bytes = self._measure()
             t_ns = time.time_ns()
             t = (t_ns - self.t0_ns) / 1e9
             sample = Sample(t, backlog, wifi.add(t, wifi_bytes))
             switch = self.policy.observe(sample)
             if switch is not None:
                 self._tell(switch.to)
-            self._record(t_ns, sample, switch)
+            self._record(t_ns, sample, where, switch)
 
-    def _record(self, t_ns: int, sample: Sample, switch: Switch | None) -> None:
-        base = {"t_s": round(sample.t, 6), "t_ns": t_ns, "backlog_bytes": sample.backlog_bytes,
+    def _record(self, t_ns: int, sample: Sample, where: str, switch: Switch | None) -> None:
+        base = {"t_s": round(sample.t, 6), "t_ns": t_ns, "backlog_bytes": sample.backlog_bytes, "backlog_at": where,
                 "wifi_bps": round(sample.wifi_bps)}
         with self.lock:
             self.rows.append({**base, "event": "sample", "active": self.policy.active if switch is None else switch.from_,
@@ -213,5 +251,9 @@ class InterfaceSelector:
         return {"policy": self.policy_name, "class": f"{self.policy_class.__module__}:{self.policy_class.__qualname__}",
                 "initial": self.policy_class.initial, "backlog_bytes": o.backlog_bytes, "t1_s": o.t1_s, "t2_s": o.t2_s,
                 "wifi_low_bps": o.wifi_low_bps, "poll_s": POLL_S, "throughput_window_s": THROUGHPUT_WINDOW_S,
-                "backlog_measured": f"root qdisc backlog of {self.phone}:{self.phone_dev} (toward {self.watch})",
+                "backlog_measured": (f"a forwarding {self.phone} (no TCP connection with {self.watch_bt_ip}): the root "
+                                     f"qdisc backlog of {self.phone}:{self.phone_dev}, toward {self.watch}; a splitting "
+                                     f"one: the send queues of its TCP connections to {self.watch_bt_ip} + the receive "
+                                     f"queues of those to {self.server_ip}:{MULTIPATH_AGENT} (/proc/net/tcp); series "
+                                     f"column backlog_at says which"),
                 "wifi_measured": f"rx + tx bytes of {self.watch}:{self.wifi_dev}"}
