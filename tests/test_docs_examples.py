@@ -547,6 +547,7 @@ BASES = {
     "handover": ("handover", {**_WEARABLE_STREAM, "mptcp": True, "reconnect": "rtapp"},
                  {"watch": {"handover": "reactive", "walk_start": "1s", "p1": "2s", "p2": "2s", "p3": "1s"}}),
     "multipath": ("handover", {**_WEARABLE_STREAM, "direction": "up"}, {"watch": {"multipath": "minrtt"}}),
+    "interface": ("handover", _WEARABLE_STREAM, {"watch": {"interface_policy": "adaptive"}}),
     "characterizer": ("wearable-basic", {"kind": "characterizer", "client": "watch", "server": "server", "path": "ap",
                                          "flows": [{"name": "steps", "sensitivity": 1, "size": "1KB"}]}, {}),
 }
@@ -628,6 +629,11 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "watch.multipath_paths": ("multipath", [["wifi", "bt"], ["bt", "wifi"]], {}),
     "watch.multipath_chunk": ("multipath", [1400, "4KB"], {}),
     "watch.multipath_window": ("multipath", ["64KB", "256KB"], {}),
+    "watch.interface_policy": ("interface", ["bt", "adaptive"], {}),
+    "watch.policy_backlog": ("interface", ["10KB", "20KB"], {}),
+    "watch.policy_t1": ("interface", ["500ms", "1s"], {}),
+    "watch.policy_t2": ("interface", ["5s", "1s"], {}),
+    "watch.policy_wifi_low": ("interface", ["500kbit", "1Mbit"], {}),
 }
 
 

@@ -4,7 +4,8 @@ below it gets the catalog handed to it (`load_experiment(path, CATALOG)`, `plan(
 model never imports what runs.
 
 Adding a kind: write its module (nodes/ or workloads/), then add its class here. The same for a
-multipath scheduler (nodes/multipath_schedulers.py's `Scheduler`).
+multipath scheduler (nodes/multipath_schedulers.py's `Scheduler`) and for a wearable's interface
+policy (nodes/interface_policies.py's `InterfacePolicy`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from wearlab.model.declarations import Catalog
 from wearlab.model.roles import Role
 from wearlab.nodes.caddy import Caddy
+from wearlab.nodes.interface_policies import Adaptive, StaticBt, StaticWifi
 from wearlab.nodes.multipath_schedulers import MinRtt, Redundant, RoundRobin
 from wearlab.nodes.host import Host
 from wearlab.nodes.nginx import Nginx
@@ -29,4 +31,5 @@ CATALOG = Catalog.of(
     default_kinds={Role.WEARABLE: "wearable", Role.PHONE: "relay", Role.AP: "host", Role.ROUTER: "host",
                    Role.SERVER: "nginx"},
     schedulers=[MinRtt, RoundRobin, Redundant],
+    interface_policies=[StaticBt, StaticWifi, Adaptive],
 )

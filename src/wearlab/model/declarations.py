@@ -6,7 +6,8 @@ it uses - with nothing that runs. The running side subclasses them (`wearlab.nod
 `wearlab.workloads.workload.Workload`), and `wearlab.catalog` lists every kind once. Model code gets
 kinds from a `Catalog` handed to it, never by importing them. `Catalog` (at the end) is the type of
 that one list: every node kind and workload kind, each role's default kind, and the multipath
-transport's schedulers (`SchedulerDecl`).
+transport's schedulers (`SchedulerDecl`) and a wearable's interface-selection policies
+(`InterfacePolicyDecl`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class NodeView:
     cell: Mapping[str, Any]              # the cell's workload parameters
     endpoints: Mapping[str, str]         # the workload's roles -> nodes (client, server)
     schedulers: tuple[str, ...] = ()     # the catalog's multipath schedulers, by name
+    interface_policies: tuple[str, ...] = ()   # the catalog's interface-selection policies, by name
 
     def links_of(self, medium: Medium, peer_role: Role) -> list[LinkEnd]:
         return [l for l in self.links if l.medium == medium and l.peer_role == peer_role]
@@ -210,36 +212,56 @@ class SchedulerDecl(Protocol):
     __qualname__: str
 
 
+class InterfacePolicyDecl(Protocol):
+    """A wearable's interface-selection policy as the catalog lists it (the running class:
+    `wearlab.nodes.interface_policies.InterfacePolicy`): its name, as `interface_policy:` names it,
+    and a line of doc; its module and class are what the run imports."""
+
+    name: ClassVar[str]
+    doc: ClassVar[str]
+    __module__: str
+    __qualname__: str
+
+
 @dataclass(frozen=True)
 class Catalog:
     node_kinds: Mapping[str, type[NodeKindDecl]]
     workloads: Mapping[str, type[WorkloadDecl]]
     default_kinds: Mapping[Role, str]
     schedulers: Mapping[str, type[SchedulerDecl]] = field(default_factory=dict)
+    interface_policies: Mapping[str, type[InterfacePolicyDecl]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, node_kinds: list[type[NodeKindDecl]], workloads: list[type[WorkloadDecl]],
-           default_kinds: Mapping[Role, str], schedulers: list[type[SchedulerDecl]] = ()) -> Catalog:
+           default_kinds: Mapping[Role, str], schedulers: list[type[SchedulerDecl]] = (),
+           interface_policies: list[type[InterfacePolicyDecl]] = ()) -> Catalog:
         kinds = {k.name: k for k in node_kinds}
         loads = {w.name: w for w in workloads}
         scheds = {s.name: s for s in schedulers}
-        if len(kinds) != len(node_kinds) or len(loads) != len(workloads) or len(scheds) != len(schedulers):
+        policies = {p.name: p for p in interface_policies}
+        if len(kinds) != len(node_kinds) or len(loads) != len(workloads) or len(scheds) != len(schedulers) \
+                or len(policies) != len(interface_policies):
             raise ValueError("two kinds share a name")
         missing = set(Role) - set(default_kinds)
         if missing or not set(default_kinds.values()) <= set(kinds):
             raise ValueError(f"every role needs a default kind from the catalog (missing: {missing})")
         if "none" in scheds:
             raise ValueError("a scheduler cannot be called 'none' (multipath: none turns the transport off)")
-        return cls(kinds, loads, dict(default_kinds), scheds)
+        if "none" in policies:
+            raise ValueError("an interface policy cannot be called 'none' (interface_policy: none turns it off)")
+        return cls(kinds, loads, dict(default_kinds), scheds, policies)
 
     def extended(self, node_kinds: list[type[NodeKindDecl]] = (), workloads: list[type[WorkloadDecl]] = (),
                  default_kinds: Mapping[Role, str] | None = None,
-                 schedulers: list[type[SchedulerDecl]] = ()) -> Catalog:
+                 schedulers: list[type[SchedulerDecl]] = (),
+                 interface_policies: list[type[InterfacePolicyDecl]] = ()) -> Catalog:
         """This catalog plus more kinds: how kinds written outside `wearlab.catalog` (a test's
-        toy kinds, an extension of one's own, a multipath scheduler of one's own) are registered.
+        toy kinds, an extension of one's own, a multipath scheduler or interface policy of one's own)
+        are registered.
         Hand the result to `load_experiment(path, catalog)` as the CLI hands `CATALOG`. A name
         already in the catalog is an error (ValueError), as in `Catalog.of`; `default_kinds`
         replaces roles' defaults."""
         return Catalog.of([*self.node_kinds.values(), *node_kinds], [*self.workloads.values(), *workloads],
                           {**self.default_kinds, **(default_kinds or {})},
-                          [*(self.schedulers or {}).values(), *schedulers])
+                          [*(self.schedulers or {}).values(), *schedulers],
+                          [*(self.interface_policies or {}).values(), *interface_policies])

@@ -16,6 +16,11 @@ the app. The app's end of stream travels as FIN after the last chunk.
 Counters per path (chunks and bytes sent and received, duplicates dropped, smoothed RTT) are
 summed over the agent's sessions and written every `series_interval` to a CSV, so a run shows
 the scheduler's split over time.
+
+With `--active NAME --control SOCKET` (an interface policy: wearlab.nodes.interface_selection)
+every session sends on that one path only (`Pin`), and a datagram naming another path on the
+Unix socket SOCKET moves the next chunks there: the path connections stay open, so the app's
+connection never notices the switch. Chunks already on the old path finish there (their ACKs).
 """
 
 from __future__ import annotations
@@ -77,6 +82,32 @@ class Counters:
         self.paths = [PathCounters(n) for n in self.names]
 
 
+class Pin:
+    """The one path an interface policy lets the agent's sessions send on (index into the paths),
+    shared by the agent's sessions; `move` is what a control datagram does."""
+
+    def __init__(self, names: list[str], active: str) -> None:
+        self.names = names
+        self.active = names.index(active)
+        self.sessions: set[Session] = set()
+
+    def move(self, name: str) -> None:
+        if name not in self.names:
+            print(f"multipath: control names no path of this agent: {name!r}", file=sys.stderr)
+            return
+        self.active = self.names.index(name)
+        for s in list(self.sessions):
+            asyncio.get_running_loop().create_task(s._notify())
+
+
+class ControlProtocol(asyncio.DatagramProtocol):
+    def __init__(self, pin: Pin) -> None:
+        self.pin = pin
+
+    def datagram_received(self, data: bytes, addr) -> None:
+        self.pin.move(data.decode(errors="replace").strip())
+
+
 class Session:
     """One app connection carried over path connections (module doc). Paths attach as they
     connect (`attach`): the session starts on the first, so the worse path's handshake never
@@ -86,8 +117,9 @@ class Session:
     window, so it gets nothing new until its ACKs return."""
 
     def __init__(self, app: tuple[asyncio.StreamReader, asyncio.StreamWriter], names: list[str],
-                 scheduler: Scheduler, chunk: int, window: int, counters: Counters) -> None:
+                 scheduler: Scheduler, chunk: int, window: int, counters: Counters, pin: Pin | None = None) -> None:
         self.app_r, self.app_w = app
+        self.pin = pin
         self.paths: list[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None] = [None] * len(names)
         self.state = [PathState(i, n, window, up=False) for i, n in enumerate(names)]
         self.scheduler = scheduler
@@ -129,7 +161,21 @@ class Session:
     def _done(self) -> bool:
         return self.fin is not None and self.reassembler.complete and not self.outstanding
 
+    def _choose(self, size: int) -> list[int]:
+        if self.pin is None:
+            return self.scheduler.choose(self.state, size)
+        i = self.pin.active
+        st = self.state[i]
+        if st.up:
+            return [i] if st.room(size) else []
+        if i in self.unreachable or self.paths[i] is not None:
+            # The pinned path failed or closed: the others carry the flow rather than nothing.
+            return self.scheduler.choose(self.state, size)
+        return []                 # not connected yet: wait for it
+
     async def run(self) -> None:
+        if self.pin is not None:
+            self.pin.sessions.add(self)
         sender = asyncio.create_task(self._send())
         watchdog = asyncio.create_task(self._reinject())
         try:
@@ -143,6 +189,8 @@ class Session:
         except (ConnectionError, ProtocolError) as e:
             print(f"multipath session ended: {e}", file=sys.stderr)
         finally:
+            if self.pin is not None:
+                self.pin.sessions.discard(self)
             for t in [sender, watchdog, *self.receivers]:
                 t.cancel()
             for conn in [*self.paths, (self.app_r, self.app_w)]:
@@ -153,7 +201,7 @@ class Session:
         seq = 0
         while data := await self.app_r.read(self.chunk):
             async with self.changed:
-                while not (chosen := self.scheduler.choose(self.state, len(data))):
+                while not (chosen := self._choose(len(data))):
                     await self.changed.wait()
             self._transmit(chosen, seq, encode(FrameType.DATA, seq, data), len(data))
             # Backpressure from the chosen paths' sockets (the window already bounds it).
@@ -317,9 +365,10 @@ async def open_path(spec: PathSpec) -> tuple[asyncio.StreamReader, asyncio.Strea
 
 
 class WatchAgent:
-    def __init__(self, paths: list[PathSpec], scheduler: str, chunk: int, window: int) -> None:
+    def __init__(self, paths: list[PathSpec], scheduler: str, chunk: int, window: int, pin: Pin | None = None) -> None:
         self.paths, self.scheduler, self.chunk, self.window = paths, scheduler, chunk, window
         self.counters = Counters([p.name for p in paths])
+        self.pin = pin
 
     async def handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -327,7 +376,7 @@ class WatchAgent:
         # Where the app was going before the watch's netfilter REDIRECTed it here.
         destination = original_destination(w.get_extra_info("socket"))
         session = Session((r, w), [p.name for p in self.paths], load_scheduler(self.scheduler), self.chunk,
-                          self.window, self.counters)
+                          self.window, self.counters, self.pin)
 
         async def connect(i: int, spec: PathSpec) -> None:
             try:
@@ -347,8 +396,10 @@ class WatchAgent:
 
 
 class ServerAgent:
-    def __init__(self, upstream: tuple[str, int] | None, names: list[str], scheduler: str, chunk: int, window: int) -> None:
+    def __init__(self, upstream: tuple[str, int] | None, names: list[str], scheduler: str, chunk: int, window: int,
+                 pin: Pin | None = None) -> None:
         self.upstream, self.scheduler, self.chunk, self.window = upstream, scheduler, chunk, window
+        self.pin = pin
         self.names = names
         self.counters = Counters(names)
         # A session's future resolves once its upstream is connected; None: ended (kept a while,
@@ -398,7 +449,7 @@ class ServerAgent:
             w.close()
             return
         session = Session((ur, uw), self.names, load_scheduler(self.scheduler), self.chunk, self.window,
-                          self.counters)
+                          self.counters, self.pin)
         ready.set_result(session)
         await session.attach(index, r, w)
         try:
@@ -424,12 +475,31 @@ async def write_series(path: Path, side: str, counters: Counters, interval: floa
             await asyncio.sleep(interval)
 
 
+def control_socket(path: str) -> socket.socket:
+    """The Unix datagram socket an interface policy's switches arrive on (a file, so the runner
+    reaches it from outside the node's network namespace, where an abstract socket would not be)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    sock.bind(path)
+    sock.setblocking(False)
+    return sock
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    names = [PathSpec.parse(p).name for p in args.path] if args.side == "watch" else args.names.split(",")
+    pin = Pin(names, args.active) if args.active else None
     if args.side == "watch":
         specs = [PathSpec.parse(p) for p in args.path]
-        agent = WatchAgent(specs, args.scheduler, args.chunk, args.window)
+        agent = WatchAgent(specs, args.scheduler, args.chunk, args.window, pin)
     else:
-        agent = ServerAgent(_addr(args.upstream) if args.upstream else None, args.names.split(","), args.scheduler, args.chunk, args.window)
+        agent = ServerAgent(_addr(args.upstream) if args.upstream else None, names, args.scheduler, args.chunk,
+                            args.window, pin)
+    if pin is not None and args.control:
+        await asyncio.get_running_loop().create_datagram_endpoint(lambda: ControlProtocol(pin),
+                                                                  sock=control_socket(args.control))
     server = await asyncio.start_server(agent.handle, sock=listener(_addr(args.listen), args.side == "watch"))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -454,6 +524,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scheduler", default="wearlab.nodes.multipath_schedulers:MinRtt", help="module:Class")
     ap.add_argument("--chunk", type=int, default=1400)
     ap.add_argument("--window", type=int, default=65536)
+    ap.add_argument("--active", help="an interface policy's path: send on this path only (by name)")
+    ap.add_argument("--control", help="with --active: a Unix datagram socket to bind; a datagram naming a path "
+                    "moves the flow there")
     ap.add_argument("--series")
     ap.add_argument("--series-interval", type=float, default=0.1)
     asyncio.run(main_async(ap.parse_args(argv)))

@@ -18,6 +18,11 @@ The BT path's TCP connection goes to the server's address through the phone: a p
 names MULTIPATH_AGENT's port (7101), so its proxy carries the path as the paper's phone did.
 
 Both agents write their per-path counters (series `multipath`) every SERIES_INTERVAL_S.
+
+With an interface policy (`interface_policy:`, wearlab.nodes.interface_selection) both agents
+send on one path at a time (`--active`) and take switches on a control socket each (`control`):
+the policy's choice holds for both directions. The scheduler then only carries the flow when
+the chosen path has failed (FALLBACK_SCHEDULER).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from wearlab.nodes.software import KindError, wait_listening
 
 MULTIPATH_TABLE = 110            # the watch's routing table for path i: MULTIPATH_TABLE + i
 SERIES_INTERVAL_S = 0.1
+FALLBACK_SCHEDULER = "minrtt"    # with an interface policy and no `multipath:`: used only if the policy's path fails
 MULTIPATH_SERIES = Series("multipath", ("t_s", *SERIES_COLUMNS),
                           "the multipath transport's counters per path and side (cumulative over the agent's "
                           "sessions): chunks and bytes sent and received, duplicates dropped, smoothed RTT")
@@ -54,7 +60,7 @@ class MultipathEndpoints:
         self.plan = kind.ctx.plan
         self.server = self.plan.endpoints["server"]
         self.server_ip = self.plan.addresses.address_of(self.server)
-        self.scheduler = s["multipath"]
+        self.scheduler = s["multipath"] if s["multipath"] != "none" else FALLBACK_SCHEDULER
         self.spec = self.plan.schedulers[self.scheduler]
         self.chunk, self.window = s["multipath_chunk"], s["multipath_window"]
         self.paths = []   # (medium, peer, local ip, peer ip, device)
@@ -63,6 +69,10 @@ class MultipathEndpoints:
             intf = self.plan.addresses.interface_to(self.watch, end.peer)
             self.paths.append((medium, end.peer, intf.ip, intf.peer_ip, intf.name))
         self.procs: list[subprocess.Popen] = []
+        # An interface policy's (set by InterfaceSelector): the path both agents start on, and
+        # side -> the Unix socket that side's agent takes switches on.
+        self.active: str | None = None
+        self.control: dict[str, Path] = {}
 
     @property
     def workdir(self) -> Path:
@@ -92,6 +102,8 @@ class MultipathEndpoints:
     def argv(self, side: str) -> list[str]:
         common = ["--scheduler", self.spec, "--chunk", str(self.chunk), "--window", str(self.window),
                   "--series", str(self.series_file(side)), "--series-interval", str(SERIES_INTERVAL_S)]
+        if self.active is not None:
+            common += ["--active", self.active, "--control", str(self.control[side])]
         if side == "watch":
             return [sys.executable, "-m", "wearlab.nodes.multipath_agent", "watch",
                     "--listen", f"0.0.0.0:{MULTIPATH_LOCAL}",

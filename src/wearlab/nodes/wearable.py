@@ -31,6 +31,7 @@ from wearlab.model.quantities import format_duration, format_size
 from wearlab.model.yamlsrc import did_you_mean
 from wearlab.model.needs import Need
 from wearlab.model.ports import MULTIPATH_LOCAL
+from wearlab.nodes.interface_policies import INTERFACE_SERIES
 from wearlab.nodes.multipath_endpoints import MULTIPATH_SERIES
 from wearlab.nodes.node_kind import NodeKind
 
@@ -70,6 +71,14 @@ def _scheduler(v: Any) -> str:
     if not isinstance(v, str) or not v.strip():
         raise ValueError(f"multipath names a scheduler (minrtt, round-robin, redundant, or one registered in the "
                          f"catalog) or none; got {v!r}")
+    return v.strip().lower()
+
+
+def _policy(v: Any) -> str:
+    """An interface policy's name (checked against the catalog's at plan time) or none."""
+    if not isinstance(v, str) or not v.strip():
+        raise ValueError(f"interface_policy names a policy (bt, wifi, adaptive, or one registered in the catalog) "
+                         f"or none; got {v!r}")
     return v.strip().lower()
 
 
@@ -116,11 +125,16 @@ def _positive_number(name: str):
     return check
 
 
+def transport_on(settings: Mapping[str, Any]) -> bool:
+    """The chunked multipath transport runs: for a scheduler (`multipath`) or an interface policy."""
+    return settings.get("multipath", "none") != "none" or settings.get("interface_policy", "none") != "none"
+
+
 class Wearable(NodeKind):
     name = "wearable"
     doc = "a watch; radio: bt emulates its Bluetooth radio's Active/Sniff states (seed 003 section 3)"
     roles = frozenset({Role.WEARABLE})
-    series = (RADIO_SERIES, HANDOVER_SERIES, MULTIPATH_SERIES)
+    series = (RADIO_SERIES, HANDOVER_SERIES, MULTIPATH_SERIES, INTERFACE_SERIES)
     metrics = tuple(Metric(f"handover_p{i}_s", "s", label=f"P{i}", summarised=True, doc=doc) for i, doc in (
         (1, "BT's last reception -> BT interface down (BT connected but unusable)"),
         (2, "BT down -> WiFi interface up (no network)"),
@@ -169,6 +183,18 @@ class Wearable(NodeKind):
         Param("multipath_window", P.positive_size, 65536, "multipath: bytes in flight per path (sent, not yet "
               "acknowledged by the other end); a scheduler sends on a path only while it has room",
               to_doc=format_size),
+        Param("interface_policy", _policy, "none",
+              "which ONE interface carries the watch's flow, switched over the multipath transport without "
+              "reconnecting (seed 003 section 5.2): bt, wifi (static), adaptive (the paper's B/T1/T2 rule), or one "
+              "registered in the catalog; none: off. docs/interface-selection.md"),
+        Param("policy_backlog", P.positive_size, 10_000, "adaptive: B, the bytes waiting at the phone to cross BT "
+              "above which the clock T1 runs (paper: 10 KB)", to_doc=format_size),
+        Param("policy_t1", P.positive_duration, 0.5, "adaptive: T1, how long the backlog stays above B before "
+              "the flow moves to WiFi (paper: 500 ms)", to_doc=_dur, shown=_dur),
+        Param("policy_t2", P.positive_duration, 5.0, "adaptive: T2, how long WiFi carries at most "
+              "policy_wifi_low before the flow moves back to BT (paper: 5 s)", to_doc=_dur, shown=_dur),
+        Param("policy_wifi_low", P.rate, 500_000, "adaptive: the WiFi throughput (bit/s) at or below which WiFi "
+              "counts as idle (paper: 500 kbit/s)", to_doc=lambda v: f"{v / 1e3:g}kbit"),
     ))
 
     # -- plan time ---------------------------------------------------------------------------
@@ -193,14 +219,36 @@ class Wearable(NodeKind):
             if s["handover"] == HandoverPolicy.PROACTIVE.value and not view.cell.get("mptcp"):
                 out.append(("handover", "proactive handover moves the flow to an MPTCP subflow over WiFi: the "
                                         "workload needs mptcp: true"))
-        if s["multipath"] != "none":
+        if s["multipath"] != "none" or s["interface_policy"] != "none":
             out += cls._check_multipath(view)
+        if s["interface_policy"] != "none":
+            out += cls._check_policy(view)
+        return out
+
+    @classmethod
+    def _check_policy(cls, view: NodeView) -> list[tuple[str, str]]:
+        s, out = view.settings, []
+        if s["interface_policy"] not in view.interface_policies:
+            out.append(("interface_policy", f"unknown interface policy '{s['interface_policy']}'"
+                                            f"{did_you_mean(s['interface_policy'], view.interface_policies)} "
+                                            f"(policies: {', '.join(view.interface_policies)}, or none)"))
+        if s["multipath"] != "none":
+            out.append(("interface_policy", "interface_policy puts the flow on one path at a time; multipath's "
+                                            "scheduler spreads it over several: set one of them"))
+        if not {"bt", "wifi"} <= set(s["multipath_paths"]):
+            out.append(("multipath_paths", "interface_policy switches between bt and wifi: multipath_paths must "
+                                           f"list both; it lists {list(s['multipath_paths'])}"))
+        if len(view.links_of(Medium.BT, Role.PHONE)) != 1:
+            out.append(("interface_policy", "interface_policy measures the backlog at the phone: the watch needs "
+                                            f"exactly one BT link to a phone{_undeclared(view)}"))
         return out
 
     @classmethod
     def _check_multipath(cls, view: NodeView) -> list[tuple[str, str]]:
+        """The transport's checks: for `multipath` (a scheduler) or `interface_policy` (one path at a time)."""
         s, out = view.settings, []
-        if s["multipath"] not in view.schedulers:
+        field = "multipath" if s["multipath"] != "none" else "interface_policy"
+        if s["multipath"] != "none" and s["multipath"] not in view.schedulers:
             out.append(("multipath", f"unknown scheduler '{s['multipath']}'{did_you_mean(s['multipath'], view.schedulers)} "
                                      f"(schedulers: {', '.join(view.schedulers)}, or none)"))
         for medium in s["multipath_paths"]:
@@ -209,15 +257,14 @@ class Wearable(NodeKind):
                 out.append(("multipath_paths", f"a {medium} path needs exactly one link with medium {medium} on "
                                                f"{view.name}; found {len(ends)}{_undeclared(view)}"))
         if "server" not in view.endpoints:
-            out.append(("multipath", "multipath carries the workload's connection to its server; this workload "
-                                     "has none"))
+            out.append((field, f"{field} carries the workload's connection to its server; this workload has none"))
         elif view.endpoints.get("client") != view.name:
-            out.append(("multipath", f"multipath carries the connections {view.name} opens; the workload's client "
-                                     f"is {view.endpoints.get('client')}"))
+            out.append((field, f"{field} carries the connections {view.name} opens; the workload's client "
+                               f"is {view.endpoints.get('client')}"))
         if s["handover"] != HandoverPolicy.NONE.value:
-            out.append(("multipath", "multipath and handover both choose the watch's paths; set one of them"))
+            out.append((field, f"{field} and handover both choose the watch's paths; set one of them"))
         if view.cell.get("mptcp"):
-            out.append(("multipath", "the app's connection is carried by the chunked transport, not MPTCP: "
+            out.append((field, "the app's connection is carried by the chunked transport, not MPTCP: "
                                      "drop mptcp: true"))
         return out
 
@@ -228,22 +275,26 @@ class Wearable(NodeKind):
             out |= {KernelFeature.PLUG, KernelFeature.HTB, KernelFeature.CLSACT}
         if settings.get("handover") == HandoverPolicy.PROACTIVE.value:
             out.add(KernelFeature.MPTCP)
-        if settings.get("multipath", "none") != "none":
+        if transport_on(settings):
             out.add(KernelFeature.IPT_REDIRECT)
         return out
 
     @classmethod
     def ports(cls, settings: Mapping[str, Any], needs: list[Need]) -> dict[int, str]:
         # (the server agent's port, MULTIPATH_AGENT, is on the server node: its kind does not list it)
-        return {MULTIPATH_LOCAL: "multipath watch agent"} if settings.get("multipath", "none") != "none" else {}
+        return {MULTIPATH_LOCAL: "multipath watch agent"} if transport_on(settings) else {}
 
     # -- run time ----------------------------------------------------------------------------
     def prepare(self) -> None:
         self.controller = self.handover = self.multipath = None
-        if self.settings.get("multipath", "none") != "none":
+        self.selector = None
+        if transport_on(self.settings):
             from wearlab.nodes.multipath_endpoints import MultipathEndpoints
             self.multipath = MultipathEndpoints(self)
             self.multipath.prepare()
+        if self.settings.get("interface_policy", "none") != "none":
+            from wearlab.nodes.interface_selection import InterfaceSelector
+            self.selector = InterfaceSelector(self, self.multipath, phone=self._peer(Medium.BT, Role.PHONE))
         if self.settings.get("handover", "none") != "none":
             from wearlab.nodes.handover import HandoverController
             digest = hashlib.sha256(f"wearlab-walk:{self.seed}:{self.node}".encode()).digest()
@@ -277,10 +328,14 @@ class Wearable(NodeKind):
         if self.handover is not None:
             server = self.ctx.plan.endpoints["server"]
             self.handover.run_started(t0_ns, self.ctx.plan.addresses.address_of(server))
+        if self.selector is not None:
+            self.selector.run_started(t0_ns)
 
     def run_ended(self) -> None:
         if self.handover is not None:
             self.handover.run_ended()
+        if getattr(self, "selector", None) is not None:
+            self.selector.run_ended()
 
     def live(self) -> dict[str, Any]:
         """The fields of the live record's NodeState (report.livedoc): the radio's state, the
@@ -292,6 +347,8 @@ class Wearable(NodeKind):
             last = self.handover.last_event()
             out["handover"] = {"mode": self.settings["handover"], "last_event": last["event"] if last else None,
                                "at_s": last["t_s"] if last else None}
+        if getattr(self, "selector", None) is not None:
+            out["interface"] = self.selector.live()
         return out
 
     def controls(self, action: str) -> bool:
@@ -316,6 +373,8 @@ class Wearable(NodeKind):
             self.multipath.start()
 
     def stop(self) -> None:
+        if getattr(self, "selector", None) is not None:
+            self.selector.close()
         if getattr(self, "multipath", None) is not None:
             self.multipath.stop()
         if getattr(self, "controller", None) is not None:
@@ -331,6 +390,8 @@ class Wearable(NodeKind):
             out["handover"] = self.handover.take()
         if getattr(self, "multipath", None) is not None:
             out["multipath"] = self.multipath.take(t0_ns)
+        if getattr(self, "selector", None) is not None:
+            out["interface"] = self.selector.take()
         return out
 
     def facts(self) -> dict[str, Any]:
@@ -339,4 +400,6 @@ class Wearable(NodeKind):
             out["radio_model"] = "seed 003 section 3: watch timer reset by own TX (IP >= 128 B), blackout held in plug"
         if getattr(self, "multipath", None) is not None:
             out["multipath"] = self.multipath.facts()
+        if getattr(self, "selector", None) is not None:
+            out["interface_policy"] = self.selector.facts()
         return out

@@ -102,6 +102,8 @@ class RunPlan(PlanView):
     devices: Mapping[str, Device] = field(default_factory=dict)   # node -> its device (nodes that name one)
     # the catalog's multipath schedulers: name -> "module:Class", what the transport's agents import
     schedulers: Mapping[str, str] = field(default_factory=dict)
+    # the catalog's interface-selection policies: name -> "module:Class", what the wearable runs
+    interface_policies: Mapping[str, str] = field(default_factory=dict)
 
     # -- what the rest of wearlab asks ---------------------------------------------------------
     @property
@@ -301,7 +303,7 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
     for c in cells:
         for n, setting in c.nodes.items():
             view = NodeView(n, topo.nodes[n].role, setting.options, ends[n], c.values, endpoints,
-                            tuple(catalog.schedulers or ()))
+                            tuple(catalog.schedulers or ()), tuple(catalog.interface_policies or ()))
             for option, message in setting.kind.check(view):
                 problems.append(_at_option(exp, n, option, c.values, message))
     ports = _ports(exp, workload, cells, needs, problems)
@@ -331,7 +333,9 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
                    claims=tuple(c.planned([{**fixed, **x.values} for x in cells]) for c in exp.claims),
                    cells=tuple(cells), needs=needs, features=frozenset(features), ports=ports, columns=columns,
                    devices=devices,
-                   schedulers={n: f"{c.__module__}:{c.__qualname__}" for n, c in (catalog.schedulers or {}).items()})
+                   schedulers={n: f"{c.__module__}:{c.__qualname__}" for n, c in (catalog.schedulers or {}).items()},
+                   interface_policies={n: f"{c.__module__}:{c.__qualname__}"
+                                       for n, c in (catalog.interface_policies or {}).items()})
 
 
 def _devices(exp: Experiment, problems: list[Problem]) -> dict[str, Device]:

@@ -160,12 +160,20 @@ class HandoverState(_Record):
     at_s: float | None = None          # and when (s from the run's start)
 
 
+class InterfaceState(_Record):
+    policy: str                        # the wearable's `interface_policy`
+    active: str                        # the interface carrying the flow now (bt, wifi)
+    since_s: float | None = None       # since when (s from the run's start)
+    switches: int = 0                  # in this run
+
+
 class NodeState(_Record):
     radio: RadioState | None = None    # a wearable with `radio: bt`
     handover: HandoverState | None = None
+    interface: InterfaceState | None = None   # a wearable with `interface_policy:`
 
     def __bool__(self) -> bool:
-        return self.radio is not None or self.handover is not None
+        return self.radio is not None or self.handover is not None or self.interface is not None
 
 
 class LiveDoc(_Record):

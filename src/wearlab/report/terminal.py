@@ -61,6 +61,14 @@ def kinds(catalog: Catalog, console: Console) -> int:
         for k in catalog.schedulers.values():
             m.add_row(k.name, k.doc)
         console.print(m)
+    if catalog.interface_policies:
+        m = Table(title="interface policies (`interface_policy:` on a wearable; docs/interface-selection.md)",
+                  show_lines=True)
+        for col in ("policy", "which interface carries the flow"):
+            m.add_column(col)
+        for k in catalog.interface_policies.values():
+            m.add_row(k.name, k.doc)
+        console.print(m)
     console.print(result_columns(catalog))
     console.print(units_table())
     return 0

@@ -96,4 +96,8 @@ def _node_state(state: NodeState) -> list[str]:
         h = state.handover
         out.append(f"handover: {h.last_event} ({h.at_s:.1f} s)" if h.last_event and h.at_s is not None
                    else f"handover: {h.mode}")
+    if state.interface is not None:
+        i = state.interface
+        since = f" since {i.since_s:.1f} s" if i.since_s is not None else ""
+        out.append(f"interface: {i.active.upper()}{since} ({i.policy}, {i.switches} switches)")
     return out

@@ -1,0 +1,126 @@
+"""Interface-selection policies of a wearable (seed 003 section 5.2, "Fast Interface Switch on
+Wearables"): which ONE of the watch's interfaces carries its app's flow now. The flow rides the
+chunked multipath transport (wearlab.nodes.multipath_agent), so a switch moves the next chunks to
+the other path's connection, already open, instead of reconnecting the app.
+
+A policy is a state machine over samples and nothing else (no I/O: wearlab.nodes.interface_selection
+measures and applies): each `Sample` gives the bytes waiting at the phone to cross BT toward the
+watch and the watch's WiFi throughput over the last sample interval; `observe` answers a `Switch`
+or None.
+
+Pluggable like the multipath schedulers: an `InterfacePolicy` subclass with a `name` and a `doc`,
+listed once in `wearlab.catalog` (`interface_policies=[...]`), a user's own registered with
+`CATALOG.extended(interface_policies=[...])` and named in the wearable's `interface_policy:`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from wearlab.model.columns import Series
+
+BT, WIFI = "bt", "wifi"
+EPSILON_S = 1e-9     # clocks compared as floats: 4.52 - 4.02 is 0.4999999999999991, and that is 500 ms
+INTERFACE_SERIES = Series("interface", ("t_s", "t_ns", "event", "active", "backlog_bytes", "backlog_at", "wifi_bps",
+                                        "from", "to", "reason"),
+                          "the interface policy's samples (bytes waiting at the phone for BT, WiFi throughput, the "
+                          "active path) and switches, with why (interface_policy: ...)")
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float                 # seconds (any origin; the controller's: since the run began)
+    backlog_bytes: int       # bytes waiting at the phone to cross BT toward the watch
+    wifi_bps: float          # the watch's WiFi throughput over the interval ending at t
+
+
+@dataclass(frozen=True)
+class Switch:
+    t: float
+    from_: str
+    to: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """The wearable's `policy_*` options (the paper's values as defaults)."""
+    backlog_bytes: int = 10_000      # B: 10 KB
+    t1_s: float = 0.5                # T1: 500 ms
+    t2_s: float = 5.0                # T2: 5 s
+    wifi_low_bps: float = 500_000    # WiFi throughput at or below which it counts as low: 500 kbit/s
+
+
+class InterfacePolicy:
+    """Base: `initial` interface, then `observe` each sample; one instance per run."""
+
+    name: ClassVar[str]
+    doc: ClassVar[str] = ""
+    initial: ClassVar[str] = BT
+
+    def __init__(self, options: PolicyOptions = PolicyOptions()) -> None:
+        self.options = options
+        self.active = self.initial
+
+    def observe(self, s: Sample) -> Switch | None:
+        raise NotImplementedError
+
+    def _switch(self, t: float, to: str, reason: str) -> Switch:
+        sw = Switch(t, self.active, to, reason)
+        self.active = to
+        return sw
+
+
+class StaticBt(InterfacePolicy):
+    name = "bt"
+    doc = "BT through the phone, always (what most watches do while the phone is near)"
+    initial = BT
+
+    def observe(self, s: Sample) -> Switch | None:
+        return None
+
+
+class StaticWifi(InterfacePolicy):
+    name = "wifi"
+    doc = "WiFi straight to the AP, always"
+    initial = WIFI
+
+    def observe(self, s: Sample) -> Switch | None:
+        return None
+
+
+class Adaptive(InterfacePolicy):
+    name = "adaptive"
+    doc = ("the paper's: BT through the phone; WiFi once more than policy_backlog (B) has waited at the phone for "
+           "policy_t1 (T1); back to BT once WiFi carried at most policy_wifi_low for policy_t2 (T2)")
+    initial = BT
+
+    def __init__(self, options: PolicyOptions = PolicyOptions()) -> None:
+        super().__init__(options)
+        self.above_since: float | None = None    # first sample of the current run of backlog > B (on BT)
+        self.low_since: float | None = None      # first sample of the current run of WiFi <= threshold (on WiFi)
+
+    def observe(self, s: Sample) -> Switch | None:
+        o = self.options
+        if self.active == BT:
+            if s.backlog_bytes <= o.backlog_bytes:
+                self.above_since = None
+                return None
+            if self.above_since is None:
+                self.above_since = s.t
+            if s.t - self.above_since >= o.t1_s - EPSILON_S:
+                self.above_since = None
+                return self._switch(s.t, WIFI, f"{s.backlog_bytes} B waiting at the phone, above "
+                                               f"{o.backlog_bytes} B for {o.t1_s:g} s")
+            return None
+        if s.wifi_bps > o.wifi_low_bps:
+            self.low_since = None
+            return None
+        if self.low_since is None:
+            self.low_since = s.t
+        if s.t - self.low_since >= o.t2_s - EPSILON_S:
+            self.low_since = None
+            return self._switch(s.t, BT, f"WiFi at {s.wifi_bps / 1e3:.0f} kbit/s, at most "
+                                         f"{o.wifi_low_bps / 1e3:g} kbit/s for {o.t2_s:g} s")
+        return None

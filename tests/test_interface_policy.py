@@ -1,0 +1,400 @@
+"""A wearable's interface-selection policy (seed 003 section 5.2; wearlab.nodes.interface_policies
+and interface_selection): the adaptive policy's state machine against synthetic traces worked out
+by hand, the measurements' arithmetic, the agents moving a flow between open paths without
+reconnecting, the options at plan time (file:line:field, exit 2), a user's policy through the
+catalog (host, about 3 s); and one guest test against netem (two cells: a phone that forwards, one that splits; its bounds
+beside it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from conftest import timing_bound, wearlab
+from wearlab.nodes.interface_policies import (BT, WIFI, Adaptive, InterfacePolicy, PolicyOptions, Sample,
+                                              StaticBt, StaticWifi)
+from wearlab.nodes.interface_selection import WifiThroughput, proxy_backlog, root_backlog
+
+POLL = 20        # ms: the selector's POLL_S
+
+
+def run(policy: InterfacePolicy, trace: list[tuple[int, int, float]]):
+    """Feed (t in ms, backlog bytes, WiFi bit/s) samples; the switches as (t ms, from, to)."""
+    out = []
+    for t_ms, backlog, wifi in trace:
+        sw = policy.observe(Sample(t_ms / 1000, backlog, wifi))
+        if sw is not None:
+            out.append((round(sw.t * 1000), sw.from_, sw.to))
+    return out
+
+
+def trace(until_ms: int, backlog, wifi):
+    """Samples every POLL ms from 0 to until_ms; backlog(t) and wifi(t) give each one's values."""
+    return [(t, backlog(t), wifi(t)) for t in range(0, until_ms + 1, POLL)]
+
+
+# -- the adaptive policy's state machine, by hand ---------------------------------------------
+def test_adaptive_moves_to_wifi_t1_after_the_backlog_passes_b():
+    # Backlog 12 KB (> B = 10 KB) from t = 1000 ms on. The clock T1 = 500 ms starts at the first
+    # sample above B (1000 ms), so the sample at 1500 ms (500 ms later) switches: not 1480.
+    p = Adaptive(PolicyOptions(backlog_bytes=10_000, t1_s=0.5, t2_s=5.0, wifi_low_bps=500_000))
+    assert p.active == BT
+    sw = run(p, trace(3000, lambda t: 12_000 if t >= 1000 else 0, lambda t: 0))
+    assert sw == [(1500, BT, WIFI)]
+
+
+def test_a_backlog_at_b_or_dipping_below_restarts_t1():
+    # Exactly B (10 000 B) is not "more than B": no switch however long. Above from 1000 to 1300,
+    # at B at 1320 (the clock stops), above again from 1340: T1 counts from 1340, switch at 1840.
+    p = Adaptive()
+    assert run(p, trace(3000, lambda t: 10_000, lambda t: 0)) == []
+    p = Adaptive()
+    sw = run(p, trace(3000, lambda t: 0 if t < 1000 else (10_000 if t == 1320 else 50_000), lambda t: 0))
+    assert sw == [(1840, BT, WIFI)]
+
+
+def test_adaptive_returns_to_bt_t2_after_wifi_falls_to_the_threshold():
+    # On WiFi from 500 ms (backlog 20 KB from 0: T1 from 0). WiFi carries 2 Mbit/s until 3000 ms,
+    # then exactly 500 kbit/s (at most the threshold counts as low): T2 = 1 s from the first low
+    # sample (3000) -> back to BT at 4000. The backlog still above B on WiFi changes nothing, and
+    # back on BT it restarts T1 from 4020: WiFi again at 4520.
+    p = Adaptive(PolicyOptions(t1_s=0.5, t2_s=1.0))
+    sw = run(p, trace(5000, lambda t: 20_000, lambda t: 2e6 if t < 3000 else 500_000))
+    assert sw == [(500, BT, WIFI), (4000, WIFI, BT), (4520, BT, WIFI)]
+
+
+def test_a_busy_wifi_sample_restarts_t2():
+    # Low (100 kbit/s) from 1000 ms, one sample at 600 kbit/s at 1500: T2 = 1 s counts from 1520.
+    p = Adaptive(PolicyOptions(t1_s=0.1, t2_s=1.0))
+    backlog = lambda t: 20_000 if t <= 100 else 0
+    wifi = lambda t: 3e6 if t < 1000 else (600_000 if t == 1500 else 100_000)
+    assert run(p, trace(4000, backlog, wifi)) == [(100, BT, WIFI), (2520, WIFI, BT)]
+
+
+def test_the_papers_values_are_the_defaults():
+    o = PolicyOptions()
+    assert (o.backlog_bytes, o.t1_s, o.t2_s, o.wifi_low_bps) == (10_000, 0.5, 5.0, 500_000)
+
+
+def test_static_policies_never_switch():
+    busy = trace(10_000, lambda t: 1_000_000, lambda t: 0)
+    for cls, initial in ((StaticBt, BT), (StaticWifi, WIFI)):
+        p = cls()
+        assert p.active == initial and run(p, busy) == [] and p.active == initial
+
+
+# -- the measurements' arithmetic -------------------------------------------------------------
+def test_wifi_throughput_is_over_the_trailing_window():
+    w = WifiThroughput(window=0.1)
+    assert w.add(0.0, 0) == 0.0
+    # 2 Mbit/s = 5000 B per 20 ms for 200 ms, then nothing.
+    got = [w.add(k * 0.02, 5000 * min(k, 10)) for k in range(1, 20)]
+    assert got[3] == pytest.approx(2e6)                      # t = 80 ms: 20 000 B over 80 ms
+    assert got[8] == pytest.approx(2e6)                      # t = 180 ms: the last 100 ms
+    # t = 260 ms: the window (160, 260] holds 200 -> 260 idle and 160 -> 200 at 2 Mbit/s: 2 x 5000 B
+    assert got[12] == pytest.approx(10_000 * 8 / 0.1)
+    assert got[15] == 0.0                                    # t = 320 ms: 120 ms idle
+
+
+def test_a_splitting_proxys_backlog_is_its_sockets_queues():
+    # /proc/net/tcp of a phone whose relay splits the watch's BT path (watch 10.0.0.2, the server
+    # agent 10.0.3.2:7101 = 0203000A:1BBD; addresses little-endian): toward the watch 0x3A98 =
+    # 15 000 B unacknowledged; from the server agent 0x1388 = 5000 B unread (its 0x64 = 100 B
+    # toward the server are not the watch's); a listener and a connection to another port are
+    # not counted: 20 000 B.
+    head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    rows = ["   0: 0100000A:1BBD 0200000A:C350 01 00003A98:00000000 01:00000014 00000000 0 0 1 1",
+            "   1: 0101000A:9C40 0203000A:1BBD 01 00000064:00001388 00:00000000 00000000 0 0 2 1",
+            "   2: 00000000:1BBD 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 3 1",
+            "   3: 0101000A:9C41 0203000A:1F90 01 00000000:00000FA0 00:00000000 00000000 0 0 4 1"]
+    assert proxy_backlog(head + "\n".join(rows), "10.0.0.2", ("10.0.3.2", 7101)) == (True, 20_000)
+    # A forwarding phone holds no connection with the watch: not split (its qdisc is read instead).
+    assert proxy_backlog(head + rows[3], "10.0.0.2", ("10.0.3.2", 7101)) == (False, 0)
+
+
+def test_backlog_is_the_root_qdiscs():
+    # `tc -s -j qdisc show dev X` with htb at the root and netem under it: the root's backlog
+    # already holds its child's, so the children are not added.
+    qdiscs = [{"kind": "htb", "handle": "1:", "root": True, "backlog": 15140, "qlen": 10},
+              {"kind": "netem", "handle": "10:", "parent": "1:1", "backlog": 15140, "qlen": 10}]
+    assert root_backlog(qdiscs) == 15140
+    assert root_backlog([{"kind": "netem", "handle": "1:", "root": True, "backlog": 0}]) == 0
+    assert root_backlog([]) == 0
+
+
+# -- the agents move the flow between open paths -------------------------------------------------
+def test_a_switch_moves_the_download_to_the_other_open_path(tmp_path):
+    """A 400 KB download through both agents pinned to bt: the first 100 KB go on bt; a control
+    datagram moves the server agent to wifi; the other 300 KB go on wifi - over the same app
+    connection and the same two path connections (none opened again), whole and in order."""
+    from wearlab.nodes.multipath_agent import (ControlProtocol, PathSpec, Pin, ServerAgent, WatchAgent,
+                                               control_socket, listener)
+
+    names = ["wifi", "bt"]
+    first, rest = 100_000, 300_000
+    payload = bytes(i % 251 for i in range(first + rest))
+
+    async def scenario():
+        accepted, path_conns = [], []
+        go_on = asyncio.Event()
+
+        async def origin_handler(r, w):          # the app's server: sends the download
+            accepted.append(1)
+            w.write(payload[:first])
+            await w.drain()
+            await go_on.wait()
+            w.write(payload[first:])
+            await w.drain()
+            w.close()
+        origin = await asyncio.start_server(origin_handler, "127.0.0.1", 0)
+        spin, wpin = Pin(names, BT), Pin(names, BT)
+        sagent = ServerAgent(origin.sockets[0].getsockname(), names, "wearlab.nodes.multipath_schedulers:MinRtt",
+                             1400, 65536, spin)
+
+        async def counted(r, w):
+            path_conns.append(1)
+            await sagent.handle(r, w)
+        spath = await asyncio.start_server(counted, "127.0.0.1", 0)
+        sport = spath.sockets[0].getsockname()
+        wagent = WatchAgent([PathSpec(n, sport, None) for n in names], "wearlab.nodes.multipath_schedulers:MinRtt",
+                            1400, 65536, wpin)
+        ctl = str(tmp_path / "server.sock")
+        await asyncio.get_running_loop().create_datagram_endpoint(lambda: ControlProtocol(spin), sock=control_socket(ctl))
+        local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
+        r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
+        got = await r.readexactly(first)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.sendto(b"wifi", ctl)
+        while spin.active != 0:                  # the datagram's arrival: yield until the loop took it
+            await asyncio.sleep(0)
+        go_on.set()
+        got += await r.read(-1)
+        return got, accepted, path_conns, sagent.counters.paths
+
+    got, accepted, path_conns, counters = asyncio.run(asyncio.wait_for(scenario(), 20))
+    assert got == payload
+    assert len(accepted) == 1 and len(path_conns) == 2     # no reconnect, no new path connection
+    wifi, bt = counters
+    assert bt.bytes_sent == first and wifi.bytes_sent == rest, (bt.bytes_sent, wifi.bytes_sent)
+
+
+# -- plan time ------------------------------------------------------------------------------
+TOPOLOGY = """
+topology:
+  nodes: {watch: {role: wearable}, phone: {role: phone, kind: host}, ap: {role: ap}, server: {role: server}}
+  links:
+    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 15ms}
+    - {between: [watch, ap], medium: wifi, rate: 1Mbit, delay: 5ms}
+    - {between: [phone, ap], medium: wired}
+    - {between: [ap, server], medium: wired}
+workload: {kind: stream, client: watch, server: server, path: phone, direction: down, duration: 2s}
+"""
+
+
+def planned(tmp_path, nodes: str, catalog=None):
+    from wearlab.catalog import CATALOG
+    from wearlab.model.experiment_file import load_experiment
+    from wearlab.plan.plan import plan
+
+    f = tmp_path / "exp.yaml"
+    f.write_text(f"name: ifp\nrepetitions: 1\n{TOPOLOGY}nodes:\n{nodes}\n")
+    return plan(load_experiment(f, catalog or CATALOG))
+
+
+@pytest.mark.parametrize("nodes, field, message", [
+    ("  watch: {interface_policy: adaptiv}", "interface_policy", "did you mean 'adaptive'"),
+    ("  watch: {interface_policy: adaptive, multipath: minrtt}", "interface_policy", "set one of them"),
+    ("  watch: {interface_policy: adaptive, multipath_paths: [wifi]}", "multipath_paths", "must list both"),
+    ("  watch: {interface_policy: adaptive, handover: reactive}", "interface_policy", "set one of them"),
+    ("  watch: {interface_policy: adaptive, policy_backlog: 0}", "policy_backlog", "more than 0"),
+    ("  watch: {interface_policy: adaptive, policy_t2: -5s}", "policy_t2", "negative"),
+    ("  watch: {interface_policy: adaptive, policy_wifi_low: fast}", "policy_wifi_low", ""),
+])
+def test_bad_policy_options_name_file_line_and_field(tmp_path, nodes, field, message):
+    from wearlab.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        planned(tmp_path, nodes)
+    (p,) = [p for p in e.value.problems if message in p.message and p.field == f"nodes.watch.{field}"]
+    assert (p.file, p.line) == (str(tmp_path / "exp.yaml"), 13), p
+
+
+def test_bad_policy_exits_2_without_traceback(tmp_path):
+    (tmp_path / "exp.yaml").write_text(f"name: ifp\nrepetitions: 1\n{TOPOLOGY}nodes:\n  watch: {{interface_policy: fastest}}\n")
+    res = wearlab("plan", str(tmp_path / "exp.yaml"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"{tmp_path / 'exp.yaml'}:13: nodes.watch.interface_policy: unknown interface policy 'fastest'" \
+        in res.stderr + res.stdout
+
+
+class CellularFirst(InterfacePolicy):
+    """A user's own policy: WiFi always (what a test registers)."""
+    name = "wifi-first"
+    doc = "WiFi from the start"
+    initial = WIFI
+
+    def observe(self, s):
+        return None
+
+
+def test_a_users_policy_registers_through_the_catalog(tmp_path):
+    from rich.console import Console
+
+    from wearlab.catalog import CATALOG
+    from wearlab.report.terminal import kinds
+
+    assert sorted(CATALOG.interface_policies) == ["adaptive", "bt", "wifi"]
+    mine = CATALOG.extended(interface_policies=[CellularFirst])
+    p = planned(tmp_path, "  watch: {interface_policy: wifi-first}", mine)
+    assert p.interface_policies["wifi-first"] == f"{__name__}:CellularFirst"
+    opts = p.cells[0].nodes["watch"].options
+    assert (opts["interface_policy"], opts["policy_backlog"], opts["policy_t1"]) == ("wifi-first", 10_000, 0.5)
+    with pytest.raises(ValueError, match="share a name"):
+        mine.extended(interface_policies=[CellularFirst])
+    console = Console(width=200, record=True)
+    kinds(mine, console)
+    assert "wifi-first │ WiFi from the start" in console.export_text()     # `wearlab kinds` lists it
+
+
+# -- in the guest: the adaptive policy against netem --------------------------------------------
+# A download (server -> watch, the paper's case) of 2 Mbit/s CBR, 1000 B messages, through the
+# transport pinned by the adaptive policy with B = 10 KB, T1 = 500 ms, T2 = 1 s (shorter than the
+# paper's 5 s, to keep the test short), threshold 500 kbit/s. Two cells: the phone (a relay)
+# forwards the transport's BT path (intercept: [], the backlog is its BT qdisc's) or splits it
+# (intercept: [7101], the backlog is its sockets' queues).
+#
+# BT (5 ms one-way) starts at 4 Mbit/s: it carries the 2 Mbit/s with no backlog (a split
+# phone's send queue holds what is in flight, 2 Mbit/s x 10 ms RTT = 2.5 KB, below B). At
+# BT_SLOW the timeline cuts its phone->watch rate to 500 kbit/s: 1.5 Mbit/s more arrives at the
+# phone than leaves, so its queue passes B = 10 KB no sooner than the change itself and, once
+# TCP keeps the path full, after about 10 000 x 8 / 1.5e6 = 53 ms: we give it FILL_S = 250 ms
+# (the BT path's connection must first grow its window past the few KB in flight). Then T1.
+# At WIFI_SLOW the timeline cuts WiFi (ap->watch) to 300 kbit/s: the watch's WiFi throughput
+# over the selector's trailing 100 ms falls to the threshold once 2 x (100 - x) + 0.3 x <= 50
+# (kbit per 100 ms at 2 Mbit/s before, 0.3 after): x >= 88 ms, plus the 5 ms link and what
+# netem had already timed at 10 Mbit/s (at most the path's 64 KB window: 52 ms); FALL_S =
+# 200 ms bounds it. Then T2. At WIFI_BACK WiFi is fast again, so the run drains soon.
+# The Done-when, from the measured inputs (the selector's samples of the phone's backlog and
+# the WiFi counters): each switch comes T1 (T2) after the first sample of its run of
+# backlog > B (throughput <= threshold), and no later than T1 (T2) + 100 ms.
+# From independent records: the switch instants against the timeline's applied changes
+# (series/timeline.csv) and the physics above; and the traffic itself moving (the watch agent's
+# per-path counters, series/multipath.csv, every 100 ms): no WiFi bytes before the first switch,
+# WiFi bytes within 100 ms + a series interval after it.
+BT_SLOW, WIFI_SLOW = 1.0, 3.0
+WIFI_BACK = 4.3
+T1, T2 = 0.5, 1.0
+FILL_S, FALL_S = 0.25, 0.2
+POLICY_S = 0.1            # the Done-when's allowance after T1 / T2 (the selector polls every 20 ms)
+
+
+@pytest.mark.netem
+def test_adaptive_policy_switches_on_the_phones_backlog_and_wifis_throughput(tmp_path):
+    import csv
+
+    (tmp_path / "exp.yaml").write_text(f"""
+name: ifp
+topology:
+  nodes: {{watch: {{role: wearable}}, phone: {{role: phone, kind: relay}}, ap: {{role: ap}}, server: {{role: server}}}}
+  links:
+    - {{between: [watch, phone], medium: bt, rate: 4Mbit, delay: 5ms}}
+    - {{between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}}
+    - {{between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}}
+    - {{between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}}
+repetitions: 1
+workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
+           rate: 2Mbit, message_size: 1000, duration: 4.5s}}
+nodes:
+  watch: {{interface_policy: adaptive, policy_backlog: 10KB, policy_t1: {T1}s, policy_t2: {T2}s,
+          policy_wifi_low: 500kbit}}
+timeline:
+  - {{at: {BT_SLOW}s, link: watch-phone, direction: phone->watch, set: {{rate: 500kbit}}}}
+  - {{at: {WIFI_SLOW}s, link: watch-ap, direction: ap->watch, set: {{rate: 300kbit}}}}
+  - {{at: {WIFI_BACK}s, link: watch-ap, reset: true}}
+matrix:
+  phone.intercept: [[], [7101]]
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    d = tmp_path / "r" / "ifp" / "latest"
+
+    def rows(name):
+        with (d / "series" / f"{name}.csv").open() as f:
+            return list(csv.DictReader(f))
+    with (d / "runs.csv").open() as f:
+        runs = list(csv.DictReader(f))
+    assert len(runs) == 2 and all(r["status"] == "ok" for r in runs), runs
+    cells = {r["phone.intercept"] for r in runs}
+    seen = {}
+    for cell in sorted(cells):
+        def of(name):
+            return [r for r in rows(name) if r["phone.intercept"] == cell]
+        seen[cell] = check_cell(of("interface"), of("timeline"), of("multipath"))
+    assert sorted(seen.values()) == ["qdisc", "sockets"], seen       # one phone forwards, one splits
+
+
+def check_cell(iface, timeline, multipath) -> str:
+    samples = [r for r in iface if r["event"] == "sample"]
+    switches = [(float(r["t_s"]), r["from"], r["to"]) for r in iface if r["event"] == "switch"]
+    assert [s[1:] for s in switches[:2]] == [("bt", "wifi"), ("wifi", "bt")], switches
+    (to_wifi, _, _), (to_bt, _, _) = switches[:2]
+    changes = {}
+    for r in timeline:                    # each link's first change by the timeline
+        if r["source"] == "timeline":
+            changes.setdefault(r["link"], float(r["t_s"]))
+    bt_slow, wifi_slow = changes["watch-phone"], changes["watch-ap"]
+    # where the backlog was read, one way while the session runs (a split phone's connections
+    # close with it, and it reads the qdisc again)
+    where = {r["backlog_at"] for r in samples if BT_SLOW <= float(r["t_s"]) <= to_bt}
+    assert len(where) == 1, (where, [(r["t_s"], r["backlog_at"]) for r in samples][::10])
+
+    # The Done-when, from the measured inputs: each switch T1 (T2) after its condition began.
+    def began(t_switch, cond):
+        """The first sample of the run of samples meeting `cond` that ends at the switch."""
+        start = None
+        for r in samples:
+            if float(r["t_s"]) > t_switch:
+                break
+            start = (start if start is not None else float(r["t_s"])) if cond(r) else None
+        return start
+    crossed = began(to_wifi, lambda r: int(r["backlog_bytes"]) > 10_000)
+    fell = began(to_bt, lambda r: float(r["wifi_bps"]) <= 500_000)
+    assert T1 - 1e-6 <= to_wifi - crossed <= T1 + POLICY_S, (crossed, to_wifi)
+    assert T2 - 1e-6 <= to_bt - fell <= T2 + POLICY_S, (fell, to_bt)
+
+    # ... and against the timeline's changes and the links' physics, not the selector's samples.
+    assert bt_slow <= crossed <= bt_slow + FILL_S + timing_bound(FILL_S), (bt_slow, crossed)
+    assert bt_slow + T1 <= to_wifi <= bt_slow + FILL_S + T1 + POLICY_S + timing_bound(T1), (bt_slow, to_wifi)
+    assert wifi_slow <= fell <= wifi_slow + FALL_S + timing_bound(FALL_S), (wifi_slow, fell)
+    assert wifi_slow + T2 <= to_bt <= wifi_slow + FALL_S + T2 + POLICY_S + timing_bound(T2), (wifi_slow, to_bt)
+
+    # The flow moved: the watch agent's WiFi counter stays put until the first switch and grows
+    # within 100 ms and one series interval of it (the chunks' path, not the policy's word).
+    wifi_rx = [(float(r["t_s"]), int(r["bytes_received"])) for r in multipath
+               if r["side"] == "watch" and r["path_name"] == "wifi"]
+    base = wifi_rx[0][1]
+    assert all(b == base for t, b in wifi_rx if t < to_wifi), wifi_rx[:40]
+    first_wifi = next(t for t, b in wifi_rx if b > base)
+    assert to_wifi <= first_wifi <= to_wifi + POLICY_S + 0.1 + timing_bound(0.1), (to_wifi, first_wifi)
+    print(f"backlog at the phone's {where}: BT slowed {bt_slow:.3f} s, backlog > B {crossed:.3f} s, to WiFi "
+          f"{to_wifi:.3f} s (+{(to_wifi - crossed) * 1e3:.0f} ms), WiFi bytes from {first_wifi:.3f} s; WiFi slowed "
+          f"{wifi_slow:.3f} s, <= 500 kbit/s {fell:.3f} s, to BT {to_bt:.3f} s (+{(to_bt - fell) * 1e3:.0f} ms); "
+          f"switches {switches}")
+    return where.pop()
+
+
+def test_top_shows_the_active_interface():
+    """`wearlab top` draws the live record: the wearable's live() -> NodeState -> a line."""
+    from rich.console import Console
+
+    from wearlab.report.live_record import LiveDoc, NodeState
+    from wearlab.report.top_view import render
+
+    live = {"interface": {"policy": "adaptive", "active": "wifi", "since_s": 1.575, "switches": 1}}
+    doc = LiveDoc(experiment="ifp", run_s=2.0, nodes={"watch": NodeState.model_validate(live)})
+    console = Console(width=160, record=True)
+    console.print(render(doc))
+    assert "interface: WIFI since 1.6 s (adaptive, 1 switches)" in console.export_text()
