@@ -292,6 +292,8 @@ class Wearable(NodeKind):
             last = self.handover.last_event()
             out["handover"] = {"mode": self.settings["handover"], "last_event": last["event"] if last else None,
                                "at_s": last["t_s"] if last else None}
+        if getattr(self, "multipath", None) is not None:
+            out["multipath"] = self.multipath.live()
         return out
 
     def controls(self, action: str) -> bool:
