@@ -158,17 +158,22 @@ class MultipathEndpoints:
         except OSError:
             lines = []
         for r in csv.DictReader(lines, fieldnames=SERIES_COLUMNS):
-            if r["side"] == "watch" and r["path_index"].isdigit():
+            # (the last line may be half written: it has fewer fields, or a number cut short)
+            if r["side"] == "watch" and r["srtt_s"] is not None and str(r["path_index"]).isdigit():
                 rows[int(r["path_index"])] = r
         last, self._live_last = getattr(self, "_live_last", {}), {}
         paths = []
         for i, r in sorted(rows.items()):
-            t, sent = int(r["t_ns"]), int(r["bytes_sent"])
+            try:
+                t, sent = int(r["t_ns"]), int(r["bytes_sent"])
+                srtt = float(r["srtt_s"]) if r["srtt_s"] else None
+            except ValueError:
+                continue
             self._live_last[i] = (t, sent)
             t0, sent0 = last.get(i, (t, sent))
             rate = (sent - sent0) * 8e9 / (t - t0) if t > t0 and sent >= sent0 else 0.0
             paths.append({"name": r["path_name"], "bytes_sent": sent, "rate_bps": rate,
-                          "srtt_s": float(r["srtt_s"]) if r["srtt_s"] not in ("", "None") else None})
+                          "srtt_s": srtt})
         return {"scheduler": self.scheduler, "paths": paths}
 
     def facts(self) -> dict[str, Any]:
