@@ -13,6 +13,7 @@ from wearlab.report.live_record import DELAY_PARTS, DelaySplit, LiveDoc, Multipa
 
 BARS = "▁▂▃▄▅▆▇█"
 SHARE_BAR = 20               # characters of a part's share of the delay
+SPLIT_BAR = 10               # characters of a path's share of the multipath split (an 80-column terminal)
 
 
 def sparkline(values: list[float], width: int = 60) -> str:
@@ -101,7 +102,7 @@ def _multipath_table(node: str, mp: MultipathState) -> Table:
     for p in mp.paths:
         share = p.rate_bps / now if now else None
         t.add_row(p.name, f"{p.rate_bps / 1e6:.2f} Mbit/s",
-                  f"{'█' * round(share * SHARE_BAR)} {share:.0%}" if share is not None else "-",
+                  f"{'█' * round(share * SPLIT_BAR)} {share:.0%}" if share is not None else "-",
                   f"{p.bytes_sent / 1000:,.0f} kB", f"{p.bytes_sent / total:.0%}" if total else "-", _s(p.srtt_s))
     return t
 
