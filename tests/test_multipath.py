@@ -14,8 +14,9 @@ Bounds worked by hand (chunk 1400 B, header 13 B: payload share 1400/1413 = 0.99
   (35 ms, not 30: a duplicate then lands 5 ms after the next message's send, not on its arrival,
   so the test's one event loop, which runs both agents and both links, never serves the two at once.)
 Also: a path that resets mid-stream, the agents' CPU per chunk against the 10 Mbit/s budget, the
-model's options at plan time (file:line, exit 2), a user's scheduler through the catalog, and one
-guest test against netem's physics (its bounds beside it). Host tests ~7 s, the guest test ~25 s.
+model's options at plan time (file:line, exit 2), a user's scheduler through the catalog, the live
+view's split per path (`wearlab top`), and one guest test against netem's physics, with the
+2.4 GHz coupling off and on (its bounds beside it). Host tests ~7 s, the guest test ~38 s.
 """
 
 from __future__ import annotations
@@ -364,6 +365,53 @@ def test_cpu_per_chunk_fits_10_mbit():
     print(f"CPU per chunk, both agents: {per_chunk * 1e6:.0f} us")
 
 
+# -- the live view: `wearlab top`'s split ----------------------------------------------------------
+def test_top_shows_the_schedulers_split_per_path(tmp_path):
+    """The watch agent's series, as it writes it, read twice by the live record: between the two
+    reads (1 s apart) WiFi's counter grew by 125,000 B and BT's by 62,500 B, so the scheduler is
+    sending 1.00 and 0.50 Mbit/s now (67 % / 33 %); in all, 225,000 and 112,500 B (the same
+    shares). The server side's rows are the receiver's and never count as sent."""
+    from rich.console import Console
+
+    from wearlab.nodes.multipath_agent import SERIES_COLUMNS
+    from wearlab.nodes.multipath_endpoints import MultipathEndpoints
+    from wearlab.report.live_record import LiveDoc
+    from wearlab.report.top_view import render
+
+    series = tmp_path / "multipath-watch.csv"
+
+    class Endpoints(MultipathEndpoints):
+        def __init__(self):              # only what live() reads: no network
+            self.scheduler = "minrtt"
+
+        def series_file(self, side):
+            return series
+
+    def rows(t_s, wifi, bt):
+        return "".join(",".join(map(str, (int(t_s * 1e9), side, i, name, 0, sent if side == "watch" else 0, 0,
+                                          0 if side == "watch" else 10 ** 9, 0, 0, srtt)))
+                       + "\n" for side in ("watch", "server") for i, (name, sent, srtt) in
+                       enumerate((("wifi", wifi, "0.012000"), ("bt", bt, ""))))
+    series.write_text(",".join(SERIES_COLUMNS) + "\n" + rows(1.0, 50_000, 25_000) + rows(2.0, 100_000, 50_000))
+    ep = Endpoints()
+    first = ep.live()
+    assert [p["rate_bps"] for p in first["paths"]] == [0.0, 0.0]          # nothing to compare with yet
+    with series.open("a") as f:
+        f.write(rows(2.5, 160_000, 80_000) + rows(3.0, 225_000, 112_500))
+    live = ep.live()
+    assert [(p["name"], p["bytes_sent"]) for p in live["paths"]] == [("wifi", 225_000), ("bt", 112_500)]
+    assert [p["rate_bps"] for p in live["paths"]] == pytest.approx([1.0e6, 0.5e6])
+    assert live["paths"][0]["srtt_s"] == pytest.approx(0.012) and live["paths"][1]["srtt_s"] is None
+    console = Console(width=120, record=True)
+    console.print(render(LiveDoc.model_validate({"experiment": "mp", "run_s": 3.0, "nodes": {"watch": {"multipath": live}}})))
+    text = console.export_text()
+    assert "watch's multipath (minrtt)" in text and "multipath: minrtt" in text
+    wifi_row = next(l for l in text.splitlines() if "wifi" in l and "Mbit/s" in l)
+    bt_row = next(l for l in text.splitlines() if " bt " in l and "Mbit/s" in l)
+    assert "1.00 Mbit/s" in wifi_row and "67%" in wifi_row and "225 kB" in wifi_row and "12 ms" in wifi_row
+    assert "0.50 Mbit/s" in bt_row and "33%" in bt_row and "112 kB" in bt_row
+
+
 # -- plan time: the model's multipath options ---------------------------------------------------
 TOPOLOGY = """
 topology:
@@ -462,37 +510,70 @@ WIFI_OWD = 0.005 + 1079 * 8 / 1e6 + 0.001
 BT_OWD = 0.015 + 1079 * 8 / 1e6 + 0.002
 AGENTS_S = 0.002
 MAX_GOODPUT = 2e6 * 1448 / 1514 * CHUNK / (CHUNK + HEADER_BYTES)
+# minRTT, bulk, with the 2.4 GHz coupling on (the WiFi link's band 2.4GHz, `interference: {}`: the
+# paper's -47 % / -7 %, inputs): while both paths carry the stream, BT runs at 530 kbit/s and
+# WiFi at 930 kbit/s, 1.46 Mbit/s on the wire (the issue's target: their sum within 10 %, so
+# >= 1.314 Mbit/s); after the same TCP/IP and chunk headers the payload can reach at most
+# 1.46e6 x 1448/1514 x 1400/1413 = 1.383 Mbit/s. Measured as the server agent's payload rate over
+# both paths while the links are cut (the timeline's interference rows), skipping its first
+# 0.2 s (the queues built at the old rate, the RTT estimates).
+# End to end, minRTT pays for being blind to the paths' heterogeneity: each path may hold a
+# 64 KB window in flight, 1.03 s of BT's 507 kbit/s (after TCP/IP) but 0.59 s of WiFi's 889, so when
+# the app's data runs out BT delivers for up to 0.45 s after WiFi is done (less once the rule
+# gives BT its 1 Mbit/s back, <= 0.2 s after WiFi idles). 500 KB then take at most
+# 500e3 x 8 / 1.383e6 + 0.445 = 3.34 s: >= 1.199 Mbit/s from the first to the last byte; below
+# the issue's 1.314 when the tail exceeds 0.15 s. (The first windows, <= 0.2 s, run at the full
+# 2 Mbit/s before the rule reacts: at most +0.036 Mbit/s on ~3 s, hence 3 % on the upper bound.)
+COUPLED_WIRE = 0.53e6 + 0.93e6
+MAX_COUPLED_GOODPUT = COUPLED_WIRE * 1448 / 1514 * CHUNK / (CHUNK + HEADER_BYTES)
+WINDOW_TAIL_S = 65536 * 8 / (0.53e6 * 1448 / 1514) - 65536 * 8 / (0.93e6 * 1448 / 1514)
+MIN_COUPLED_GOODPUT = 500e3 * 8 / (500e3 * 8 / MAX_COUPLED_GOODPUT + WINDOW_TAIL_S)
+
+
+def _guest_run(tmp_path, name: str, band: str, matrix: str, interference: str = ""):
+    """One experiment over the two 1 Mbit/s paths: its rows by (scheduler, pattern) and its directory."""
+    (tmp_path / f"{name}.yaml").write_text(f"""
+name: {name}
+topology:
+  nodes: {{watch: {{role: wearable}}, phone: {{role: phone, kind: host}}, ap: {{role: ap}}, server: {{role: server}}}}
+  links:
+    - {{between: [watch, phone], medium: bt, rate: 1Mbit, delay: 15ms}}
+    - {{between: [watch, ap], medium: wifi, band: {band}, rate: 1Mbit, delay: 5ms}}
+    - {{between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}}
+    - {{between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}}
+{interference}
+repetitions: 1
+workload: {{kind: stream, client: watch, server: server, path: phone, direction: up, duration: 2s,
+           bytes: 500KB, rate: 500kbit, message_size: 1000}}
+nodes:
+  watch: {{multipath_paths: [wifi, bt]}}
+matrix:
+{matrix}
+""")
+    res = wearlab("run", str(tmp_path / f"{name}.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    d = tmp_path / "r" / name / "latest"
+    with (d / "runs.csv").open() as f:
+        rows = {(r["watch.multipath"], r["pattern"]): r for r in csv.DictReader(f)}
+    assert all(r["status"] == "ok" for r in rows.values()), rows
+    return rows, d
+
+
+def _split(d, scheduler: str, pattern: str) -> dict[str, int]:
+    """The watch agent's bytes sent per path in one cell (its counters are cumulative: last - first)."""
+    with (d / "series" / "multipath.csv").open() as f:
+        series = list(csv.DictReader(f))
+    assert {r["path_name"] for r in series} == {"wifi", "bt"}
+    sent: dict[str, list[int]] = {}
+    for r in series:
+        if (r["watch.multipath"], r["pattern"], r["side"]) == (scheduler, pattern, "watch"):
+            sent.setdefault(r["path_name"], []).append(int(r["bytes_sent"]))
+    return {p: max(v) - min(v) for p, v in sent.items()}
 
 
 @pytest.mark.netem
 def test_schedulers_against_link_physics(tmp_path):
-    import csv
-
-
-    (tmp_path / "exp.yaml").write_text("""
-name: mp
-topology:
-  nodes: {watch: {role: wearable}, phone: {role: phone, kind: host}, ap: {role: ap}, server: {role: server}}
-  links:
-    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 15ms}
-    - {between: [watch, ap], medium: wifi, band: 5GHz, rate: 1Mbit, delay: 5ms}
-    - {between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}
-    - {between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}
-repetitions: 1
-workload: {kind: stream, client: watch, server: server, path: phone, direction: up, duration: 2s,
-           bytes: 500KB, rate: 500kbit, message_size: 1000}
-nodes:
-  watch: {multipath_paths: [wifi, bt]}
-matrix:
-  watch.multipath: [minrtt, redundant]
-  pattern: [bulk, cbr]
-""")
-    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    d = tmp_path / "r" / "mp" / "latest"
-    with (d / "runs.csv").open() as f:
-        rows = {(r["watch.multipath"], r["pattern"]): r for r in csv.DictReader(f)}
-    assert all(r["status"] == "ok" for r in rows.values()), rows
+    rows, d = _guest_run(tmp_path, "mp", "5GHz", "  watch.multipath: [minrtt, redundant]\n  pattern: [bulk, cbr]")
     goodput = float(rows["minrtt", "bulk"]["up_goodput_bps"])
     assert 1.8e6 <= goodput <= MAX_GOODPUT * 1.01, goodput
     red = rows["redundant", "cbr"]
@@ -501,17 +582,38 @@ matrix:
     assert float(red["up_owd_p95_s"]) < BT_OWD, red["up_owd_p95_s"]
     # every message once and in order: the stream agent counts what it received
     assert float(red["up_goodput_bps"]) == pytest.approx(500_000, rel=0.05)
-    with (d / "series" / "multipath.csv").open() as f:
-        series = list(csv.DictReader(f))
-    assert {r["path_name"] for r in series} == {"wifi", "bt"}
-    # the scheduler's split in the minRTT bulk run (the watch agent's counters, cumulative: last - first)
-    sent = {}
-    for r in series:
-        if (r["watch.multipath"], r["pattern"], r["side"]) == ("minrtt", "bulk", "watch"):
-            sent.setdefault(r["path_name"], []).append(int(r["bytes_sent"]))
-    split = {p: max(v) - min(v) for p, v in sent.items()}
+    split = _split(d, "minrtt", "bulk")
     assert min(split.values()) >= 0.35 * sum(split.values()), split   # equal links: about half each
     print(f"minrtt bulk {goodput / 1e6:.3f} Mbit/s; redundant cbr OWD median {owd * 1e3:.2f} ms "
           f"(WiFi {WIFI_OWD * 1e3:.1f}, BT {BT_OWD * 1e3:.1f}); "
           f"minrtt cbr OWD {float(rows['minrtt', 'cbr']['up_owd_median_s']) * 1e3:.2f} ms; "
           f"redundant bulk {float(rows['redundant', 'bulk']['up_goodput_bps']) / 1e6:.3f} Mbit/s")
+
+    # The same paths with the WiFi link on 2.4 GHz and the coupling on (bounds: COUPLED_WIRE above).
+    rows, d = _guest_run(tmp_path, "mp-coupled", "2.4GHz", "  watch.multipath: [minrtt]\n  pattern: [bulk]",
+                         "  interference: {}")
+    coupled = float(rows["minrtt", "bulk"]["up_goodput_bps"])
+    with (d / "series" / "timeline.csv").open() as f:
+        cuts = sorted(float(r["t_s"]) for r in csv.DictReader(f) if r["source"] == "interference")
+    assert len(cuts) == 8, cuts       # both directions of both links cut once, and given back once
+    with (d / "series" / "multipath.csv").open() as f:
+        received: dict[str, dict[float, int]] = {}
+        for r in csv.DictReader(f):
+            if r["side"] == "server":
+                received.setdefault(r["path_name"], {})[float(r["t_s"])] = int(r["bytes_received"])
+    # While cut and both deliver: from 0.2 s after the cut to the first restore, or to the last
+    # sample at which either path still grew, whichever comes first (WiFi is done ~0.1 s before
+    # the rule sees it idle, and BT alone must not count).
+    def last_growth(samples: dict[float, int]) -> float:
+        return min(t for t, b in samples.items() if b == max(samples.values()))
+    on, off = cuts[3] + 0.2, min(cuts[4], *(last_growth(v) for v in received.values()))
+    inside = sorted(t for t in received["wifi"] if on <= t <= off)
+    t0, t1 = inside[0], inside[-1]
+    while_cut = sum(v[t1] - v[t0] for v in received.values()) * 8 / (t1 - t0)
+    split = _split(d, "minrtt", "bulk")
+    print(f"minrtt bulk, coupled: {while_cut / 1e6:.3f} Mbit/s while cut ({t0:.1f}-{t1:.1f} s), {coupled / 1e6:.3f} "
+          f"end to end (wire {COUPLED_WIRE / 1e6:.2f}, payload at most {MAX_COUPLED_GOODPUT / 1e6:.3f}, tail bound "
+          f"{MIN_COUPLED_GOODPUT / 1e6:.3f}); split {split}")
+    assert t1 - t0 >= 1.5, (t0, t1)
+    assert 0.9 * COUPLED_WIRE <= while_cut <= MAX_COUPLED_GOODPUT * 1.03, while_cut
+    assert MIN_COUPLED_GOODPUT <= coupled <= MAX_COUPLED_GOODPUT * 1.03, coupled

@@ -37,7 +37,8 @@ SECONDS_TAKEN = {
     "tcpcrypt": 40, "seed003-telegram": 40, "device-relay": 35, "seed000-relay": 35, "quickstart": 30,
     "proxy-check": 30, "seed003-bufferbloat-steady": 30, "seed003-bufferbloat-2mib": 20, "page-load": 60,
     "page-versions": 60,
-    "seed004-characterizer": 30, "seed000-exp3-pages": 45, "seed002-usage-session": 20,
+    "seed004-characterizer": 30, "seed000-exp3-pages": 45, "seed002-usage-session": 20, "seed003-multipath": 41,
+    "seed003-multipath-rtt": 35,
 }
 
 
@@ -81,6 +82,8 @@ QUICK: dict[str, list[str]] = {
     "seed003-bufferbloat-steady": _BULK,
     "seed003-bufferbloat-2mib": _BULK,
     "seed003-telegram": ["phone.rmem_max=1MB"],
+    # 8 cells: the CBR cells at 3 s (150 messages), the bulk ones at 250 KB (2.1 s over one path)
+    "seed003-multipath": ["duration=3s", "bytes=250KB"],
 }
 
 

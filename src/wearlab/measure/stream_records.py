@@ -32,6 +32,7 @@ def owd_stats(prefix: str, records) -> dict[str, Any]:
     out = {f"{prefix}_owd_median_s": statistics.median(s), f"{prefix}_owd_p95_s": s[min(len(s) - 1, int(0.95 * len(s)))],
            f"{prefix}_owd_max_s": s[-1], f"{prefix}_messages": len(records)}
     if prefix in DIRECTIONS:
+        out[f"{prefix}_owd_mean_s"] = statistics.fmean(s)
         out[f"{prefix}_bytes"] = size
         out[f"{prefix}_transfer_s"] = (records[-1][2] - records[0][1]) / 1e9
         arrivals = sorted(r[2] for r in records)

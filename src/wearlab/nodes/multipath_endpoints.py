@@ -44,6 +44,7 @@ from wearlab.nodes.software import KindError, wait_listening
 MULTIPATH_TABLE = 110            # the watch's routing table for path i: MULTIPATH_TABLE + i
 SERIES_INTERVAL_S = 0.1
 FALLBACK_SCHEDULER = "minrtt"    # with an interface policy and no `multipath:`: used only if the policy's path fails
+LIVE_TAIL_BYTES = 4096           # the series' tail the live view reads: several rows of every path
 MULTIPATH_SERIES = Series("multipath", ("t_s", *SERIES_COLUMNS),
                           "the multipath transport's counters per path and side (cumulative over the agent's "
                           "sessions): chunks and bytes sent and received, duplicates dropped, smoothed RTT")
@@ -156,6 +157,36 @@ class MultipathEndpoints:
                 if t >= t0_ns:
                     out.append({"t_s": round((t - t0_ns) / 1e9, 6), **r})
         return sorted(out, key=lambda r: (int(r["t_ns"]), r["side"], int(r["path_index"])))
+
+    def live(self) -> dict[str, Any]:
+        """The live record's MultipathState (report.live_record): the watch agent's last counters
+        per path, and each path's send rate since the previous call (`wearlab top`'s split)."""
+        f = self.series_file("watch")
+        rows: dict[int, dict[str, str]] = {}
+        try:
+            with f.open("rb") as fh:      # only the tail: the file grows all run long
+                fh.seek(max(0, fh.seek(0, 2) - LIVE_TAIL_BYTES))
+                lines = fh.read().decode(errors="replace").splitlines()[1:]   # the first may be cut
+        except OSError:
+            lines = []
+        for r in csv.DictReader(lines, fieldnames=SERIES_COLUMNS):
+            # (the last line may be half written: it has fewer fields, or a number cut short)
+            if r["side"] == "watch" and r["srtt_s"] is not None and str(r["path_index"]).isdigit():
+                rows[int(r["path_index"])] = r
+        last, self._live_last = getattr(self, "_live_last", {}), {}
+        paths = []
+        for i, r in sorted(rows.items()):
+            try:
+                t, sent = int(r["t_ns"]), int(r["bytes_sent"])
+                srtt = float(r["srtt_s"]) if r["srtt_s"] else None
+            except ValueError:
+                continue
+            self._live_last[i] = (t, sent)
+            t0, sent0 = last.get(i, (t, sent))
+            rate = (sent - sent0) * 8e9 / (t - t0) if t > t0 and sent >= sent0 else 0.0
+            paths.append({"name": r["path_name"], "bytes_sent": sent, "rate_bps": rate,
+                          "srtt_s": srtt})
+        return {"scheduler": self.scheduler, "paths": paths}
 
     def facts(self) -> dict[str, Any]:
         """What ran, for metadata.json."""

@@ -349,6 +349,8 @@ class Wearable(NodeKind):
                                "at_s": last["t_s"] if last else None}
         if getattr(self, "selector", None) is not None:
             out["interface"] = self.selector.live()
+        if getattr(self, "multipath", None) is not None:
+            out["multipath"] = self.multipath.live()
         return out
 
     def controls(self, action: str) -> bool:

@@ -167,13 +167,30 @@ class InterfaceState(_Record):
     switches: int = 0                  # in this run
 
 
+class MultipathPath(_Record):
+    """One path of a wearable's multipath transport, as its sending agent (the watch's) counts it."""
+
+    name: str                          # the path's medium: wifi, bt
+    bytes_sent: int = 0                # chunk payload bytes the scheduler put on it, since the agent started
+    rate_bps: float = 0.0              # of those, per second since the record before
+    srtt_s: float | None = None        # the transport's smoothed RTT on it
+
+
+class MultipathState(_Record):
+    """A wearable's multipath transport (nodes.multipath_endpoints): the scheduler and its split."""
+
+    scheduler: str
+    paths: list[MultipathPath] = Field(default_factory=list)
+
+
 class NodeState(_Record):
     radio: RadioState | None = None    # a wearable with `radio: bt`
     handover: HandoverState | None = None
     interface: InterfaceState | None = None   # a wearable with `interface_policy:`
+    multipath: MultipathState | None = None   # a wearable with `multipath:`
 
     def __bool__(self) -> bool:
-        return self.radio is not None or self.handover is not None or self.interface is not None
+        return any(x is not None for x in (self.radio, self.handover, self.interface, self.multipath))
 
 
 class LiveDoc(_Record):

@@ -9,10 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from wearlab.model.choices import RadioState
-from wearlab.report.live_record import DELAY_PARTS, DelaySplit, LiveDoc, NodeState
+from wearlab.report.live_record import DELAY_PARTS, DelaySplit, LiveDoc, MultipathState, NodeState
 
 BARS = "▁▂▃▄▅▆▇█"
 SHARE_BAR = 20               # characters of a part's share of the delay
+SPLIT_BAR = 10               # characters of a path's share of the multipath split (an 80-column terminal)
 
 
 def sparkline(values: list[float], width: int = 60) -> str:
@@ -61,6 +62,8 @@ def render(doc: LiveDoc):
         if state:
             style = "bold red" if state.radio in (RadioState.SNIFF, RadioState.WAKING) else ""
             nodes.add_row(n, Text(", ".join(_node_state(state)), style=style))
+            if state.multipath is not None:
+                extra.append(_multipath_table(n, state.multipath))
     links = Table(title="links (wearlab link set ... changes them)", expand=True)
     for col in ("direction", "rate", "delay", "loss", "down"):
         links.add_column(col)
@@ -88,6 +91,22 @@ def _split_table(split: DelaySplit) -> Table:
     return t
 
 
+def _multipath_table(node: str, mp: MultipathState) -> Table:
+    """The scheduler's split, live: what it put on each path in the last record's interval, and
+    since the agent started."""
+    t = Table(title=f"{node}'s multipath ({mp.scheduler}): the scheduler's split", expand=True)
+    for col in ("path", "sending now", "share now", "sent in all", "share in all", "srtt"):
+        t.add_column(col)
+    now = sum(p.rate_bps for p in mp.paths)
+    total = sum(p.bytes_sent for p in mp.paths)
+    for p in mp.paths:
+        share = p.rate_bps / now if now else None
+        t.add_row(p.name, f"{p.rate_bps / 1e6:.2f} Mbit/s",
+                  f"{'█' * round(share * SPLIT_BAR)} {share:.0%}" if share is not None else "-",
+                  f"{p.bytes_sent / 1000:,.0f} kB", f"{p.bytes_sent / total:.0%}" if total else "-", _s(p.srtt_s))
+    return t
+
+
 def _node_state(state: NodeState) -> list[str]:
     out = []
     if state.radio is not None:
@@ -100,4 +119,6 @@ def _node_state(state: NodeState) -> list[str]:
         i = state.interface
         since = f" since {i.since_s:.1f} s" if i.since_s is not None else ""
         out.append(f"interface: {i.active.upper()}{since} ({i.policy}, {i.switches} switches)")
+    if state.multipath is not None:
+        out.append(f"multipath: {state.multipath.scheduler}")
     return out

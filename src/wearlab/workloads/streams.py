@@ -97,6 +97,8 @@ def _stream_metrics() -> tuple[Metric, ...]:
                 Metric(f"{d}_owd_p95_s", "s", label=f"{d} OWD p95", summarised=True,
                        doc=f"{d}: 95th percentile of the messages' one-way delays"),
                 Metric(f"{d}_owd_max_s", "s", label=f"{d} OWD max", doc=f"{d}: the largest message one-way delay"),
+                Metric(f"{d}_owd_mean_s", "s", label=f"{d} OWD mean",
+                       doc=f"{d}: mean one-way delay of the messages (seed 003 section 5 reports average RTTs)"),
                 Metric(f"{d}_goodput_bps", "bit/s", better="higher", label=f"{d} goodput", summarised=True,
                        doc="message bytes delivered / (last - first delivery)"),
                 Metric(f"{d}_stall_share", "ratio", label=f"{d} no reception", summarised=True,
