@@ -144,6 +144,7 @@ def hidden() -> Iterator[Hidden]:
         shutil.copytree(_bundle(), bundle, copy_function=_link_or_copy)
         (work / "exp").mkdir()
         (work / "exp" / "tiny.yaml").write_text(EXPERIMENT)
+        (work / "exp" / "claims.yaml").write_text("claims: []\n")   # a suite of one experiment
         for d in ("results", "tmp", "subs"):
             (work / d).mkdir()
             os.chown(work / d, nobody.pw_uid, nobody.pw_gid)
@@ -195,10 +196,11 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def test_an_ordinary_user_submits_from_the_bundle_to_slurm_and_the_merge_equals_the_straight_run(hidden, straight):
     """Issue 24 item 4, the unprivileged half: Slurm's daemons run as a cluster's do (root, here
     in the namespace where the checkout is out of reach, so their jobs see what a compute node
-    would); `nobody` submits from the bundle (`BUNDLE/wearlab submit --slurm --tasks 2`: the guest
-    writes the scripts, the launcher runs their submit.sh on the host); each task boots its own
-    guest from the bundle, the merge job too. Merged, the two shards are the straight run's runs:
-    same cells, repetitions and seeds."""
+    would); `nobody` reproduces a one-experiment suite from the bundle (`BUNDLE/wearlab reproduce
+    exp --slurm --tasks 2`: the guest writes the scripts, the launcher runs their submit.sh on the
+    host - the experiment's array and merge, then the suite's check); each task boots its own
+    guest from the bundle, the merge and the check job too. Merged, the two shards are the
+    straight run's runs: same cells, repetitions and seeds."""
     from slurm_cluster import single_node_slurm
 
     base, _, _ = straight
@@ -207,10 +209,10 @@ def test_an_ordinary_user_submits_from_the_bundle_to_slurm_and_the_merge_equals_
     d.mkdir(mode=0o755)
     t0 = time.monotonic()
     with single_node_slurm(d, launch=hidden.enter) as env:
-        r = hidden.run(f"exec sh {hidden.bundle}/wearlab submit exp/tiny.yaml --slurm --tasks 2 --out subs",
+        r = hidden.run(f"exec sh {hidden.bundle}/wearlab reproduce exp --slurm --tasks 2 --out subs",
                        timeout=120, env=f"SLURM_CONF={env['SLURM_CONF']}")
         assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-        assert "submitted tiny: array job" in r.stdout, r.stdout
+        assert "submitted tiny: array job" in r.stdout and "the suite's check and report: job" in r.stdout, r.stdout
         sub = next((hidden.work / "subs" / "tiny").glob("*-slurm"))
         jobs = dict(l.split("=", 1) for l in (sub / "jobs.txt").read_text().split())
         assert f"exec {hidden.bundle}/wearlab run" in (sub / "shard.sbatch").read_text()   # the bundle, not a venv
@@ -238,6 +240,19 @@ def test_an_ordinary_user_submits_from_the_bundle_to_slurm_and_the_merge_equals_
         assert [s["shard"]["runs"] for s in meta["shards"]] == [[1, 1], [2, 2]]   # first and last run
         assert all(s["machine"]["uml_guest"] for s in meta["shards"])
         assert (merged / "runs.csv").stat().st_uid == hidden.nobody.pw_uid
+        # The suite's check job, after the merge, from the bundle too.
+        check = (hidden.work / "subs" / "suite-jobs.txt").read_text().split("=", 1)[1].strip()
+        deadline = time.monotonic() + 120
+        while True:
+            q = subprocess.run(["scontrol", "-o", "show", "job", check], capture_output=True, text=True, env=env,
+                               timeout=10)
+            if "JobState=COMPLETED" in q.stdout:
+                break
+            assert not any(f"JobState={s}" in q.stdout for s in ("CANCELLED", "FAILED", "TIMEOUT")), \
+                q.stdout + (hidden.work / "subs" / "suite-check.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the suite's check job did not finish in 120 s"
+            time.sleep(0.5)
+        assert (hidden.work / "subs" / "report").is_dir()
     # The jobs' guests and the launchers are gone with the jobs.
     assert hidden.leftovers() == "tmp=0 procs=0"
     print(f"bundle on Slurm as nobody, 2 tasks and the merge: {took:.1f} s")

@@ -162,3 +162,43 @@ def test_submit_k8s_prints_an_indexed_job_and_its_merge(tmp_path):
     assert " merge /results/sharded/merged /results/sharded/shards/*/sharded/latest" in merge_cmd
     for cmd in (shard_cmd[2], merge_cmd):
         assert subprocess.run(["sh", "-n", "-c", cmd]).returncode == 0
+
+
+FAKE_SBATCH = """#!/bin/sh
+# sbatch's --parsable contract, nothing else: a job id per call (100, 101, ...) and a line per
+# call in $FAKE_SBATCH_LOG (the id, then the arguments) for the test to read.
+n=$(( $(wc -l < "$FAKE_SBATCH_LOG") + 100 ))
+echo "$n $*" >> "$FAKE_SBATCH_LOG"
+echo "$n;cluster"
+"""
+
+
+def test_reproduce_slurm_submits_the_whole_suite_with_one_script(tmp_path):
+    """`reproduce --slurm` writes <out>/submit.sh and runs it (the bundle hands the same script to
+    its launcher): each experiment's array, its merge after that array, and the suite's check after
+    every merge - read from what sbatch was called with (a stand-in that only hands out ids)."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name in ("one", "two"):
+        (suite / f"{name}.yaml").write_text(EXPERIMENT.replace("name: sharded", f"name: {name}"))
+    (suite / "claims.yaml").write_text("claims: []\n")
+    bin_dir, log = tmp_path / "bin", tmp_path / "sbatch.log"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH)
+    (bin_dir / "sbatch").chmod(0o755)
+    log.write_text("")
+    env = {**__import__("os").environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_SBATCH_LOG": str(log)}
+    out = tmp_path / "sub"
+    res = wearlab("reproduce", str(suite), "--slurm", "--tasks", "2", "--runtime", "uml", "--out", str(out),
+                  env=env, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    calls = [line.split() for line in log.read_text().splitlines()]
+    assert [c[0] for c in calls] == ["100", "101", "102", "103", "104"]
+    assert calls[0][-1] == "shard.sbatch" and calls[1][-2:] == ["--dependency=afterok:100", "merge.sbatch"]
+    assert calls[2][-1] == "shard.sbatch" and calls[3][-2:] == ["--dependency=afterok:102", "merge.sbatch"]
+    assert calls[4][-2:] == ["--dependency=afterok:101:103", "suite-check.sbatch"]
+    record = json.loads((out / "slurm-suite.json").read_text())
+    assert record["check_job"] == "104"
+    assert [(e["experiment"], e["array_job"], e["merge_job"]) for e in record["experiments"]] == \
+        [("one", "100", "101"), ("two", "102", "103")]
+    assert subprocess.run(["sh", "-n", str(out / "submit.sh")]).returncode == 0

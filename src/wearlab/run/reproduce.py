@@ -283,21 +283,22 @@ def reproduce(paths: list[Path], catalog: Catalog, console: Console, *, only: li
 def submit_suite(items: list[Item], out: Path, console: Console, *, tasks: int | None) -> int:
     """`reproduce --slurm` (`make reproduce SLURM=1`): each experiment not yet complete as its own
     job array and merge (run.submit), then one job after all the merges: `wearlab check` and
-    `wearlab report` on the merged results (and on the complete ones found here). Returns once
-    submitted; <out>/slurm-suite.json lists the jobs, `wearlab status DIR` follows each."""
-    from wearlab.run.submit import (SlurmRequest, bundle_dir, sbatch_path, submit_after, submit_written, wearlab_argv,
-                                    write_scripts)
+    `wearlab report` on the merged results (and on the complete ones found here). One script
+    submits them all, <out>/submit.sh (each experiment's submit.sh, then the check job after every
+    merge): the script a user reads is the one that runs, from a checkout now, from the bundle by
+    its launcher on the host once the guest has stopped (the guest cannot reach Slurm). Returns
+    once submitted (or handed over); <out>/slurm-suite.json lists the jobs, `wearlab status DIR`
+    follows each."""
+    from wearlab.run.submit import (SlurmRequest, Submission, bundle_dir, hand_to_host, mark_submitted,
+                                    run_submit_script, sbatch_path, wearlab_argv, write_scripts)
 
-    if bundle_dir() is not None:
-        # Its check job waits on every merge: from the guest that is one hand-over per experiment
-        # and a last one that needs their job ids. Not built yet: docs/many-machines.md.
-        raise EnvironmentProblem("reproduce --slurm does not run from the bundle yet: submit each experiment with "
-                                 "BUNDLE/wearlab submit EXP --slurm, or run reproduce --slurm from a checkout")
-    sbatch_path()
+    bundled = bundle_dir() is not None
+    if not bundled:
+        sbatch_path()
     out = out.absolute()
     out.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"submitted_utc": _utc(), "experiments": []}
-    merges: list[str] = []
+    subs: list[tuple[Item, Submission, int]] = []
     dirs: list[Path] = []
     for item in items:
         if item.state == "complete" and item.results is not None:
@@ -310,17 +311,12 @@ def submit_suite(items: list[Item], out: Path, console: Console, *, tasks: int |
                     *[a for kv in o.overrides for a in ("--set", kv)]]
         req = SlurmRequest(experiment=item.file, runs=item.estimate.runs, experiment_name=item.name, tasks=tasks,
                            run_args=tuple(run_args))
-        sub = submit_written(write_scripts(req, out))
-        merges.append(str(sub.merge_job))
+        sub = write_scripts(req, out)
+        subs.append((item, sub, req.task_count()))
         dirs.append(sub.merged)
-        record["experiments"].append({"experiment": item.name, "submission": str(sub.dir), "array_job": sub.array_job,
-                                      "merge_job": sub.merge_job, "tasks": req.task_count(), "results": str(sub.merged)})
-        console.print(f"{item.name}: array job {sub.array_job} ({req.task_count()} tasks), merge job {sub.merge_job}; "
-                      f"wearlab status {sub.dir}", highlight=False)
     wl = shlex.join(wearlab_argv())
     ds = " ".join(shlex.quote(str(d)) for d in dirs)
-    script = out / "suite-check.sbatch"
-    script.write_text("\n".join([
+    (out / "suite-check.sbatch").write_text("\n".join([
         "#!/bin/sh",
         "# wearlab reproduce --slurm: the suite's claims and report, once every experiment's merge succeeded.",
         "#SBATCH --job-name=wearlab-suite-check",
@@ -330,13 +326,62 @@ def submit_suite(items: list[Item], out: Path, console: Console, *, tasks: int |
         f"{wl} report {ds} --out {shlex.quote(str(out / 'report'))}",
         f"exec {wl} check {ds}",
     ]) + "\n")
-    check_job = submit_after(merges, script)
-    record["check_job"] = check_job
+    script = out / "submit.sh"
+    script.write_text(suite_submit_script([sub for _, sub, _ in subs], out))
     record["check_log"] = str(out / "suite-check.log")
+    if bundled:
+        hand_to_host(script)
+        record["experiments"] += [{"experiment": item.name, "submission": str(sub.dir), "tasks": n,
+                                   "results": str(sub.merged)} for item, sub, n in subs]
+        record["submit"] = str(script)
+        _write_slurm_record(out, record)
+        console.print(f"written: {script} (each experiment's job array and merge, then the suite's check); the "
+                      f"bundle's launcher submits it on the host when this guest stops; the job ids go to "
+                      f"{out / 'suite-jobs.txt'} and each submission's jobs.txt")
+        return 0
+    run_submit_script(script, timeout=120 + 30 * len(subs))
+    for item, sub, n in subs:
+        sub = mark_submitted(sub)
+        record["experiments"].append({"experiment": item.name, "submission": str(sub.dir), "array_job": sub.array_job,
+                                      "merge_job": sub.merge_job, "tasks": n, "results": str(sub.merged)})
+        console.print(f"{item.name}: array job {sub.array_job} ({n} tasks), merge job {sub.merge_job}; "
+                      f"wearlab status {sub.dir}", highlight=False)
+    check_job = read_suite_jobs(out).get("check_job")
+    if not check_job:
+        raise EnvironmentProblem(f"{script} ran but wrote no check job to {out / 'suite-jobs.txt'}")
+    record["check_job"] = check_job
     _write_slurm_record(out, record)
     console.print(f"the suite's check and report: job {check_job} after the merges; its verdicts in "
                   f"{out / 'suite-check.log'}, the report in {out / 'report'}")
     return 0
+
+
+def suite_submit_script(subs: list, out: Path) -> str:
+    """<out>/submit.sh: each experiment's submit.sh (its array, its merge after it), then the
+    suite's check after every merge; the check's job id to suite-jobs.txt."""
+    lines = ["#!/bin/sh",
+             "# wearlab reproduce --slurm: submits each experiment's job array and merge (its own submit.sh),",
+             "# then the suite's check and report after every merge (written by `wearlab reproduce --slurm`).",
+             "set -eu",
+             'cd "$(dirname "$0")"',
+             'merges=""']
+    for sub in subs:
+        lines += [f"sh {shlex.quote(str(sub.dir / 'submit.sh'))}",
+                  f"m=$(sed -n 's/^merge_job=//p' {shlex.quote(str(sub.dir / 'jobs.txt'))})",
+                  'merges="${merges:+$merges:}$m"']
+    lines += ['check=$(sbatch --parsable ${merges:+--dependency=afterok:$merges} suite-check.sbatch)',
+              'check=${check%%;*}',
+              "printf 'check_job=%s\\n' \"$check\" > suite-jobs.txt",
+              f'echo "the suite\'s check and report: job $check after the merges; verdicts in {out}/suite-check.log"']
+    return "\n".join(lines) + "\n"
+
+
+def read_suite_jobs(out: Path) -> dict[str, str]:
+    try:
+        text = (out / "suite-jobs.txt").read_text()
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 def _write_slurm_record(out: Path, record: dict[str, Any]) -> None:

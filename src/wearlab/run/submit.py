@@ -187,30 +187,43 @@ def sbatch_path() -> str:
     return sbatch
 
 
-def submit_written(sub: Submission) -> Submission:
-    """Run the submission's submit.sh (the array, then the merge after it); the job ids go into
-    submission.json too."""
+def run_submit_script(script: Path, timeout: float = 120) -> None:
+    """Run a submit.sh written here (an experiment's, or reproduce's for a whole suite) with
+    sbatch on its PATH."""
     sbatch = sbatch_path()
-    argv = ["sh", str(sub.dir / "submit.sh")]
+    argv = ["sh", str(script)]
     env = {**os.environ, "PATH": f"{Path(sbatch).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, env=env)
-    jobs = read_jobs(sub.dir)
-    if res.returncode != 0 or not jobs.get("merge_job"):
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    if res.returncode != 0:
         raise EnvironmentProblem(f"`{shlex.join(argv)}` failed: {(res.stderr or res.stdout).strip()}")
+
+
+def mark_submitted(sub: Submission) -> Submission:
+    """The job ids its submit.sh wrote, into submission.json too."""
+    jobs = read_jobs(sub.dir)
+    if not jobs.get("merge_job"):
+        raise EnvironmentProblem(f"{sub.dir / 'submit.sh'} ran but wrote no merge job to {sub.dir / 'jobs.txt'}")
     doc = json.loads((sub.dir / "submission.json").read_text())
     results.write_json(sub.dir / "submission.json", {**doc, "submitted": True, **jobs})
     return Submission(sub.dir, jobs["array_job"], jobs["merge_job"])
 
 
-def hand_to_host(sub: Submission) -> Path:
-    """From the bundle: the guest cannot reach Slurm, so the launcher runs submit.sh on the host
-    once the guest has stopped. It reads the script's path from the job directory it shares with
-    the guest (WEARLAB_JOB)."""
+def submit_written(sub: Submission) -> Submission:
+    """Run the submission's submit.sh (the array, then the merge after it); the job ids go into
+    submission.json too."""
+    run_submit_script(sub.dir / "submit.sh")
+    return mark_submitted(sub)
+
+
+def hand_to_host(script: Path) -> Path:
+    """From the bundle: the guest cannot reach Slurm, so the launcher runs `script` (a submit.sh)
+    on the host once the guest has stopped. It reads the script's path from the job directory it
+    shares with the guest (WEARLAB_JOB)."""
     job = os.environ.get("WEARLAB_JOB")
     if not job or not Path(job).is_dir():
-        raise EnvironmentProblem("wearlab submit --slurm from the bundle needs the bundle's launcher (no WEARLAB_JOB "
-                                 "directory here): run it as BUNDLE/wearlab submit ...")
-    script = sub.dir / "submit.sh"
+        raise EnvironmentProblem("--slurm from the bundle needs the bundle's launcher (no WEARLAB_JOB directory "
+                                 "here): run it as BUNDLE/wearlab ...")
+    assert script.name == "submit.sh", script   # the launcher runs nothing else
     (Path(job) / "submit-on-host").write_text(f"{script}\n")
     return script
 
@@ -226,7 +239,7 @@ def submit(req: SlurmRequest, out: Path, console: Console, *, dry_run: bool) -> 
         console.print(f"written, not submitted (--dry-run): {sub.dir}; submit with\n  sh {submit_sh}")
         return 0
     if bundled:
-        hand_to_host(sub)
+        hand_to_host(submit_sh)
         console.print(f"written: {sub.dir}; the bundle's launcher submits it on the host when this guest stops "
                       f"(sh {submit_sh})")
         return 0
@@ -234,19 +247,6 @@ def submit(req: SlurmRequest, out: Path, console: Console, *, dry_run: bool) -> 
     console.print(f"submitted {req.experiment_name}: array job {sub.array_job} ({req.task_count()} tasks), merge job "
                   f"{sub.merge_job} after it\n  follow: wearlab status {sub.dir}\n  results: {sub.merged}")
     return 0
-
-
-def submit_after(jobs: list[str], script: Path) -> str:
-    """A job that runs once every one of `jobs` succeeded (the suite's check and report)."""
-    dep = [f"--dependency=afterok:{':'.join(jobs)}"] if jobs else []
-    return _sbatch([sbatch_path(), "--parsable", *dep, str(script)])
-
-
-def _sbatch(argv: list[str]) -> str:
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    if res.returncode != 0:
-        raise EnvironmentProblem(f"`{shlex.join(argv)}` failed: {(res.stderr or res.stdout).strip()}")
-    return res.stdout.strip().split(";")[0]   # --parsable: "jobid[;cluster]"
 
 
 # -- the same shards on Kubernetes (printed, not applied) ----------------------------------------
