@@ -291,7 +291,13 @@ class _Streams(Workload):
                 row[f"{spec['direction']}_stall_share"] = sum(1 for b in bins if b["goodput_bps"] == 0) / len(bins)
             if name == "main" and cell.get("playout_buffer") and _is_cbr(cell):
                 row.update(playout(records, float(cell["rate"]), float(cell["playout_buffer"])).row(spec["direction"]))
-        erow, erows = self.energy.activity(cell["path"], flights, encrypted=bool(row.get("tcpcrypt_encrypted")))
+        transport = getattr(self.ctx.nodes.get(f.client), "multipath", None)
+        if transport is not None:
+            # The flow rode the multipath transport: each radio's energy from what its path carried.
+            busy = transport.busy(t0, time.time_ns())
+            erow, erows = self.energy.interfaces(busy, encrypted=bool(row.get("tcpcrypt_encrypted")))
+        else:
+            erow, erows = self.energy.activity(cell["path"], flights, encrypted=bool(row.get("tcpcrypt_encrypted")))
         row.update(erow)
         if erows:
             series["energy"] = erows
