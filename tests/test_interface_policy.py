@@ -36,6 +36,45 @@ def trace(until_ms: int, backlog, wifi):
     return [(t, backlog(t), wifi(t)) for t in range(0, until_ms + 1, POLL)]
 
 
+# -- the report draws each policy's switches (host, a synthetic results directory) ------------
+def test_the_timeline_draws_the_active_interface_and_each_switch_with_its_reason(tmp_path):
+    """The figure's data, not its pixels: per cell its run's bands of the active interface, a mark
+    per switch at the switch's time with the policy's reason, and what each path carried (the
+    counters' differences: 1.5 Mbit/s on the active path, nothing on the other)."""
+    from synthetic_results import POLICY_RATE_BPS, POLICY_SWITCHES, policy_results
+    from wearlab.report import plots
+
+    d = plots.draw(policy_results(tmp_path / "run"))
+    try:
+        (fig,) = [f for f in d.figures if f.name == "interface_timeline"]
+        assert fig.section == "interface"
+        bt_ax, adaptive_ax = fig.fig.axes
+        assert "adaptive" in adaptive_ax.get_title("left") and "adaptive" not in bt_ax.get_title("left")
+
+        def marks(ax):
+            return [line.get_xdata()[0] for line in ax.get_lines() if line.get_gid() == plots.SWITCH_GID]
+
+        def bands(ax, name):
+            return [(round(p.get_x(), 6), round(p.get_x() + p.get_width(), 6)) for p in ax.patches
+                    if p.get_gid() == f"interface-{name}"]
+        assert marks(bt_ax) == [] and bands(bt_ax, "wifi") == [] and bands(bt_ax, "bt") == [(0.0, 10.0)]
+        assert marks(adaptive_ax) == pytest.approx([t for t, *_ in POLICY_SWITCHES])
+        assert bands(adaptive_ax, "bt") == [(0.0, 3.0), (7.5, 10.0)] and bands(adaptive_ax, "wifi") == [(3.0, 7.5)]
+        notes = [t.get_text() for t in adaptive_ax.texts]
+        for _, _, to, why in POLICY_SWITCHES:
+            assert any(n.startswith(f" → {plots.INTERFACE_NAMES[to]}: {why[:20]}") for n in notes), notes
+        lines = {line.get_label(): line for line in adaptive_ax.get_lines() if line.get_gid() == plots.DATA_GID}
+        wifi = lines["WiFi path carried"]
+        div = 1e6    # the axis is in Mbit/s
+        on = [y * div for x, y in zip(wifi.get_xdata(), wifi.get_ydata()) if 3.0 < x <= 7.5]
+        off = [y * div for x, y in zip(wifi.get_xdata(), wifi.get_ydata()) if x <= 3.0 or x > 7.6]
+        assert len(on) == 45 and all(0.99 * POLICY_RATE_BPS < y < 1.01 * POLICY_RATE_BPS for y in on)
+        assert off and all(y == 0 for y in off)
+        assert plots.plot_results(tmp_path / "run", d)[-1].name == "interface_timeline.png"
+    finally:
+        d.close()
+
+
 # -- the adaptive policy's state machine, by hand ---------------------------------------------
 def test_adaptive_moves_to_wifi_t1_after_the_backlog_passes_b():
     # Backlog 12 KB (> B = 10 KB) from t = 1000 ms on. The clock T1 = 500 ms starts at the first
