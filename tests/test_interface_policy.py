@@ -337,7 +337,8 @@ def test_adaptive_policy_switches_on_the_phones_backlog_and_wifis_throughput(tmp
     (tmp_path / "exp.yaml").write_text(f"""
 name: ifp
 topology:
-  nodes: {{watch: {{role: wearable}}, phone: {{role: phone, kind: relay}}, ap: {{role: ap}}, server: {{role: server}}}}
+  nodes: {{watch: {{role: wearable, device: lg-g-watch-r}}, phone: {{role: phone, kind: relay, device: nexus-4}},
+          ap: {{role: ap}}, server: {{role: server}}}}
   links:
     - {{between: [watch, phone], medium: bt, rate: 4Mbit, delay: 5ms}}
     - {{between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}}
@@ -372,6 +373,7 @@ matrix:
         def of(name):
             return [r for r in rows(name) if r["phone.intercept"] == cell]
         seen[cell] = check_cell(of("interface"), of("timeline"), of("multipath"))
+        check_energy(next(r for r in runs if r["phone.intercept"] == cell), of("interface"))
     assert sorted(seen.values()) == ["qdisc", "sockets"], seen       # one phone forwards, one splits
 
 
@@ -423,6 +425,31 @@ def check_cell(iface, timeline, multipath) -> str:
           f"{wifi_slow:.3f} s, <= 500 kbit/s {fell:.3f} s, to BT {to_bt:.3f} s (+{(to_bt - fell) * 1e3:.0f} ms); "
           f"switches {switches}")
     return where.pop()
+
+
+# Seed 000's watch (lg-g-watch-r) and the Nexus 4, levels by hand (W): the watch's data level on
+# WiFi 534.12 mW, moved to BT (- WiFi radio 73.2 mA, + BT radio 64 mA, at 3.8 V) and with both radios;
+# the phone's on its links here (BT + wired: - WiFi radio, + its BT radio 51.6 mA); tails 200 mW x 0.2 s.
+WATCH_BT_W, WATCH_BOTH_W = 0.53412 - 0.0732 * 3.8 + 0.064 * 3.8, 0.53412 + 0.064 * 3.8
+PHONE_RELAY_W = 1.1636 - 0.0732 * 3.8 + 0.0516 * 3.8
+TAIL_J = 0.2 * 0.2
+
+
+def check_energy(run, iface) -> None:
+    """The watch's and the phone's energy follow the path that carried (RunEnergy.interfaces):
+    BT from the start to the first switch, WiFi for at least the first WiFi stretch; the watch
+    between its cheapest level (BT) over the longer radio's time and both radios' over the sum;
+    the phone at its relaying level for BT's time alone, plus at most a tail per BT stretch."""
+    switches = [float(r["t_s"]) for r in iface if r["event"] == "switch"]
+    bt_s, wifi_s = float(run["energy_bt_active_s"]), float(run["energy_wifi_active_s"])
+    watch_j, phone_j = float(run["energy_j"]), float(run["energy_relay_j"])
+    assert bt_s >= switches[0] - 0.1, (bt_s, switches)
+    assert switches[1] - switches[0] - 0.2 <= wifi_s <= 4.5 - switches[0] + 0.5, (wifi_s, switches)
+    assert WATCH_BT_W * max(bt_s, wifi_s) + TAIL_J - 1e-6 <= watch_j \
+        <= WATCH_BOTH_W * (bt_s + wifi_s) + TAIL_J * (len(switches) + 1) + 1e-6, (watch_j, bt_s, wifi_s)
+    assert PHONE_RELAY_W * bt_s + TAIL_J - 1e-6 <= phone_j \
+        <= PHONE_RELAY_W * bt_s + TAIL_J * (len(switches) + 1) + 1e-6, (phone_j, bt_s)
+    print(f"energy: BT carried {bt_s:.2f} s, WiFi {wifi_s:.2f} s; watch {watch_j:.3f} J, phone {phone_j:.3f} J")
 
 
 def test_top_shows_the_active_interface():
