@@ -386,3 +386,12 @@ def test_wifi_alone_costs_the_phone_nothing_and_both_radios_add_up(tmp_path):
     row, _ = energy_.interfaces(path_busy(_counters({"bt": [1000] * 10 + [0] * 15, "wifi": [0] * 15 + [1000] * 10})),
                                 encrypted=False)
     assert 1.1132 < row["energy_j"] < 1.1134   # 0.49916 + 0.53412 + 2 x 0.04
+
+
+def test_metadata_says_each_radio_sets_power_over_the_transport(tmp_path):
+    facts = _run_energy(tmp_path).facts(["phone"], transport=True)
+    watts = {k: v["watts"]["data"] for k, v in facts["nodes"].items()}
+    assert watts["watch on bt"] == pytest.approx(LEVEL_BT["data"])
+    assert watts["watch on wifi"] == pytest.approx(LEVEL_WIFI["data"])
+    assert watts["watch on bt+wifi"] == pytest.approx(LEVEL_WIFI["data"] + WATCH_BT_W)
+    assert watts["phone"] == pytest.approx(PHONE_RELAY_W)

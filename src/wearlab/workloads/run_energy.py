@@ -75,10 +75,26 @@ class RunEnergy:
             self.problems[node] = str(e)
             return None
 
-    def facts(self, paths: Sequence[str]) -> dict[str, Any]:
-        """For metadata.json: each node's power per state, or why it has no energy."""
-        nodes = {p.node: p.describe() for path in paths for p in self.powers(path) if p is not None}
-        return {"model": "E = sum of P(state) x t(state) over the run's phases, plus the tail (docs/devices.md)",
+    def facts(self, paths: Sequence[str], transport: bool = False) -> dict[str, Any]:
+        """For metadata.json: each node's power per state, or why it has no energy. `transport`:
+        the client's flow rides the multipath transport (interfaces): its power on each set of
+        radios that may carry, and the phone's on the BT link, instead of per workload path."""
+        if not transport:
+            nodes = {p.node: p.describe() for path in paths for p in self.powers(path) if p is not None}
+            return {"model": "E = sum of P(state) x t(state) over the run's phases, plus the tail (docs/devices.md)",
+                    "nodes": nodes, "without_energy": dict(self.problems)}
+        nodes = {}
+        for media in ((Medium.BT,), (Medium.WIFI,), (Medium.BT, Medium.WIFI)):
+            p = self._power(self.client, media)
+            if p is not None:
+                nodes[f"{self.client} on {'+'.join(m.value for m in media)}"] = p.describe()
+        phone = next((e.peer for e in self.plan.link_ends(self.client) if e.medium == Medium.BT), None)
+        relay = self._power(phone, [e.medium for e in self.plan.link_ends(phone) if e.medium]) if phone else None
+        if relay is not None:
+            nodes[relay.node] = relay.describe()
+        return {"model": "E = sum of P(state) x t(state): each radio's data state for the time its path carried "
+                         "(the multipath transport's counters), a tail after each busy stretch; the phone while "
+                         "BT carried (docs/interface-selection.md)",
                 "nodes": nodes, "without_energy": dict(self.problems)}
 
     def transaction(self, path: str, wire: dict[str, Any], encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -214,7 +214,8 @@ class _Streams(Workload):
                 self.ctx.capture(hop, snaplen=128)
         self.energy = RunEnergy(self.ctx.plan, f.client, f.server)
         return {"stream_agent": "wearlab.measure.stream_agent (Python, TCP_NODELAY, app-level delivery times)",
-                "stream_port": STREAM_PORT, "energy": self.energy.facts(sorted({c["path"] for c in cells}))}
+                "stream_port": STREAM_PORT, "energy": self.energy.facts(sorted({c["path"] for c in cells}),
+                                           transport=getattr(self.ctx.nodes.get(f.client), "multipath", None) is not None)}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         c = cells[0]
