@@ -337,7 +337,7 @@ def test_adaptive_policy_switches_on_the_phones_backlog_and_wifis_throughput(tmp
     (tmp_path / "exp.yaml").write_text(f"""
 name: ifp
 topology:
-  nodes: {{watch: {{role: wearable, device: lg-g-watch-r}}, phone: {{role: phone, kind: relay, device: nexus-4}},
+  nodes: {{watch: {{role: wearable, device: lg-g-watch-r}}, phone: {{role: phone, kind: relay}},
           ap: {{role: ap}}, server: {{role: server}}}}
   links:
     - {{between: [watch, phone], medium: bt, rate: 4Mbit, delay: 5ms}}
@@ -427,26 +427,26 @@ def check_cell(iface, timeline, multipath) -> str:
     return where.pop()
 
 
-# Seed 000's watch (lg-g-watch-r) and the Nexus 4, levels by hand (W): the watch's data level on
-# WiFi 534.12 mW, moved to BT (- WiFi radio 73.2 mA, + BT radio 64 mA, at 3.8 V) and with both radios;
-# the phone's on its links here (BT + wired: - WiFi radio, + its BT radio 51.6 mA); tails 200 mW x 0.2 s.
+# Seed 000's watch (lg-g-watch-r), levels by hand (W): its data level on WiFi 534.12 mW, moved to BT
+# (- WiFi radio 73.2 mA, + BT radio 64 mA, at 3.8 V) and with both radios; tail 200 mW x 0.2 s. The
+# phone names no device here: a phone's device pads its relay's computation, which in the one-CPU
+# guest moves this test's timing (the phone's relaying energy: tests/test_energy.py, by hand).
 WATCH_BT_W, WATCH_BOTH_W = 0.53412 - 0.0732 * 3.8 + 0.064 * 3.8, 0.53412 + 0.064 * 3.8
-PHONE_RELAY_W = 1.1636 - 0.0732 * 3.8 + 0.0516 * 3.8
 TAIL_J = 0.2 * 0.2
 
 
 def check_energy(run, iface) -> None:
-    """The watch's and the phone's energy follow the path that carried (RunEnergy.interfaces):
-    BT from the start to the first switch, WiFi for at least the first WiFi stretch; the watch
-    between its cheapest level (BT) over the longer radio's time and both radios' over the sum;
-    the phone at its relaying level for BT's time alone, plus at most a tail per BT stretch."""
+    """The watch's energy follows the path that carried (RunEnergy.interfaces): BT from the start
+    to the first switch, WiFi for at least its first stretch and at most the switches' WiFi
+    stretches; the watch between its cheapest level (BT) over the longer radio's time and both
+    radios' over the sum, plus a tail per stretch."""
     switches = [(float(r["t_s"]), r["to"]) for r in iface if r["event"] == "switch"]
     end = max(float(r["t_s"]) for r in iface)        # the last sample: the run's end (the queue drained)
     on_wifi = [(t, nxt[0] if nxt else end) for (t, to), nxt in zip(switches, [*switches[1:], None]) if to == "wifi"]
     bt_s, wifi_s = float(run["energy_bt_active_s"]), float(run["energy_wifi_active_s"])
-    watch_j, phone_j = float(run["energy_j"]), float(run["energy_relay_j"])
+    watch_j = float(run["energy_j"])
     print(f"energy: BT carried {bt_s:.2f} s, WiFi {wifi_s:.2f} s, WiFi by the switches {on_wifi}, run end {end:.2f} s; "
-          f"watch {watch_j:.3f} J, phone {phone_j:.3f} J")
+          f"watch {watch_j:.3f} J")
     assert bt_s >= switches[0][0] - 0.1, (bt_s, switches)
     # WiFi carries from each switch to it (its first chunks within 100 ms) to the switch away
     # (chunks in flight finish on it: up to a series interval and a half more per stretch)
@@ -454,8 +454,7 @@ def check_energy(run, iface) -> None:
     assert first - 0.2 <= wifi_s <= sum(b - a for a, b in on_wifi) + 0.3 * len(on_wifi), (wifi_s, switches)
     assert WATCH_BT_W * max(bt_s, wifi_s) + TAIL_J - 1e-6 <= watch_j \
         <= WATCH_BOTH_W * (bt_s + wifi_s) + TAIL_J * (len(switches) + 1) + 1e-6, (watch_j, bt_s, wifi_s)
-    assert PHONE_RELAY_W * bt_s + TAIL_J - 1e-6 <= phone_j \
-        <= PHONE_RELAY_W * bt_s + TAIL_J * (len(switches) + 1) + 1e-6, (phone_j, bt_s)
+    assert run["energy_relay_j"] == ""      # the phone names no device: no relay energy, not 0 J
 
 
 def test_top_shows_the_active_interface():
