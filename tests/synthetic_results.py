@@ -262,3 +262,65 @@ def stream_results(d: Path, *, owd: bool = True) -> Path:
                                                           repetitions=2)))
     (d / "claims.json").write_text(json.dumps([{**r, "experiment": "synthetic-handover"} for r in STREAM_CLAIMS]))
     return d
+
+
+POLICY_PARAMS = ["pattern", "rate", "message_size", "direction", "duration", "path", "watch.interface_policy"]
+# The adaptive run's switches: (t, from, to, reason), as interface_selection writes them.
+POLICY_SWITCHES = ((3.0, "bt", "wifi", "12040 B waiting at the phone, above 10000 B for 0.5 s"),
+                   (7.5, "wifi", "bt", "WiFi carried 310 kbit/s, at most 500 kbit/s for 1 s"))
+POLICY_RATE_BPS = 1_500_000      # the CBR download each path carries while active
+POLICY_DURATION_S = 10.0
+
+
+def policy_results(d: Path) -> Path:
+    """A stream results directory under interface policies: cells `bt` and `adaptive`, one run
+    each, 10 s of a 1.5 Mbit/s download over the multipath transport; the adaptive run switches
+    to WiFi at 3.0 s and back to BT at 7.5 s (POLICY_SWITCHES). series/interface.csv has a sample
+    every 0.5 s and the switches, series/multipath.csv the watch agent's counters every 100 ms."""
+    d.mkdir(parents=True, exist_ok=True)
+    metrics = {"down_goodput_bps": _metric("bit/s", True, "goodput")}
+    base = {"pattern": "cbr", "rate": POLICY_RATE_BPS, "message_size": 1000, "direction": "down",
+            "duration": POLICY_DURATION_S, "path": "phone"}
+    policies = ("bt", "adaptive")
+    cells = [{"cell": i, "values": {**base, "watch.interface_policy": p}} for i, p in enumerate(policies)]
+    runs, iface, mp, gp = [], [], [], []
+    for n, policy in enumerate(policies, start=1):
+        key = {"run": n, "repetition": 1, **base, "watch.interface_policy": policy}
+        switches = POLICY_SWITCHES if policy == "adaptive" else ()
+
+        def active(t: float) -> str:
+            now = "bt"
+            for ts, _, to, _ in switches:
+                if t >= ts:
+                    now = to
+            return now
+        for i in range(int(POLICY_DURATION_S / 0.5) + 1):
+            t = i * 0.5
+            iface.append({**key, "t_s": t, "t_ns": int(t * 1e9), "event": "sample", "active": active(t),
+                          "backlog_bytes": 0, "backlog_at": "qdisc", "wifi_bps": 0})
+        for ts, fr, to, why in switches:
+            iface.append({**key, "t_s": ts, "t_ns": int(ts * 1e9), "event": "switch", "active": to, "from": fr,
+                          "to": to, "reason": why})
+        carried = {"bt": 0, "wifi": 0}
+        for i in range(int(POLICY_DURATION_S / 0.1) + 1):
+            t = round(i * 0.1, 1)
+            if i:
+                carried[active(t - 0.05)] += POLICY_RATE_BPS // 8 // 10
+            for j, name in enumerate(("bt", "wifi")):
+                mp.append({**key, "t_s": t, "t_ns": int(t * 1e9), "side": "watch", "path_index": j, "path_name": name,
+                           "chunks_sent": 0, "bytes_sent": 0, "chunks_received": 0, "bytes_received": carried[name],
+                           "duplicates": 0, "reinjected": 0, "srtt_s": 0.02})
+        for b in range(50):
+            gp.append({**key, "stream": "main", "t_s": round(b * 0.2, 1), "goodput_bps": POLICY_RATE_BPS})
+        runs.append({**key, "status": "ok", "error": "", "down_goodput_bps": POLICY_RATE_BPS})
+    _write_csv(d / "runs.csv", runs)
+    series = d / "series"
+    _write_csv(series / "interface.csv", iface)
+    _write_csv(series / "multipath.csv", mp)
+    _write_csv(series / "goodput.csv", gp)
+    plan = {"experiment": "synthetic-policies", "description": "made-up interface policies", "workload": "stream",
+            "repetitions": 1, "cells": cells, "claims": [], "ratios": [], "columns": {"params": POLICY_PARAMS}}
+    (d / "plan.json").write_text(json.dumps(plan))
+    (d / "metadata.json").write_text(json.dumps(_metadata("synthetic-policies", "stream", POLICY_PARAMS, metrics,
+                                                          repetitions=1)))
+    return d

@@ -21,6 +21,7 @@ from wearlab.measure.energy_model import (
     activity_phases,
     energy,
     node_power,
+    path_busy,
     relay_phases,
     transaction_phases,
 )
@@ -304,3 +305,93 @@ def test_a_streams_energy_is_the_model_on_its_messages_flights(tmp_path):
     assert len(owd) * 0.0068 <= busy <= len(owd) * 0.0068 + 0.005 * len(owd)
     assert float(row["energy_j"]) <= 0.53412 * busy + 0.2 * (len(owd) * 0.2 + 0.2) + 1e-6
     assert row["energy_relay_j"] == ""
+
+
+# -- energy per interface: the watch's radios carry at different times (interface_policy, multipath)
+def _counters(per_path: dict[str, list[int]], interval_s: float = 0.1) -> list[dict[str, object]]:
+    """The transport's series as the watch agent writes it: cumulative bytes per path, a row per
+    path every interval (here the bytes each interval carried, given per path)."""
+    rows, total = [], {p: 0 for p in per_path}
+    for i in range(len(next(iter(per_path.values()))) + 1):
+        for p, moved in per_path.items():
+            if i:
+                total[p] += moved[i - 1]
+            rows.append({"t_s": round(i * interval_s, 6), "path_name": p, "bytes_sent": 0, "bytes_received": total[p]})
+    return rows
+
+
+def test_path_busy_is_the_intervals_whose_counters_moved():
+    # 2 s at 100 ms: BT carries the first second, WiFi the second
+    rows = _counters({"bt": [1000] * 10 + [0] * 10, "wifi": [0] * 10 + [1000] * 10})
+    busy = path_busy(rows)
+    assert busy["bt"] == [(0.0, pytest.approx(1.0))]
+    assert busy["wifi"] == [(pytest.approx(1.0), pytest.approx(2.0))]
+    # a run's window: counted from its start, its last interval in, nothing of the next run
+    busy = path_busy(rows, 0.55, 1.25)
+    assert busy["bt"] == [(0.55, pytest.approx(1.0))]
+    assert busy["wifi"] == [(pytest.approx(1.0), pytest.approx(1.3))]
+
+
+def _run_energy(tmp_path):
+    """A RunEnergy on the handover topology with seed 000's watch and the Nexus 4 as its phone."""
+    from wearlab.workloads.run_energy import RunEnergy
+    topo = (ROOT / "topologies/handover.yaml").read_text()
+    topo = topo.replace("watch:  {role: wearable}", "watch:  {role: wearable, device: lg-g-watch-r}")
+    topo = topo.replace("phone:  {role: phone, kind: host}", "phone:  {role: phone, kind: host, device: nexus-4}")
+    assert topo.count("device:") == 2
+    (tmp_path / "t.yaml").write_text(topo)
+    exp = tmp_path / "e.yaml"
+    exp.write_text("""
+name: ifenergy
+topology: t.yaml
+nodes:
+  watch: {interface_policy: adaptive}
+workload: {kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
+           rate: 1Mbit, message_size: 1000, duration: 2s}
+""")
+    p = plan(load_experiment(exp, CATALOG))
+    return RunEnergy(p, "watch", "server")
+
+
+def test_half_on_bt_half_on_wifi_costs_each_radios_level_for_its_time(tmp_path):
+    """By hand: the watch 1 s in its data state on BT (534.12 - 278.16 + 243.2 = 499.16 mW), 1 s on
+    WiFi (534.12 mW), then one tail (200 mW x 0.2 s): 1.07328 J. The phone relays for the BT
+    second only: 1163.6 mW + its BT radio 196.08 mW = 1359.68 mW x 1 s, then its tail, 40 mJ
+    (the switch to WiFi at 1 s ends its stretch): 1.39968 J. Upper bound: the watch on its dearer
+    radio, WiFi, all 2 s plus the tail, 1.10824 J; lower: on BT all along, 1.03832 J."""
+    energy_ = _run_energy(tmp_path)
+    rows = _counters({"bt": [1000] * 10 + [0] * 10, "wifi": [0] * 10 + [1000] * 10})
+    row, series = energy_.interfaces(path_busy(rows), encrypted=False)
+    assert 1.0732 < row["energy_j"] < 1.0734
+    assert 2 * LEVEL_BT["data"] + TAIL_J < row["energy_j"] < 2 * LEVEL_WIFI["data"] + TAIL_J
+    assert 1.3996 < row["energy_relay_j"] < 1.3998
+    assert row["energy_bt_active_s"] == pytest.approx(1.0) and row["energy_wifi_active_s"] == pytest.approx(1.0)
+    watch = {(r["media"], r["state"]): r for r in series if r["node"] == "watch"}
+    assert watch[("bt", "data")]["seconds"] == pytest.approx(1.0)
+    assert watch[("wifi", "data")]["seconds"] == pytest.approx(1.0)
+    assert watch[("wifi", "tail")]["seconds"] == pytest.approx(0.2)
+    assert ("bt", "tail") not in watch   # the switch left no gap for a tail
+
+
+def test_wifi_alone_costs_the_phone_nothing_and_both_radios_add_up(tmp_path):
+    energy_ = _run_energy(tmp_path)
+    # WiFi direct all 2 s: the watch 2 x 534.12 mW + tail = 1.10824 J; the phone nothing
+    row, _ = energy_.interfaces(path_busy(_counters({"bt": [0] * 20, "wifi": [1000] * 20})), encrypted=False)
+    assert 1.1082 < row["energy_j"] < 1.1083
+    assert row["energy_relay_j"] == 0.0 and row["energy_bt_active_s"] == 0.0
+    # both at once (a redundant scheduler) for 1 s: the WiFi level plus the BT radio, 777.32 mW, + tail
+    row, _ = energy_.interfaces(path_busy(_counters({"bt": [500] * 10, "wifi": [500] * 10})), encrypted=False)
+    assert 0.8173 < row["energy_j"] < 0.8174
+    # BT 0-1 s, a quiet 0.5 s, WiFi 1.5-2.5 s: a tail after each stretch (0.2 s < the gap)
+    row, _ = energy_.interfaces(path_busy(_counters({"bt": [1000] * 10 + [0] * 15, "wifi": [0] * 15 + [1000] * 10})),
+                                encrypted=False)
+    assert 1.1132 < row["energy_j"] < 1.1134   # 0.49916 + 0.53412 + 2 x 0.04
+
+
+def test_metadata_says_each_radio_sets_power_over_the_transport(tmp_path):
+    facts = _run_energy(tmp_path).facts(["phone"], transport=True)
+    watts = {k: v["watts"]["data"] for k, v in facts["nodes"].items()}
+    assert watts["watch on bt"] == pytest.approx(LEVEL_BT["data"])
+    assert watts["watch on wifi"] == pytest.approx(LEVEL_WIFI["data"])
+    assert watts["watch on bt+wifi"] == pytest.approx(LEVEL_WIFI["data"] + WATCH_BT_W)
+    assert watts["phone"] == pytest.approx(PHONE_RELAY_W)

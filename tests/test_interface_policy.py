@@ -36,6 +36,45 @@ def trace(until_ms: int, backlog, wifi):
     return [(t, backlog(t), wifi(t)) for t in range(0, until_ms + 1, POLL)]
 
 
+# -- the report draws each policy's switches (host, a synthetic results directory) ------------
+def test_the_timeline_draws_the_active_interface_and_each_switch_with_its_reason(tmp_path):
+    """The figure's data, not its pixels: per cell its run's bands of the active interface, a mark
+    per switch at the switch's time with the policy's reason, and what each path carried (the
+    counters' differences: 1.5 Mbit/s on the active path, nothing on the other)."""
+    from synthetic_results import POLICY_RATE_BPS, POLICY_SWITCHES, policy_results
+    from wearlab.report import plots
+
+    d = plots.draw(policy_results(tmp_path / "run"))
+    try:
+        (fig,) = [f for f in d.figures if f.name == "interface_timeline"]
+        assert fig.section == "interface"
+        bt_ax, adaptive_ax = fig.fig.axes
+        assert "adaptive" in adaptive_ax.get_title("left") and "adaptive" not in bt_ax.get_title("left")
+
+        def marks(ax):
+            return [line.get_xdata()[0] for line in ax.get_lines() if line.get_gid() == plots.SWITCH_GID]
+
+        def bands(ax, name):
+            return [(round(p.get_x(), 6), round(p.get_x() + p.get_width(), 6)) for p in ax.patches
+                    if p.get_gid() == f"interface-{name}"]
+        assert marks(bt_ax) == [] and bands(bt_ax, "wifi") == [] and bands(bt_ax, "bt") == [(0.0, 10.0)]
+        assert marks(adaptive_ax) == pytest.approx([t for t, *_ in POLICY_SWITCHES])
+        assert bands(adaptive_ax, "bt") == [(0.0, 3.0), (7.5, 10.0)] and bands(adaptive_ax, "wifi") == [(3.0, 7.5)]
+        notes = [t.get_text() for t in adaptive_ax.texts]
+        for _, _, to, why in POLICY_SWITCHES:
+            assert any(n.startswith(f" → {plots.INTERFACE_NAMES[to]}: {why[:20]}") for n in notes), notes
+        lines = {line.get_label(): line for line in adaptive_ax.get_lines() if line.get_gid() == plots.DATA_GID}
+        wifi = lines["WiFi path carried"]
+        div = 1e6    # the axis is in Mbit/s
+        on = [y * div for x, y in zip(wifi.get_xdata(), wifi.get_ydata()) if 3.0 < x <= 7.5]
+        off = [y * div for x, y in zip(wifi.get_xdata(), wifi.get_ydata()) if x <= 3.0 or x > 7.6]
+        assert len(on) == 45 and all(0.99 * POLICY_RATE_BPS < y < 1.01 * POLICY_RATE_BPS for y in on)
+        assert off and all(y == 0 for y in off)
+        assert plots.plot_results(tmp_path / "run", d)[-1].name == "interface_timeline.png"
+    finally:
+        d.close()
+
+
 # -- the adaptive policy's state machine, by hand ---------------------------------------------
 def test_adaptive_moves_to_wifi_t1_after_the_backlog_passes_b():
     # Backlog 12 KB (> B = 10 KB) from t = 1000 ms on. The clock T1 = 500 ms starts at the first
@@ -298,7 +337,8 @@ def test_adaptive_policy_switches_on_the_phones_backlog_and_wifis_throughput(tmp
     (tmp_path / "exp.yaml").write_text(f"""
 name: ifp
 topology:
-  nodes: {{watch: {{role: wearable}}, phone: {{role: phone, kind: relay}}, ap: {{role: ap}}, server: {{role: server}}}}
+  nodes: {{watch: {{role: wearable, device: lg-g-watch-r}}, phone: {{role: phone, kind: relay}},
+          ap: {{role: ap}}, server: {{role: server}}}}
   links:
     - {{between: [watch, phone], medium: bt, rate: 4Mbit, delay: 5ms}}
     - {{between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}}
@@ -333,6 +373,7 @@ matrix:
         def of(name):
             return [r for r in rows(name) if r["phone.intercept"] == cell]
         seen[cell] = check_cell(of("interface"), of("timeline"), of("multipath"))
+        check_energy(next(r for r in runs if r["phone.intercept"] == cell), of("interface"))
     assert sorted(seen.values()) == ["qdisc", "sockets"], seen       # one phone forwards, one splits
 
 
@@ -384,6 +425,36 @@ def check_cell(iface, timeline, multipath) -> str:
           f"{wifi_slow:.3f} s, <= 500 kbit/s {fell:.3f} s, to BT {to_bt:.3f} s (+{(to_bt - fell) * 1e3:.0f} ms); "
           f"switches {switches}")
     return where.pop()
+
+
+# Seed 000's watch (lg-g-watch-r), levels by hand (W): its data level on WiFi 534.12 mW, moved to BT
+# (- WiFi radio 73.2 mA, + BT radio 64 mA, at 3.8 V) and with both radios; tail 200 mW x 0.2 s. The
+# phone names no device here: a phone's device pads its relay's computation, which in the one-CPU
+# guest moves this test's timing (the phone's relaying energy: tests/test_energy.py, by hand).
+WATCH_BT_W, WATCH_BOTH_W = 0.53412 - 0.0732 * 3.8 + 0.064 * 3.8, 0.53412 + 0.064 * 3.8
+TAIL_J = 0.2 * 0.2
+
+
+def check_energy(run, iface) -> None:
+    """The watch's energy follows the path that carried (RunEnergy.interfaces): BT from the start
+    to the first switch, WiFi for at least its first stretch and at most the switches' WiFi
+    stretches; the watch between its cheapest level (BT) over the longer radio's time and both
+    radios' over the sum, plus a tail per stretch."""
+    switches = [(float(r["t_s"]), r["to"]) for r in iface if r["event"] == "switch"]
+    end = max(float(r["t_s"]) for r in iface)        # the last sample: the run's end (the queue drained)
+    on_wifi = [(t, nxt[0] if nxt else end) for (t, to), nxt in zip(switches, [*switches[1:], None]) if to == "wifi"]
+    bt_s, wifi_s = float(run["energy_bt_active_s"]), float(run["energy_wifi_active_s"])
+    watch_j = float(run["energy_j"])
+    print(f"energy: BT carried {bt_s:.2f} s, WiFi {wifi_s:.2f} s, WiFi by the switches {on_wifi}, run end {end:.2f} s; "
+          f"watch {watch_j:.3f} J")
+    assert bt_s >= switches[0][0] - 0.1, (bt_s, switches)
+    # WiFi carries from each switch to it (its first chunks within 100 ms) to the switch away
+    # (chunks in flight finish on it: up to a series interval and a half more per stretch)
+    first = on_wifi[0][1] - on_wifi[0][0]
+    assert first - 0.2 <= wifi_s <= sum(b - a for a, b in on_wifi) + 0.3 * len(on_wifi), (wifi_s, switches)
+    assert WATCH_BT_W * max(bt_s, wifi_s) + TAIL_J - 1e-6 <= watch_j \
+        <= WATCH_BOTH_W * (bt_s + wifi_s) + TAIL_J * (len(switches) + 1) + 1e-6, (watch_j, bt_s, wifi_s)
+    assert run["energy_relay_j"] == ""      # the phone names no device: no relay energy, not 0 J
 
 
 def test_top_shows_the_active_interface():

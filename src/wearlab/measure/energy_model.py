@@ -189,3 +189,72 @@ def series_rows(power: NodePower, phases: Sequence[tuple[PowerState, float]]) ->
     media = "+".join(m.value for m in power.media) or "none"
     return [{"node": power.node, "device": power.device, "media": media, "state": s.value,
              "seconds": round(seconds[s], 9), "watts": power.watts[s], "joules": joules[s]} for s in seconds]
+
+
+def path_busy(rows: Iterable[dict[str, object]], start_s: float = 0.0,
+              end_s: float | None = None) -> dict[str, list[tuple[float, float]]]:
+    """Each path's busy intervals (s) from the multipath transport's counters on one side: rows of
+    `t_s`, `path_name`, cumulative `bytes_sent` and `bytes_received`, written every series
+    interval. A path is busy over a whole interval (previous row -> this row) in which its
+    counters moved: at the series' 100 ms resolution, an upper bound on its radio's time on air
+    (a radio carrying a few bytes in an interval counts busy for all of it) and, like the tail,
+    what a radio that stays in its high-power state between packets does. The counters are
+    cumulative over the agent's sessions, so a run's bytes are differences between rows: the
+    interval that ends at the first row after `start_s` is measured against the row before it
+    (and counted from `start_s`); intervals that begin at or after `end_s` are left out (the one
+    that holds `end_s` holds the run's last bytes)."""
+    by_path: dict[str, list[tuple[float, int]]] = {}
+    for r in rows:
+        t = float(r["t_s"])  # type: ignore[arg-type]
+        moved = int(r["bytes_sent"]) + int(r["bytes_received"])  # type: ignore[arg-type]
+        by_path.setdefault(str(r["path_name"]), []).append((t, moved))
+    out: dict[str, list[tuple[float, float]]] = {}
+    for name, samples in by_path.items():
+        samples.sort()
+        busy: list[tuple[float, float]] = []
+        for (t0, b0), (t1, b1) in zip(samples, samples[1:]):
+            if t1 < start_s or b1 <= b0:
+                continue
+            if end_s is not None and t0 >= end_s:
+                break
+            a = max(t0, start_s)
+            if busy and busy[-1][1] >= a:
+                busy[-1] = (busy[-1][0], t1)
+            else:
+                busy.append((a, t1))
+        out[name] = busy
+    return out
+
+
+def interface_phases(busy: dict[Medium, Sequence[tuple[float, float]]], encrypted: bool,
+                     tail_s: float) -> list[tuple[tuple[Medium, ...], PowerState, float]]:
+    """A node whose radios carry bytes at different times (a watch under an interface policy or a
+    multipath scheduler): (media active, state, seconds). At each instant the device is in its data
+    state on the set of radios busy then - one radio's level while one carries, both radios'
+    (the level plus the other radio) while both do; after each busy stretch of any radio the
+    tail, cut short where the next stretch begins (the tail is taken as measured, whatever the
+    medium: it is listed under the media of the stretch it follows). Idle time counts nothing:
+    the levels are above the idle baseline, which holds every radio that stays on (associated
+    WiFi, a connected BT link) whether or not it carries."""
+    data = PowerState.DATA_ENCRYPTED if encrypted else PowerState.DATA
+    spans = [(m, a, b) for m, ivs in busy.items() for a, b in ivs if b > a]
+    edges = sorted({t for _, a, b in spans for t in (a, b)})
+    seconds: dict[tuple[tuple[Medium, ...], PowerState], float] = {}
+    last_media: tuple[Medium, ...] = ()
+    busy_until: float | None = None
+
+    def add(media: tuple[Medium, ...], state: PowerState, s: float) -> None:
+        if s > 0:
+            seconds[(media, state)] = seconds.get((media, state), 0.0) + s
+
+    for a, b in zip(edges, edges[1:]):
+        media = tuple(sorted({m for m, x, y in spans if x <= a and y >= b}, key=lambda m: m.value))
+        if not media:
+            continue
+        if busy_until is not None and a > busy_until:
+            add(last_media, PowerState.TAIL, min(tail_s, a - busy_until))
+        add(media, data, b - a)
+        last_media, busy_until = media, b
+    if busy_until is not None:
+        add(last_media, PowerState.TAIL, tail_s)
+    return [(media, state, s) for (media, state), s in seconds.items()]

@@ -31,9 +31,11 @@ import csv
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from wearlab.measure.energy_model import path_busy
 from wearlab.model.columns import Series
 from wearlab.model.media import Medium
 from wearlab.model.ports import MULTIPATH_AGENT, MULTIPATH_LOCAL
@@ -157,6 +159,25 @@ class MultipathEndpoints:
                 if t >= t0_ns:
                     out.append({"t_s": round((t - t0_ns) / 1e9, 6), **r})
         return sorted(out, key=lambda r: (int(r["t_ns"]), r["side"], int(r["path_index"])))
+
+    def busy(self, t0_ns: int, end_ns: int, timeout_s: float = 2.0) -> dict[str, list[tuple[float, float]]]:
+        """Each path's busy intervals (s from t0_ns) between t0_ns and end_ns, from the watch
+        agent's counters (what the watch's radios carried: the energy model's input,
+        workloads.run_energy). Waits until the agent has written a row at or after end_ns (within
+        one SERIES_INTERVAL_S), so the run's last interval is in; reads the file without moving
+        `take`'s place."""
+        f = self.series_file("watch")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with f.open(newline="") as fh:
+                    rows = [r for r in csv.DictReader(fh) if r["side"] == "watch" and r["t_ns"] and r["srtt_s"] is not None]
+            except OSError:
+                rows = []
+            if any(int(r["t_ns"]) >= end_ns for r in rows) or time.monotonic() > deadline:
+                break
+            time.sleep(SERIES_INTERVAL_S / 4)   # the agent writes every SERIES_INTERVAL_S: poll the file
+        return path_busy([{**r, "t_s": (int(r["t_ns"]) - t0_ns) / 1e9} for r in rows], 0.0, (end_ns - t0_ns) / 1e9)
 
     def live(self) -> dict[str, Any]:
         """The live record's MultipathState (report.live_record): the watch agent's last counters

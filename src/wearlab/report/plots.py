@@ -14,6 +14,8 @@ What gets drawn, per workload (`draw` says why where a workload gets none):
   sat (d1-d4: medians per cell and stacked over time) and the virtual queue;
 - a wearable's handover (series/handover.csv): each run's phases P1-P3 and delivery gap on one
   time axis, the watch's events marked;
+- a wearable's interface policy (series/interface.csv, multipath.csv): per cell one run's active
+  interface over time (shaded), what each path carried, and each switch with its reason;
 - nodes with a device (series/energy.csv): energy per phase and node;
 and on every time axis each link change of series/timeline.csv and the BT radio's states of
 series/radio.csv. Every run, or every cell where runs are pooled, has its own colour; the paper's
@@ -66,7 +68,11 @@ DELAY_PARTS = {"d1_s": ("d1 server → phone", "#4c72b0"), "d2_s": ("d2 phone TC
 # tests/test_report_html.py reads them: every axes must hold data, not only marks.
 DATA_GID, PAPER_GID, CHANGE_GID, RADIO_GID = "data", "paper", "link-change", "radio"
 SECTIONS = {"http-get": "HTTP fetch", "page-load": "page load", "streams": "streams", "handover": "handover",
-            "energy": "energy"}
+            "interface": "interface selection", "energy": "energy"}
+# The watch's interfaces under an interface policy: each one's colour (its band and its path's line).
+INTERFACE_COLOURS = {"bt": "tab:blue", "wifi": "tab:orange"}
+INTERFACE_NAMES = {"bt": "BT", "wifi": "WiFi"}
+SWITCH_GID = "interface-switch"   # a switch's mark (its bands: interface-bt, interface-wifi)
 
 
 @dataclass
@@ -1066,6 +1072,97 @@ def _handover_delivery(res: _Results, plt) -> Figure | None:
                   "BT radio's states: the gap a user sees.", fig)
 
 
+# -- interface selection -------------------------------------------------------------------------
+
+def _interface_spans(rows: list[dict[str, str]]) -> tuple[list[tuple[str, float, float]], list[tuple[float, str, str]]]:
+    """One run's interface.csv rows: (interface, from s, to s) while each was active, and the
+    switches (t, to, reason). The first sample says where the run began; the last, where it ended."""
+    samples = sorted((t, r.get("active", "")) for r in rows if r.get("event") == "sample"
+                     for t in [_f(r.get("t_s"))] if t is not None)
+    switch_rows = sorted((t, r) for r in rows if r.get("event") == "switch" for t in [_f(r.get("t_s"))] if t is not None)
+    switches = [(t, r.get("to", ""), r.get("reason", "")) for t, r in switch_rows]
+    if not samples and not switches:
+        return [], switches
+    start = min([0.0] + [t for t, _ in samples[:1]])
+    end = max([t for t, _ in samples[-1:]] + [t for t, _, _ in switches])
+    active = samples[0][1] if samples else switch_rows[0][1].get("from", "")
+    spans, t0 = [], start
+    for t, to, _ in switches:
+        if t > t0 and active:
+            spans.append((active, t0, t))
+        active, t0 = to, t
+    if end > t0 and active:
+        spans.append((active, t0, end))
+    return spans, switches
+
+
+def _path_rates(rows: list[dict[str, str]]) -> dict[str, list[tuple[float, float]]]:
+    """One run's multipath.csv rows, the watch's side: each path's rate (bit/s, sent + received)
+    over each series interval, at the interval's end."""
+    per: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in rows:
+        t = _f(r.get("t_s"))
+        if r.get("side") == "watch" and t is not None:
+            per[r.get("path_name", "")].append((t, (_f(r.get("bytes_sent")) or 0) + (_f(r.get("bytes_received")) or 0)))
+    out = {}
+    for name, pts in per.items():
+        pts.sort()
+        out[name] = [(t1, (b1 - b0) * 8 / (t1 - t0)) for (t0, b0), (t1, b1) in zip(pts, pts[1:]) if t1 > t0]
+    return out
+
+
+def _interface_timeline(res: _Results, plt) -> Figure | None:
+    """Per cell, one run under an interface policy: the active interface (shaded), what each path
+    carried (the transport's counters), each switch (a dotted line, its reason beside it)."""
+    by_run: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for r in _read(res.series / "interface.csv"):
+        by_run[r.get("run", "")].append(r)
+    if not by_run:
+        return None
+    first: dict[str, str] = {}
+    for run in sorted(by_run, key=lambda run: int(_f(run) or 0)):
+        first.setdefault(res.cell(by_run[run][0]), run)
+    paths: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for r in _read(res.series / "multipath.csv"):
+        if r.get("run", "") in first.values():
+            paths[r.get("run", "")].append(r)
+    cells = list(first)[:MAX_PANELS]
+    fig, axes = _panels(len(cells), plt, height=2.0)
+    rates = {run: _path_rates(paths[run]) for run in first.values()}
+    peak = max([g for per in rates.values() for pts in per.values() for _, g in pts] + [1.0])
+    div, unit = _scale("bit/s", peak)
+    for ax, cell in zip(axes, cells):
+        run = first[cell]
+        spans, switches = _interface_spans(by_run[run])
+        banded: set[str] = set()
+        for name, a, b in spans:
+            ax.axvspan(a, b, color=INTERFACE_COLOURS.get(name, "0.6"), alpha=0.15, lw=0, gid=f"interface-{name}",
+                       label=None if name in banded else f"{INTERFACE_NAMES.get(name, name)} active")
+            banded.add(name)
+        for name, pts in sorted(rates[run].items()):
+            ax.plot([t for t, _ in pts], [g / div for _, g in pts], lw=0.9, drawstyle="steps-pre", gid=DATA_GID,
+                    color=INTERFACE_COLOURS.get(name, "0.3"), label=f"{INTERFACE_NAMES.get(name, name)} path carried")
+        if not rates[run]:
+            # No transport counters: the active interface itself is the data (a step line, 1 = WiFi).
+            xs = [x for _, a, b in spans for x in (a, b)]
+            ys = [int(name == "wifi") for name, _, _ in spans for _ in (0, 1)]
+            ax.plot(xs, ys, color="k", lw=0.9, gid=DATA_GID, label="active interface (0 BT, 1 WiFi)")
+        for j, (t, to, reason) in enumerate(switches):
+            ax.axvline(t, color="k", lw=0.7, ls=":", gid=SWITCH_GID, label="switch" if j == 0 else None)
+            _note(ax, t, f"→ {INTERFACE_NAMES.get(to, to)}: {reason}", "k")
+        _mark_timeline(ax, res, [run], t_max=spans[-1][2] if spans else None, radio=False)
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(f"rate ({unit})" if rates[run] else "interface")
+        ax.set_title(f"{cell} (run {run}, {len(switches)} switches)", fontsize=9, loc="left")
+        ax.grid(alpha=0.3)
+        _legend(ax, loc="upper right")
+    axes[-1].set_xlabel("time (s since the run began)")
+    fig.suptitle(f"{res.experiment}: the watch's active interface (one run per cell)")
+    return Figure("interface_timeline", "interface", "active interface and switches",
+                  "One run per cell: the interface its policy held (shaded), what each path of the multipath "
+                  "transport carried (100 ms intervals) and each switch (dotted) with the policy's reason.", fig)
+
+
 # -- energy --------------------------------------------------------------------------------------
 
 def _energy(res: _Results, plt) -> Figure | None:
@@ -1163,6 +1260,7 @@ def draw(results: Path, claims: list[Claim] | None = None) -> Drawing:
     add(_handover_delivery(res, plt))
     if not any(f.section == "handover" for f in d.figures):
         d.missing["handover"] = "no wearable did a handover (no series/handover.csv, no P1-P3 in runs.csv)"
+    add(_interface_timeline(res, plt))
     add(_energy(res, plt))
     if not any(f.section == "energy" for f in d.figures):
         d.missing["energy"] = "no node names a device with power figures (no series/energy.csv)"

@@ -6,6 +6,12 @@ phase times (wearlab.measure.energy_model holds the model).
 Columns: energy_j (the client's device), energy_handshake_j (http-get: the client's handshake
 part), energy_relay_j (the first hop's device); series/energy.csv has each node's states with
 seconds, watts and joules. Without devices the columns stay empty and nothing else changes.
+
+A wearable whose flow rides the chunked multipath transport (`interface_policy:` or `multipath:`)
+sends over BT and WiFi at different times: its energy follows the bytes each path really carried
+(the transport's per-path counters, RunEnergy.interfaces), not the workload's `path`, and so
+does the phone's: it relays only while the BT path carries. energy_bt_active_s and
+energy_wifi_active_s say how long each radio carried.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 from wearlab.measure import energy_model as model
 from wearlab.model.choices import PowerState
 from wearlab.model.columns import Metric, Series
+from wearlab.model.media import Medium
 from wearlab.plan.plan import RunPlan
 
 ENERGY_SERIES = Series("energy", model.ENERGY_SERIES_COLUMNS,
@@ -30,7 +37,13 @@ def energy_metrics(handshake: bool) -> tuple[Metric, ...]:
         out.append(Metric("energy_handshake_j", "J", label="energy hs",
                           doc="the client's device: the TLS/tcpcrypt handshake's part of energy_j"))
     out.append(Metric("energy_relay_j", "J", label="relay energy", summarised=True,
-                      doc="the path's first hop (a phone relaying), when it names a device: its energy for the run"))
+                      doc="the path's first hop (a phone relaying), when it names a device: its energy for the run; "
+                          "over the multipath transport the BT path's phone, for the time BT carried (0 J when "
+                          "WiFi carried everything)"))
+    out += [Metric(f"energy_{m}_active_s", "s", label=f"{m} active", better="none",
+                   doc=f"over the multipath transport (interface_policy, multipath): the time the client's {m.upper()} "
+                       "radio carried the flow (its path's counters moved in a 100 ms interval), the time the "
+                       "energy model charges it") for m in ("bt", "wifi")]
     return tuple(out)
 
 
@@ -62,10 +75,26 @@ class RunEnergy:
             self.problems[node] = str(e)
             return None
 
-    def facts(self, paths: Sequence[str]) -> dict[str, Any]:
-        """For metadata.json: each node's power per state, or why it has no energy."""
-        nodes = {p.node: p.describe() for path in paths for p in self.powers(path) if p is not None}
-        return {"model": "E = sum of P(state) x t(state) over the run's phases, plus the tail (docs/devices.md)",
+    def facts(self, paths: Sequence[str], transport: bool = False) -> dict[str, Any]:
+        """For metadata.json: each node's power per state, or why it has no energy. `transport`:
+        the client's flow rides the multipath transport (interfaces): its power on each set of
+        radios that may carry, and the phone's on the BT link, instead of per workload path."""
+        if not transport:
+            nodes = {p.node: p.describe() for path in paths for p in self.powers(path) if p is not None}
+            return {"model": "E = sum of P(state) x t(state) over the run's phases, plus the tail (docs/devices.md)",
+                    "nodes": nodes, "without_energy": dict(self.problems)}
+        nodes = {}
+        for media in ((Medium.BT,), (Medium.WIFI,), (Medium.BT, Medium.WIFI)):
+            p = self._power(self.client, media)
+            if p is not None:
+                nodes[f"{self.client} on {'+'.join(m.value for m in media)}"] = p.describe()
+        phone = next((e.peer for e in self.plan.link_ends(self.client) if e.medium == Medium.BT), None)
+        relay = self._power(phone, [e.medium for e in self.plan.link_ends(phone) if e.medium]) if phone else None
+        if relay is not None:
+            nodes[relay.node] = relay.describe()
+        return {"model": "E = sum of P(state) x t(state): each radio's data state for the time its path carried "
+                         "(the multipath transport's counters), a tail after each busy stretch; the phone while "
+                         "BT carried (docs/interface-selection.md)",
                 "nodes": nodes, "without_energy": dict(self.problems)}
 
     def transaction(self, path: str, wire: dict[str, Any], encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -97,6 +126,44 @@ class RunEnergy:
         transfers (model.span_phases); a relaying phone moves bytes for the whole load."""
         return self._account(path, lambda tail: model.span_phases(spans, tail),
                              lambda tail: model.relay_phases(total_s, encrypted, tail))
+
+    def interfaces(self, busy: dict[str, list[tuple[float, float]]],
+                   encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A flow over the chunked multipath transport: `busy` is each path's (medium name's)
+        busy intervals in s (model.path_busy on the watch agent's counters). The client is in its
+        data state on the radios busy at each instant (model.interface_phases: one radio's level,
+        or both radios' while both carry); the phone on the client's BT link relays - its data
+        state, on all its links' media (BT toward the watch, its uplink) - only while BT carries,
+        then its tail; while WiFi carries the flow goes past the phone, which spends nothing for
+        it. Assumed, as the model's levels are above the idle baseline: both radios stay on all
+        run long (the transport keeps both paths' connections open: WiFi associated, BT
+        connected), so their idle draw is in the baseline for every policy alike and counts
+        nothing here."""
+        media_busy = {Medium(name): ivs for name, ivs in busy.items()}
+        row: dict[str, Any] = {f"energy_{m.value}_active_s": round(sum(b - a for a, b in media_busy.get(m, [])), 6)
+                               for m in (Medium.BT, Medium.WIFI)}
+        rows: list[dict[str, Any]] = []
+        every = self._power(self.client, tuple(media_busy))
+        if every is not None:
+            joules = 0.0
+            by_media: dict[tuple[Medium, ...], list[tuple[PowerState, float]]] = {}
+            for media, state, seconds in model.interface_phases(media_busy, encrypted, every.tail_s):
+                by_media.setdefault(media, []).append((state, seconds))
+            for media, phases in by_media.items():
+                power = self._power(self.client, media)
+                if power is None:
+                    return {}, []
+                joules += sum(model.energy(power, phases).values())
+                rows += model.series_rows(power, phases)
+            row["energy_j"] = joules
+        phone = next((e.peer for e in self.plan.link_ends(self.client) if e.medium == Medium.BT), None)
+        relay = self._power(phone, [e.medium for e in self.plan.link_ends(phone) if e.medium]) if phone else None
+        if relay is not None:
+            bt = [(round(a * 1e9), round(b * 1e9)) for a, b in media_busy.get(Medium.BT, [])]
+            phases = model.activity_phases(bt, encrypted, relay.tail_s) if bt else []
+            row["energy_relay_j"] = sum(model.energy(relay, phases).values())
+            rows += model.series_rows(relay, phases)
+        return row, rows
 
     def _account(self, path: str, client_phases: Callable[[float], list[tuple[PowerState, float]]],
                  relay_phases: Callable[[float], list[tuple[PowerState, float]]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

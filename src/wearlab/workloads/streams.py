@@ -214,7 +214,8 @@ class _Streams(Workload):
                 self.ctx.capture(hop, snaplen=128)
         self.energy = RunEnergy(self.ctx.plan, f.client, f.server)
         return {"stream_agent": "wearlab.measure.stream_agent (Python, TCP_NODELAY, app-level delivery times)",
-                "stream_port": STREAM_PORT, "energy": self.energy.facts(sorted({c["path"] for c in cells}))}
+                "stream_port": STREAM_PORT, "energy": self.energy.facts(sorted({c["path"] for c in cells}),
+                                           transport=getattr(self.ctx.nodes.get(f.client), "multipath", None) is not None)}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         c = cells[0]
@@ -291,7 +292,13 @@ class _Streams(Workload):
                 row[f"{spec['direction']}_stall_share"] = sum(1 for b in bins if b["goodput_bps"] == 0) / len(bins)
             if name == "main" and cell.get("playout_buffer") and _is_cbr(cell):
                 row.update(playout(records, float(cell["rate"]), float(cell["playout_buffer"])).row(spec["direction"]))
-        erow, erows = self.energy.activity(cell["path"], flights, encrypted=bool(row.get("tcpcrypt_encrypted")))
+        transport = getattr(self.ctx.nodes.get(f.client), "multipath", None)
+        if transport is not None:
+            # The flow rode the multipath transport: each radio's energy from what its path carried.
+            busy = transport.busy(t0, time.time_ns())
+            erow, erows = self.energy.interfaces(busy, encrypted=bool(row.get("tcpcrypt_encrypted")))
+        else:
+            erow, erows = self.energy.activity(cell["path"], flights, encrypted=bool(row.get("tcpcrypt_encrypted")))
         row.update(erow)
         if erows:
             series["energy"] = erows
