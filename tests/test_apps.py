@@ -36,10 +36,10 @@ def test_the_papers_four_workloads_at_full_scale(write_yaml):
     # a 2-min video: CBR for 120 s, with a player (the rate and buffer are ASSUMPTIONS: 1.5 Mbit/s, 2 s)
     v = cells["video"]
     assert (v["pattern"], v["duration"], v["rate"], v["playout_buffer"], v["bytes"]) == ("cbr", 120.0, 1_500_000, 2.0, "")
-    # a short message every second: 200 B at 1600 bit/s is one message per 200 * 8 / 1600 = 1 s
+    # one short message: 200 B at 1600 bit/s is one message per 200 * 8 / 1600 = 1 s, for 1 s
     m = cells["message"]
     assert m["pattern"] == "cbr" and m["message_size"] * 8 / m["rate"] == pytest.approx(1.0)
-    assert m["duration"] == 3.0
+    assert m["duration"] == 1.0
     # a 150 s camera stream at 150 kbit/s (the tinyCam stream of 003-handover-reactive.yaml)
     c = cells["camera"]
     assert (c["pattern"], c["duration"], c["rate"], c["message_size"]) == ("cbr", 150.0, 150_000, 3000)
@@ -50,7 +50,7 @@ def test_app_scale_shortens_sizes_and_durations_but_not_a_message(write_yaml):
     assert cells["download"]["bytes"] == 1_000_000            # 16 MB / 16
     assert cells["video"]["duration"] == pytest.approx(7.5)   # 120 s / 16
     assert cells["camera"]["duration"] == pytest.approx(9.375)
-    assert cells["message"]["duration"] == 3.0                # a message is as long in every tier
+    assert cells["message"]["duration"] == 1.0                # a message is as long in every tier
     assert cells["video"]["rate"] == 1_500_000                # rates are not scaled
 
 
