@@ -540,6 +540,7 @@ BASES = {
                           "direction": "down", "rate": "500kbit", "duration": "5s"}, {}),
     "stream-ap": ("wearable-basic", {"kind": "stream", "client": "watch", "server": "server", "path": "ap",
                                      "direction": "down", "rate": "500kbit", "duration": "5s"}, {}),
+    "app": ("cproxy", {"kind": "stream", "client": "watch", "server": "server", "path": "phone"}, {}),
     "messages": ("cproxy", {"kind": "messages", "client": "watch", "server": "server", "path": "phone",
                             "interval": "1s", "duration": "5s"}, {}),
     "sniff": ("bt-sniff", {**_WEARABLE_STREAM, "rate": "500kbit"}, {}),
@@ -571,6 +572,8 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "playout_buffer": ("stream", ["500ms", "2s"], {"pattern": "cbr"}),
     "mptcp": ("stream-ap", [False, True], {}),
     "tcpcrypt": ("stream-ap", [False, True], {}),
+    "app": ("app", ["download", "camera"], {}),
+    "app_scale": ("app", [1, "1/16"], {"app": "video"}),
     # messages
     "interval": ("messages", ["1s", "200ms"], {}),
     "background": ("messages", ["bulk", "cbr"], {}),

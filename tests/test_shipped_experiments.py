@@ -38,7 +38,7 @@ SECONDS_TAKEN = {
     "proxy-check": 30, "seed003-bufferbloat-steady": 30, "seed003-bufferbloat-2mib": 20, "page-load": 60,
     "page-versions": 60,
     "seed004-characterizer": 30, "seed000-exp3-pages": 45, "seed002-usage-session": 20, "seed003-multipath": 41,
-    "seed003-multipath-rtt": 35,
+    "seed003-multipath-rtt": 35, "seed003-interface-selection": 43,
 }
 
 
@@ -84,13 +84,18 @@ QUICK: dict[str, list[str]] = {
     "seed003-telegram": ["phone.rmem_max=1MB"],
     # 8 cells: the CBR cells at 3 s (150 messages), the bulk ones at 250 KB (2.1 s over one path)
     "seed003-multipath": ["duration=3s", "bytes=250KB"],
+    # 24 cells (the file's matrix whole: WiFi fair is a timeline), each ~1 s of its own besides the
+    # cell's set-up: the apps at 1/256 of the paper's sizes (62.5 KB: 0.5 s over BT; video 0.47 s;
+    # camera 0.59 s); the message is one in every tier. An app sets its own duration: no `duration=`.
+    "seed003-interface-selection": ["app_scale=1/256"],
 }
 
 
 def overrides(path: Path) -> list[str]:
     exp = load_experiment(path, CATALOG)
     out = QUICK.get(exp.name, [])
-    if "duration" in exp.workload_class.params and not any(o.startswith("duration=") for o in out):
+    uses_app = any(a not in (None, "", "none") for a in exp.matrix.get("app", [exp.fixed.get("app")]))
+    if "duration" in exp.workload_class.params and not uses_app and not any(o.startswith("duration=") for o in out):
         out = [f"duration={SHORT}", *out]
     return out
 

@@ -170,6 +170,12 @@ class WorkloadDecl:
         return []
 
     @classmethod
+    def expand_cell(cls, cell: dict[str, Any]) -> dict[str, Any]:
+        """Plan time: a cell with what its presets stand for filled in (e.g. the stream's `app:`),
+        before parameters that do not apply are blanked. The default: the cell as it is."""
+        return cell
+
+    @classmethod
     def run_length(cls, cell: Mapping[str, Any]) -> float | None:
         """How long one run of `cell` lasts by design (s), if the workload knows: a timeline's
         events after it could never happen."""

@@ -140,6 +140,7 @@ class Experiment(BaseModel):
         for combo in itertools.product(*(self.matrix[k] for k in keys)):
             cell = dict(zip(keys, combo, strict=True))
             cell.update({k: v for k, v in self.fixed.items() if k not in cell})
+            cell = self.workload_class.expand_cell(cell)
             for p in params:
                 if p.applies is not None and p.name in cell and not p.applies(cell):
                     cell[p.name] = ""

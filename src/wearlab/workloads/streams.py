@@ -52,8 +52,10 @@ from wearlab.model.features import KernelFeature
 from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
+from wearlab.model.yamlsrc import dotted
 from wearlab.model.quantities import format_duration, format_rate, format_size
 from wearlab.nodes.tcpcrypt import RunAccount, encrypted
+from wearlab.workloads import apps
 from wearlab.workloads.workload import Outcome, Workload
 from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
 from wearlab.workloads.paths import PATH, check_nodes
@@ -405,7 +407,31 @@ class Stream(_Streams):
         Param("mptcp", P.flag("mptcp"), False, "Multipath TCP end to end (needs MPTCP in the kernel: the "
               "uml runtime's has it); a wearable's proactive handover moves the flow to a WiFi subflow"),
         TCPCRYPT,
+        Param("app", P.choice("app", (apps.NONE, *apps.BY_NAME)), apps.NONE,
+              "one of seed 003's four app workloads, filling in the stream's pattern, rate, message size, "
+              "bytes, duration, playout buffer and direction (workloads.apps: " + "; ".join(
+                  f"{a.name}: {a.doc}" for a in apps.APPS) + "); none: the parameters as written"),
+        Param("app_scale", apps.scale, 1.0, "an app's sizes and durations times this (0 < scale <= 1; 1: the "
+              "paper's)", applies=lambda c: (c.get("app") or apps.NONE) != apps.NONE, applies_doc="app is set"),
     ))
+
+    @classmethod
+    def expand_cell(cls, cell: dict[str, Any]) -> dict[str, Any]:
+        return apps.expand(cell)
+
+    @classmethod
+    def check(cls, fields, fixed, matrix, where, topo, src) -> list[Problem]:
+        problems = super().check(fields, fixed, matrix, where, topo, src)
+        uses_app = any(a != apps.NONE for a in matrix.get("app", [fixed.get("app", apps.NONE)]))
+        if not uses_app:
+            return problems
+        for name in apps.SETS:
+            written = [at for (k, _), at in where.items() if k == name]
+            for at in written[:1]:
+                problems.append(Problem(src.file, src.line(at), dotted(at),
+                                        f"'{name}' is set by app: (workloads.apps); remove it here, or scale "
+                                        "the app with app_scale"))
+        return problems
 
     def specs(self, cell: dict[str, Any]) -> list[dict[str, Any]]:
         dirs = DIRECTIONS if cell["direction"] == "both" else (cell["direction"],)
