@@ -118,15 +118,10 @@ def quic_initial(frame: bytes, linktype: int) -> tuple[bytes, bytes, int, int] |
     """(source, destination, source port, destination port) of an IPv4 UDP datagram that starts
     with a QUIC version 1 Initial packet (RFC 9000 17.2.2: long header, fixed bit, type 0,
     version 1) - a client opening a QUIC connection, or a server answering it; None otherwise."""
-    ns = _network_start(frame, linktype)
-    if ns is None or ns[0] != 4:
+    at = _ipv4_udp(frame, linktype)
+    if at is None:
         return None
-    off = ns[1]
-    if len(frame) < off + 20 or frame[off] >> 4 != 4 or frame[off + 9] != 17:
-        return None
-    if int.from_bytes(frame[off + 6:off + 8], "big") & 0x1FFF:   # a later fragment
-        return None
-    u = off + (frame[off] & 0x0F) * 4
+    off, u = at
     if len(frame) < u + 8 + 5:
         return None
     first, version = frame[u + 8], int.from_bytes(frame[u + 9:u + 13], "big")
@@ -185,6 +180,16 @@ def quic_long_types(payload: bytes) -> list[int]:
 
 def udp_payload(frame: bytes, linktype: int) -> bytes | None:
     """The (captured part of the) payload of an IPv4 UDP datagram; None for anything else."""
+    at = _ipv4_udp(frame, linktype)
+    if at is None:
+        return None
+    u = at[1]
+    return bytes(frame[u + 8:]) if len(frame) >= u + 8 else None
+
+
+def _ipv4_udp(frame: bytes, linktype: int) -> tuple[int, int] | None:
+    """(IP header offset, UDP header offset) of an IPv4 UDP datagram's first fragment; None for
+    anything else (a later fragment carries no UDP header)."""
     ns = _network_start(frame, linktype)
     if ns is None or ns[0] != 4:
         return None
@@ -193,8 +198,7 @@ def udp_payload(frame: bytes, linktype: int) -> bytes | None:
         return None
     if int.from_bytes(frame[off + 6:off + 8], "big") & 0x1FFF:
         return None
-    u = off + (frame[off] & 0x0F) * 4
-    return bytes(frame[u + 8:]) if len(frame) >= u + 8 else None
+    return off, off + (frame[off] & 0x0F) * 4
 
 
 class IpPacket(NamedTuple):

@@ -289,7 +289,7 @@ def submit_suite(items: list[Item], out: Path, console: Console, *, tasks: int |
     its launcher on the host once the guest has stopped (the guest cannot reach Slurm). Returns
     once submitted (or handed over); <out>/slurm-suite.json lists the jobs, `wearlab status DIR`
     follows each."""
-    from wearlab.run.submit import (SlurmRequest, Submission, bundle_dir, hand_to_host, mark_submitted,
+    from wearlab.run.submit import (SlurmRequest, Submission, bundle_dir, hand_to_host, mark_submitted, read_ids,
                                     run_submit_script, sbatch_path, wearlab_argv, write_scripts)
 
     bundled = bundle_dir() is not None
@@ -346,7 +346,7 @@ def submit_suite(items: list[Item], out: Path, console: Console, *, tasks: int |
                                       "merge_job": sub.merge_job, "tasks": n, "results": str(sub.merged)})
         console.print(f"{item.name}: array job {sub.array_job} ({n} tasks), merge job {sub.merge_job}; "
                       f"wearlab status {sub.dir}", highlight=False)
-    check_job = read_suite_jobs(out).get("check_job")
+    check_job = read_ids(out / "suite-jobs.txt").get("check_job")
     if not check_job:
         raise EnvironmentProblem(f"{script} ran but wrote no check job to {out / 'suite-jobs.txt'}")
     record["check_job"] = check_job
@@ -374,14 +374,6 @@ def suite_submit_script(subs: list, out: Path) -> str:
               "printf 'check_job=%s\\n' \"$check\" > suite-jobs.txt",
               f'echo "the suite\'s check and report: job $check after the merges; verdicts in {out}/suite-check.log"']
     return "\n".join(lines) + "\n"
-
-
-def read_suite_jobs(out: Path) -> dict[str, str]:
-    try:
-        text = (out / "suite-jobs.txt").read_text()
-    except OSError:
-        return {}
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 def _write_slurm_record(out: Path, record: dict[str, Any]) -> None:

@@ -140,13 +140,19 @@ def submit_script(req: SlurmRequest, sub_dir: Path) -> str:
     ]) + "\n"
 
 
-def read_jobs(sub_dir: Path) -> dict[str, str]:
-    """The job ids submit.sh wrote (array_job, merge_job); {} before it ran."""
+def read_ids(path: Path) -> dict[str, str]:
+    """The `key=id` lines a submit.sh wrote (jobs.txt: array_job, merge_job; reproduce's
+    suite-jobs.txt: check_job); {} before it ran."""
     try:
-        text = (sub_dir / "jobs.txt").read_text()
+        text = path.read_text()
     except OSError:
         return {}
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def read_jobs(sub_dir: Path) -> dict[str, str]:
+    """The job ids a submission's submit.sh wrote (array_job, merge_job); {} before it ran."""
+    return read_ids(sub_dir / "jobs.txt")
 
 
 @dataclass(frozen=True)
