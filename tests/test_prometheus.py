@@ -70,10 +70,17 @@ def live_run(tmp_path):
     (d / "control" / "live.json").write_text(json.dumps(LIVE))
     stop = threading.Event()
 
+    def write_beat():
+        # Replaced whole, as run/control.py writes it: a scrape that read a half-written heartbeat
+        # would drop every live series, and Prometheus marks them stale until the next scrape.
+        tmp = d / "control" / "heartbeat.tmp"
+        tmp.write_text(json.dumps({"t_ns": time.time_ns(), "pid": 1}))
+        tmp.replace(d / "control" / "heartbeat")
+
     def beat():
         while not stop.wait(0.5):
-            (d / "control" / "heartbeat").write_text(json.dumps({"t_ns": time.time_ns(), "pid": 1}))
-    (d / "control" / "heartbeat").write_text(json.dumps({"t_ns": time.time_ns(), "pid": 1}))
+            write_beat()
+    write_beat()
     t = threading.Thread(target=beat, daemon=True)
     t.start()
     yield tmp_path / "results"
