@@ -77,3 +77,30 @@ def test_messages_beside_a_download_wait_behind_it(tmp_path):
         assert 0.9 * RATE <= float(r["down_goodput_bps"]) * 1514 / 1448 <= 1.005 * RATE
     assert {o["stream"] for o in owd} == {"msg", "main"}
     assert statistics.median(float(o["owd_s"]) for o in owd if o["stream"] == "msg") > DELAY
+
+
+def test_a_run_that_timed_out_mid_receive_leaves_the_next_run_whole(tmp_path):
+    """A 3 MB download needs 3e6 x 8 / 10 Mbit/s = 2.4 s at least, more than the run's 1 s timeout:
+    its run fails while the watch's agent is still receiving. The next run (20 kB: 16 ms at the
+    link's rate plus a few 40 ms round trips) must be whole: before, it read the first run's late
+    answer and "delivered no message"."""
+    (tmp_path / "exp.yaml").write_text("""
+name: streams
+topology:
+  nodes: {watch: {role: wearable}, server: {role: server}}
+  links: [{between: [watch, server], rate: 10Mbit, delay: 20ms}]
+repetitions: 1
+timeout: 1s
+workload: {kind: stream, pattern: bulk, client: watch, server: server, direction: down}
+matrix: {bytes: [3MB, 20kB]}
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    with (tmp_path / "r" / "streams" / "latest" / "runs.csv").open() as f:
+        rows = {r["bytes"]: r for r in csv.DictReader(f)}
+    big, small = rows["3000000"], rows["20000"]
+    assert big["status"] != "ok" and "no answer in 1 s" in big["error"], (big, res.stdout + res.stderr)
+    assert small["status"] == "ok", (small, res.stdout + res.stderr)
+    # 20 kB from the first message's send to the last's arrival: at least its serialisation and
+    # the one-way delay; at most a few round trips more (a 10-segment initial window: 2 flights).
+    least = 20_000 * 8 / RATE + DELAY
+    assert least <= float(small["down_transfer_s"]) <= least + 5 * 2 * DELAY, small
