@@ -324,3 +324,39 @@ def policy_results(d: Path) -> Path:
     (d / "metadata.json").write_text(json.dumps(_metadata("synthetic-policies", "stream", POLICY_PARAMS, metrics,
                                                           repetitions=1)))
     return d
+
+
+# Seed 003 Fig. 12's axes: (app, policy) -> per-run (QoE, watch energy J); made-up numbers.
+APP_RUNS = {
+    ("download", "bt"): [(7.7, 4.0), (7.8, 4.1), (7.6, 3.9)],
+    ("download", "wifi"): [(0.9, 0.5), (0.95, 0.52), (0.85, 0.48)],
+    ("download", "adaptive"): [(1.4, 0.9), (1.5, 1.0), (1.3, 0.8)],
+    ("message", "bt"): [(0.022, 0.05), (0.021, 0.049), (0.023, 0.051)],
+    ("message", "wifi"): [(0.008, 0.07), (0.009, 0.071), (0.007, 0.069)],
+    ("message", "adaptive"): [(0.022, 0.05), (0.022, 0.05), (0.022, 0.05)],
+}
+APP_QOE = {"download": "down_transfer_s", "message": "down_owd_median_s"}
+
+
+def app_results(d: Path) -> Path:
+    """A stream results directory of two app presets under three policies, 3 runs each (APP_RUNS),
+    each run's QoE metric and the watch's energy_j."""
+    d.mkdir(parents=True, exist_ok=True)
+    params = [*POLICY_PARAMS, "app"]
+    metrics = {"down_transfer_s": _metric("s", True), "down_owd_median_s": _metric("s", True),
+               "energy_j": _metric("J", True)}
+    runs, cells = [], []
+    for (app, policy), values in APP_RUNS.items():
+        key = {"pattern": "", "rate": "", "message_size": "", "direction": "down", "duration": "", "path": "phone",
+               "watch.interface_policy": policy, "app": app}
+        cells.append({"cell": len(cells), "values": key})
+        for rep, (qoe, joules) in enumerate(values, start=1):
+            runs.append({"run": len(runs) + 1, "repetition": rep, **key, "status": "ok", "error": "",
+                         "down_transfer_s": qoe if app == "download" else "",
+                         "down_owd_median_s": qoe if app == "message" else "", "energy_j": joules})
+    _write_csv(d / "runs.csv", runs)
+    plan = {"experiment": "synthetic-apps", "description": "made-up apps", "workload": "stream", "repetitions": 3,
+            "cells": cells, "claims": [], "ratios": [], "columns": {"params": params}}
+    (d / "plan.json").write_text(json.dumps(plan))
+    (d / "metadata.json").write_text(json.dumps(_metadata("synthetic-apps", "stream", params, metrics, repetitions=3)))
+    return d

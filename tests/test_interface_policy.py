@@ -75,6 +75,39 @@ def test_the_timeline_draws_the_active_interface_and_each_switch_with_its_reason
         d.close()
 
 
+def test_qoe_against_energy_puts_each_policy_at_its_medians_per_app(tmp_path):
+    """Fig. 12's axes: a panel per app in the presets' order, a point per policy at the median of
+    its runs' QoE (the app's own metric) and energy, bars from the lowest run to the highest, one
+    colour per policy on every panel."""
+    import statistics
+
+    from synthetic_results import APP_RUNS, app_results
+    from wearlab.report import plots
+
+    d = plots.draw(app_results(tmp_path / "run"))
+    try:
+        (fig,) = [f for f in d.figures if f.name == "qoe_energy"]
+        axes = fig.fig.axes
+        assert [ax.get_title("left") for ax in axes] == ["download", "message"]
+        colours = {}
+        for ax, app in zip(axes, ("download", "message")):
+            points = {c.get_label(): c.lines[0] for c in ax.containers if c.lines[0].get_gid() == plots.DATA_GID}
+            assert len(points) == 3
+            for policy in ("bt", "wifi", "adaptive"):
+                (label,) = [k for k in points if k.endswith(policy)]
+                runs = APP_RUNS[(app, policy)]
+                div = 1e-3 if app == "message" else 1.0          # the message's delay is drawn in ms
+                ediv = 1e-3 if app == "message" else 1.0         # ... and its energy in mJ
+                x, y = points[label].get_xdata()[0], points[label].get_ydata()[0]
+                assert x * div == pytest.approx(statistics.median(q for q, _ in runs))
+                assert y * ediv == pytest.approx(statistics.median(e for _, e in runs))
+                colours.setdefault(policy, set()).add(points[label].get_color())
+        assert all(len(c) == 1 for c in colours.values()) and len({next(iter(c)) for c in colours.values()}) == 3
+        assert "qoe_energy.png" in [p.name for p in plots.plot_results(tmp_path / "run", d)]
+    finally:
+        d.close()
+
+
 # -- the adaptive policy's state machine, by hand ---------------------------------------------
 def test_adaptive_moves_to_wifi_t1_after_the_backlog_passes_b():
     # Backlog 12 KB (> B = 10 KB) from t = 1000 ms on. The clock T1 = 500 ms starts at the first

@@ -16,7 +16,8 @@ What gets drawn, per workload (`draw` says why where a workload gets none):
   time axis, the watch's events marked;
 - a wearable's interface policy (series/interface.csv, multipath.csv): per cell one run's active
   interface over time (shaded), what each path carried, and each switch with its reason;
-- nodes with a device (series/energy.csv): energy per phase and node;
+- nodes with a device (series/energy.csv): energy per phase and node; with seed 003's app
+  workloads (`app:`) each app's QoE against the watch's energy (Fig. 12's axes);
 and on every time axis each link change of series/timeline.csv and the BT radio's states of
 series/radio.csv. Every run, or every cell where runs are pooled, has its own colour; the paper's
 values (the claims' `paper`) are drawn in black on the same axes.
@@ -1163,6 +1164,47 @@ def _interface_timeline(res: _Results, plt) -> Figure | None:
                   "transport carried (100 ms intervals) and each switch (dotted) with the policy's reason.", fig)
 
 
+def _qoe_energy(res: _Results, plt) -> Figure | None:
+    """Seed 003's Fig. 12 axes: per app (`app:`), each cell's QoE (the app's own metric) against the
+    watch's energy, medians with the runs' range as bars: which policy buys QoE with energy."""
+    from wearlab.workloads.apps import BY_NAME
+
+    rows = [r for r in res.ok if r.get("app") in BY_NAME and _f(r.get("energy_j")) is not None]
+    apps = [a for a in BY_NAME if any(r.get("app") == a for r in rows)]
+    if not apps:
+        return None
+    labels = sorted({res.cell(r, without=("app",)) for r in rows})
+    colour = {lab: CELL_COLOURS[i % len(CELL_COLOURS)] for i, lab in enumerate(labels)}
+    fig, axes = plt.subplots(1, len(apps), figsize=(1.0 + 3.4 * len(apps), 3.8), squeeze=False, layout="constrained")
+    for ax, name in zip(axes[0], apps):
+        app = BY_NAME[name]
+        mine = [r for r in rows if r.get("app") == name and _f(r.get(app.qoe_metric)) is not None]
+        groups: dict[str, list[dict[str, str]]] = defaultdict(list)
+        for r in mine:
+            groups[res.cell(r, without=("app",))].append(r)
+        qdiv, qunit = _scale(res.units.get(app.qoe_metric, ""), max([_f(r[app.qoe_metric]) or 0 for r in mine] + [0]))
+        ediv, eunit = _scale("J", max([_f(r["energy_j"]) or 0 for r in mine] + [0]))
+        for lab in sorted(groups):
+            q = [_f(r[app.qoe_metric]) / qdiv for r in groups[lab]]
+            e = [_f(r["energy_j"]) / ediv for r in groups[lab]]
+            qm, em = _median(q), _median(e)
+            bars = ax.errorbar([qm], [em], xerr=[[qm - min(q)], [max(q) - qm]], yerr=[[em - min(e)], [max(e) - em]],
+                               fmt="o", ms=6, capsize=3, color=colour[lab], label=lab)
+            bars.lines[0].set_gid(DATA_GID)
+        better = "lower" if app.qoe_better == "lower" else "higher"
+        ax.set_xlabel(f"{app.qoe_metric} ({qunit}; {better} is better)", fontsize=8)
+        ax.set_ylabel(f"watch energy above idle ({eunit})", fontsize=8)
+        ax.set_title(f"{name}", fontsize=9, loc="left")
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        _legend(ax, loc="best")
+    fig.suptitle(f"{res.experiment}: QoE against the watch's energy per app (seed 003 Fig. 12's axes)")
+    return Figure("qoe_energy", "energy", "QoE against energy per app",
+                  "Per app, each cell's QoE (the app's metric: download time, video throughput, message delay, "
+                  "camera rate) against the watch's energy_j: medians, bars from the lowest to the highest run.", fig)
+
+
 # -- energy --------------------------------------------------------------------------------------
 
 def _energy(res: _Results, plt) -> Figure | None:
@@ -1262,6 +1304,7 @@ def draw(results: Path, claims: list[Claim] | None = None) -> Drawing:
         d.missing["handover"] = "no wearable did a handover (no series/handover.csv, no P1-P3 in runs.csv)"
     add(_interface_timeline(res, plt))
     add(_energy(res, plt))
+    add(_qoe_energy(res, plt))
     if not any(f.section == "energy" for f in d.figures):
         d.missing["energy"] = "no node names a device with power figures (no series/energy.csv)"
     return d
