@@ -32,7 +32,9 @@ and why the first connections to an origin still pay full handshakes).
 plain HTTP to port 8080, encrypted by tcpcryptd at the client and at each origin's server
 (nodes.tcpcrypt). Each load is a first view: the client's daemon is restarted before it, its
 session cache empty, with `resumption` as the cell says (RFC 8548 3.5: a later connection to the
-same server host resumes the next session secret of an earlier one, no key exchange). Results from
+same server host resumes the next unused session secret of an earlier one's chain, no key exchange;
+connections opened at once each propose their own, ss[1], ss[2], ..., which the server's daemon
+accepts 8 ahead: MANY's www pool pays 1/6 of its key-exchange time). Results from
 the daemons' close records (connections, encrypted end to end, fresh or resumed, the device's
 key-exchange time `device_kx_s`) and the capture (Init1 opens a fresh key exchange's stream).
 
@@ -44,11 +46,8 @@ or QUIC 0-RTT - which only HTTP/3 gets here (Caddy's Go TLS has no 0-RTT; EARLY_
 object's cacheability is the page's (`cache:`), served by Caddy as Cache-Control and ETag, and
 applied by the agent's HTTP cache (measure.http_cache).
 
-Not yet (issue 23): resumption for connections opened at once (TLS: one
-ticket each, offered once; tcpcrypt: one cached secret per host, its successor only after a frame,
-where RFC 8548 would let the client propose successors ahead if the server's eno-bpf accepted them
-ahead), so issue 23's 2/6 key-exchange time for a 6-connection HTTP/1.1 origin whose connections
-open at once (5/6 measured; 1/6 when they open one after another);
+Not yet (issue 23): TLS resumption for connections opened at once (one ticket each, offered once;
+tcpcrypt's reaches 1/6 of the key-exchange time for a 6-connection HTTP/1.1 origin opened at once);
 tcpcrypt through the phone, untested (a splitting relay makes it fall back).
 
 An object's `server_time` (the origin's time before its first byte: an application rendering it)

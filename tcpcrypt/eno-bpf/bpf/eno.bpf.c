@@ -138,10 +138,11 @@ struct obuf {
 };
 
 /*
- * RFC 8548 3.5 resumption, passive side: the identifier halves of the tickets
- * the daemon would accept, written by the daemon once it holds the ticket
- * (after the peer's first authenticated frame) and deleted when the ticket is
- * used, replaced or expires.  Key: TEP id + the half the peer sends; value:
+ * RFC 8548 3.5 resumption, passive side: the identifier halves of the session
+ * secrets the daemon would accept - the next 8 of each chain it holds, so the
+ * SYNs of connections opened at once, each naming its own ss[i], all resume -
+ * written by the daemon once it holds the chain (after the peer's first
+ * authenticated frame) and deleted when a secret is used, erased or expires.  Key: TEP id + the half the peer sends; value:
  * the half we answer with.  Looked up (never changed) for a SYN-ACK, so a
  * retransmitted SYN-ACK carries the same option; deleted at
  * PASSIVE_ESTABLISHED (single use: a second SYN naming the same ticket after

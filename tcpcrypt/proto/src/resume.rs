@@ -25,12 +25,30 @@ pub struct ResumeTicket {
     pub(crate) ss: Secret,
     /// resume[i].
     pub id: [u8; RESUME_ID_LEN],
+    /// resume[1] of the chain this secret descends from (the ss[0] of one fresh key exchange):
+    /// names the chain, so a cache can tell a new chain from a later link of one it follows.
+    pub lineage: [u8; RESUME_ID_LEN],
 }
 
 impl ResumeTicket {
     pub(crate) fn new(tep: Tep, aead: Aead, orig_role: Role, index: u64, ss: Secret) -> Self {
         let id = keys::resume_id(&ss);
-        ResumeTicket { tep, aead, orig_role, index, ss, id }
+        ResumeTicket { tep, aead, orig_role, index, ss, id, lineage: id }
+    }
+    /// ss[i+1] = CPRF(ss[i], CONST_NEXTK, K_LEN) as a ticket of the same chain (§3.5).
+    pub fn successor(&self) -> ResumeTicket {
+        let mut t = ResumeTicket::new(self.tep, self.aead, self.orig_role, self.index + 1, keys::next_session_secret(&self.ss));
+        t.lineage = self.lineage;
+        t
+    }
+    /// Whether this is ss[1]: the first successor of a fresh key exchange's ss[0], which starts a
+    /// chain (every later ss[i] of the chain is derived by the cache that holds ss[1]).
+    pub fn starts_chain(&self) -> bool {
+        self.index == 1
+    }
+    /// What an ENO source needs to answer a SYN naming this secret: its TEP and both halves.
+    pub fn name(&self) -> ResumeName {
+        ResumeName { tep: self.tep, peer_half: self.peer_half(), my_half: self.my_half() }
     }
     fn half(&self, role: Role) -> [u8; RESUME_HALF_LEN] {
         let mut h = [0u8; RESUME_HALF_LEN];
@@ -53,6 +71,31 @@ impl ResumeTicket {
         let mut data = self.my_half().to_vec();
         data.extend_from_slice(&nonce[..nonce.len().min(MAX_RESUME_NONCE_LEN)]);
         TepSuboption::with_data(self.tep.id(), data)
+    }
+}
+
+/// A cached secret as a passive opener's ENO source knows it (eno-bpf's `eno_resume` entry): a
+/// SYN for `tep` naming `peer_half` is answered with `my_half`. No secret in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResumeName {
+    /// The TEP of the original session.
+    pub tep: Tep,
+    /// The half of resume[i] the peer sends.
+    pub peer_half: [u8; RESUME_HALF_LEN],
+    /// The half we answer with.
+    pub my_half: [u8; RESUME_HALF_LEN],
+}
+
+/// A passive opener's store of cached secrets, as [`synack_option`] asks it: take (single use)
+/// the secret a SYN's identifier half names, if held for that TEP.
+pub trait TicketSource {
+    /// The ticket whose peer half is `half`, for `tep`, taken out (never handed out twice).
+    fn take_by_peer_half(&mut self, half: &[u8; RESUME_HALF_LEN], tep: Tep) -> Option<ResumeTicket>;
+}
+
+impl TicketSource for SessionCache {
+    fn take_by_peer_half(&mut self, half: &[u8; RESUME_HALF_LEN], tep: Tep) -> Option<ResumeTicket> {
+        SessionCache::take_by_peer_half(self, half, tep)
     }
 }
 
@@ -193,7 +236,7 @@ pub fn syn_option(teps: &[Tep], resume: Option<&TepSuboption>) -> Result<Vec<u8>
 pub fn synack_option<R: RngCore + CryptoRng>(
     syn: &[u8],
     teps: &[Tep],
-    cache: Option<&mut SessionCache>,
+    cache: Option<&mut dyn TicketSource>,
     resume_nonce_len: usize,
     rng: &mut R,
 ) -> (Vec<u8>, Option<ResumeTicket>) {

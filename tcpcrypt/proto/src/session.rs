@@ -207,6 +207,10 @@ impl Session {
                 s.resumed = true;
                 s.encrypt_ab = t.orig_role == Role::A;
                 s.install_keys(t.ss.clone(), &sn, t.aead, t.orig_role, t.index)?;
+                // The next secret continues the resumed chain (a cache tells chains apart by it).
+                if let Some(next) = s.ticket.as_mut() {
+                    next.lineage = t.lineage;
+                }
             }
             KeyMode::Fresh => {
                 rng.fill_bytes(&mut s.my_nonce);

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use tcpcrypt_eno_bpf::{EnoBpf, EnoConfig, EnoFallback};
 use tcpcrypt_proto::eno::TepSuboption;
-use tcpcrypt_proto::{resume, ResumeTicket, Tep};
+use tcpcrypt_proto::{resume, ResumeName, Tep};
 
 use crate::eno_source::{EnoLookup, EnoRecord, EnoSource};
 
@@ -54,13 +54,13 @@ impl EnoSource for Bpf {
             }
         }
     }
-    fn accept_resume(&self, t: &ResumeTicket) {
-        if let Err(e) = self.0.accept_resume(t.tep.id(), &t.peer_half(), &t.my_half()) {
+    fn accept_resume(&self, t: &ResumeName) {
+        if let Err(e) = self.0.accept_resume(t.tep.id(), &t.peer_half, &t.my_half) {
             eprintln!("tcpcryptd: resumption ticket not given to eno-bpf: {e:#}");
         }
     }
-    fn unaccept_resume(&self, t: &ResumeTicket) {
-        self.0.unaccept_resume(t.tep.id(), &t.peer_half());
+    fn unaccept_resume(&self, t: &ResumeName) {
+        self.0.unaccept_resume(t.tep.id(), &t.peer_half);
     }
     fn record(&self, sock: BorrowedFd<'_>, local: SocketAddr, remote: SocketAddr, _passive: bool) -> anyhow::Result<EnoLookup> {
         // What the program leaves alone never carried ENO: plain TCP by design.

@@ -11,7 +11,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
 use tcpcrypt_proto::eno::TepSuboption;
-use tcpcrypt_proto::{resume, ResumeTicket, SessionCache, Tep};
+use tcpcrypt_proto::{resume, Acceptor, ResumeName, ResumeTicket, Tep};
 
 /// The ENO options of one connection, as the kernel saw them.
 #[derive(Debug, Clone, Default)]
@@ -64,9 +64,9 @@ pub trait EnoSource: Send + Sync + 'static {
     }
     /// Passive side: SYNs naming this ticket (our cache holds it) may now be answered with
     /// a resumption (RFC 8548 §3.5).
-    fn accept_resume(&self, _ticket: &ResumeTicket) {}
-    /// Passive side: the ticket left our cache (used, replaced, expired): stop accepting it.
-    fn unaccept_resume(&self, _ticket: &ResumeTicket) {}
+    fn accept_resume(&self, _name: &ResumeName) {}
+    /// Passive side: the secret left our cache (used, erased, expired): stop accepting it.
+    fn unaccept_resume(&self, _name: &ResumeName) {}
     /// The record of an established connection (`sock`: its socket, after connect()/accept()).
     fn record(&self, sock: BorrowedFd<'_>, local: SocketAddr, remote: SocketAddr, passive: bool) -> anyhow::Result<EnoLookup>;
     /// Drop per-connection state (eno-bpf: the socket's storage; tests use it to delete a
@@ -94,8 +94,8 @@ impl EnoSource for NoEno {
 pub struct ListenerPolicy {
     /// TEPs (most preferred first); None = a host without TCP-ENO.
     pub teps: Option<Vec<Tep>>,
-    /// The listening daemon's resumption cache.
-    pub cache: Option<Arc<Mutex<SessionCache>>>,
+    /// The listening daemon's resumption acceptor.
+    pub cache: Option<Arc<Mutex<Acceptor>>>,
 }
 
 type Key = (u16, SocketAddr); // (active opener's port, passive opener's address)
@@ -169,7 +169,8 @@ impl EnoSource for FakeEno {
         let (synack, ticket) = match policy.as_ref().and_then(|p| p.teps.clone().map(|t| (t, p.cache.clone()))) {
             Some((teps, cache)) if !syn.is_empty() => {
                 let mut guard = cache.as_ref().map(|c| c.lock().unwrap_or_else(|p| p.into_inner()));
-                resume::synack_option(&syn, &teps, guard.as_deref_mut(), 8, &mut rand_core::OsRng)
+                let source = guard.as_deref_mut().map(|a| a as &mut dyn resume::TicketSource);
+                resume::synack_option(&syn, &teps, source, 8, &mut rand_core::OsRng)
             }
             _ => (Vec::new(), None),
         };

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use serde_json::json;
 use socket2::SockRef;
-use tcpcrypt_proto::{resume, Config, Session, SessionCache};
+use tcpcrypt_proto::successors::{Changes, DEFAULT_AHEAD};
+use tcpcrypt_proto::{resume, Acceptor, Config, Proposer, Session};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -209,8 +210,10 @@ pub struct Daemon {
     pub cfg: DaemonConfig,
     /// ENO records.
     pub eno: Arc<dyn EnoSource>,
-    /// Session cache (resumption), keyed by peer IP.
-    pub cache: Arc<Mutex<SessionCache>>,
+    /// Active opens: per peer IP, the lowest unused session secret of its chain (RFC 8548 §3.5).
+    pub proposer: Mutex<Proposer>,
+    /// Passive opens: per chain, the next secrets accepted ahead (published to the ENO source).
+    pub acceptor: Arc<Mutex<Acceptor>>,
     /// Live connections and close records.
     pub registry: Arc<Registry>,
 }
@@ -283,27 +286,46 @@ fn lock(s: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
 impl Daemon {
     /// A daemon.
     pub fn new(cfg: DaemonConfig, eno: Arc<dyn EnoSource>, registry: Arc<Registry>) -> Arc<Daemon> {
-        let mut cache = SessionCache::new(4096);
-        cache.lifetime = Some(cfg.resume_lifetime);
-        Arc::new(Daemon { cfg, eno, cache: Arc::new(Mutex::new(cache)), registry })
+        let mut proposer = Proposer::new(4096);
+        proposer.lifetime = Some(cfg.resume_lifetime);
+        // eno-bpf's `eno_resume` map holds 4,096 entries: a chain publishes DEFAULT_AHEAD, and
+        // up to as many more below a used one during their grace period.
+        let mut acceptor = Acceptor::new(4096 / (2 * DEFAULT_AHEAD as usize));
+        acceptor.lifetime = Some(cfg.resume_lifetime);
+        Arc::new(Daemon { cfg, eno, proposer: Mutex::new(proposer), acceptor: Arc::new(Mutex::new(acceptor)), registry })
     }
 
-    /// Drop expired tickets, and tell the ENO source (eno-bpf's `eno_resume` map) to stop
-    /// accepting them.
-    pub fn purge_tickets(&self) {
-        let gone = self.cache.lock().unwrap_or_else(|p| p.into_inner()).purge_expired();
-        for t in &gone {
-            self.eno.unaccept_resume(t);
+    /// Tell the ENO source (eno-bpf's `eno_resume` map) which secrets it now accepts and
+    /// which no longer. Called with the acceptor's lock held, so that the map follows the
+    /// acceptor's changes in their order.
+    fn publish(&self, ch: Changes) {
+        for n in &ch.withdrawn {
+            self.eno.unaccept_resume(n);
+        }
+        for n in &ch.published {
+            self.eno.accept_resume(n);
         }
     }
 
-    /// Cache a session's next ticket (ss[i+1]) for `peer`, and let the ENO source accept it.
-    fn cache_ticket(&self, peer: &[u8], t: tcpcrypt_proto::ResumeTicket) {
+    /// Drop expired chains and the secrets past their grace period, and tell the ENO source.
+    pub fn purge_tickets(&self) {
+        self.proposer.lock().unwrap_or_else(|p| p.into_inner()).purge_expired();
+        let mut acc = self.acceptor.lock().unwrap_or_else(|p| p.into_inner());
+        let ch = acc.purge_expired();
+        self.publish(ch);
+    }
+
+    /// Cache a session's next secret (ss[i+1]) for `peer`: as the proposer of its chain when we
+    /// opened the connection, as its acceptor when the peer did (RFC 8548 §3.5 lets a host keep
+    /// a chain for one kind of open; then the two hosts never propose one ss[i] to each other).
+    fn cache_ticket(&self, peer: &[u8], t: tcpcrypt_proto::ResumeTicket, outbound: bool) {
         self.purge_tickets();
-        self.eno.accept_resume(&t);
-        let gone = self.cache.lock().unwrap_or_else(|p| p.into_inner()).insert(peer, t);
-        for t in &gone {
-            self.eno.unaccept_resume(t);
+        if outbound {
+            self.proposer.lock().unwrap_or_else(|p| p.into_inner()).insert(peer, t);
+        } else {
+            let mut acc = self.acceptor.lock().unwrap_or_else(|p| p.into_inner());
+            let ch = acc.insert(peer, t);
+            self.publish(ch);
         }
     }
 
@@ -389,7 +411,8 @@ impl Daemon {
         let bound = sock.local_addr()?;
         let mut ticket = None;
         if self.cfg.resumption && self.eno.supports_resumption() {
-            ticket = self.cache.lock().unwrap_or_else(|p| p.into_inner()).take_for_peer(&ip_key(dst.ip()));
+            // The chain's lowest unused ss[i], counted as used whatever happens (refused, lost).
+            ticket = self.proposer.lock().unwrap_or_else(|p| p.into_inner()).propose(&ip_key(dst.ip()));
         }
         let resume_sub = ticket.as_ref().map(|t| {
             let mut nonce = vec![0u8; self.cfg.proto.resume_nonce_len.min(8)];
@@ -595,9 +618,10 @@ impl Daemon {
         let tep = tcpcrypt_proto::Tep::from_id(bsub.tep)?;
         let a = SynOption::parse(&r.syn_option).ok()?;
         let (half, _) = a.teps().filter(|s| s.tep == bsub.tep).find_map(|s| resume::resume_fields(s).ok().flatten())?;
-        let t = self.cache.lock().unwrap_or_else(|p| p.into_inner()).take_by_peer_half(&half, tep)?;
-        self.eno.unaccept_resume(&t);
-        Some(t)
+        let mut acc = self.acceptor.lock().unwrap_or_else(|p| p.into_inner());
+        let (t, ch) = acc.take(&half, tep);
+        self.publish(ch);
+        t
     }
 
     fn established(&self, conn: &Conn, s: &mut Session, peer: &[u8]) {
@@ -614,7 +638,7 @@ impl Daemon {
         // peer that merely completed Init1/Init2 has proven nothing about holding the keys.
         if self.cfg.resumption && self.eno.supports_resumption() && s.is_established() && s.stats().frames_received > 0 {
             if let Some(t) = s.take_ticket() {
-                self.cache_ticket(peer, t);
+                self.cache_ticket(peer, t, conn.direction == "out");
             }
         }
     }

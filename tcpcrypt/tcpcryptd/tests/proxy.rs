@@ -59,7 +59,7 @@ async fn setup(client_teps: Option<Vec<Tep>>, server_teps: Option<Vec<Tep>>, cfg
     let server = Daemon::new(server_cfg, Arc::new(net.host(server_teps.clone())), Arc::new(Registry::new(Some(server_stats.clone())).unwrap()));
     let in_l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let in_addr = in_l.local_addr().unwrap();
-    let policy = ListenerPolicy { teps: server_teps, cache: Some(server.cache.clone()) };
+    let policy = ListenerPolicy { teps: server_teps, cache: Some(server.acceptor.clone()) };
     net.listen(in_addr, policy.clone());
     tokio::spawn(server.clone().serve_inbound(in_l, Destination::Fixed(service)));
     let mut target = in_addr;
@@ -354,6 +354,35 @@ async fn resumption_on_the_next_connection() {
     sids.dedup();
     assert_eq!(sids.len(), 3);
     let _ = (&s.client, &s.server);
+}
+
+/// Issue 23: after one key exchange, 5 connections opened at once all resume - the client
+/// proposes ss[1] .. ss[5] of the first session's chain without waiting, the server accepts the
+/// 8 it holds ahead (RFC 8548 §3.5) - each with its own secret (6 distinct session IDs, equal at
+/// both ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_opened_at_once_all_resume() {
+    let svc = echo_service().await;
+    let s = setup(all(), all(), DaemonConfig::default(), svc, None).await;
+    let first = data(10_000, 1);
+    assert!(exchange(s.app_to, first.clone()).await.unwrap() == first);
+    let pool: Vec<_> = (0..5u8).map(|i| tokio::spawn(exchange(s.app_to, data(10_000, i + 2)))).collect();
+    for (i, t) in pool.into_iter().enumerate() {
+        assert!(t.await.unwrap().unwrap() == data(10_000, i as u8 + 2));
+    }
+    let (c, v) = (records(&s.client_stats, 6).await, records(&s.server_stats, 6).await);
+    assert_eq!(c[0]["resumed"], false, "{}", c[0]);
+    assert_eq!(c.iter().filter(|x| x["resumed"] == true).count(), 5, "{c:?}");
+    let mut sids: Vec<String> = c.iter().map(|x| x["session_id"].as_str().unwrap().to_string()).collect();
+    let mut theirs: Vec<String> = v.iter().map(|x| x["session_id"].as_str().unwrap().to_string()).collect();
+    sids.sort();
+    theirs.sort();
+    assert_eq!(sids, theirs);
+    sids.dedup();
+    assert_eq!(sids.len(), 6);
+    // The server's window moved on past the 5 used: 8 ahead of the highest.
+    assert!(s.server.acceptor.lock().unwrap().len() >= 8);
+    let _ = &s.client;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
