@@ -70,7 +70,7 @@ rootfs: $(STAMPS)/apt-guest
 BUNDLE ?= build/wearlab-bundle
 BUNDLE_CACHE ?= /var/cache/wearlab/bundle
 bundle: setup guest
-	@kernel=$$(images/uml/build-bundle-kernel.sh $(KERNEL_CACHE)-bundle $(KERNEL_CACHE) | tail -n 1) && \
+	@kernel=$$(images/uml/build-bundle-kernel.sh $(KERNEL_CACHE)-bundle | tail -n 1) && \
 		images/bundle/build.sh $(BUNDLE) $(BUNDLE_CACHE) "$$kernel" $(ROOTFS) $(VENV)
 
 $(STAMPS)/venv: pyproject.toml $(STAMPS)/apt
