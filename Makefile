@@ -64,13 +64,13 @@ rootfs: $(STAMPS)/apt-guest
 
 # The bundle (images/bundle/build.sh; docs/many-machines.md#the-bundle): the UML runtime in one
 # relocatable directory that an ordinary user runs with a POSIX shell (a cluster's compute node).
-# Its kernel is the guest's with images/uml/bundle.config over it (ubd + ext4; its own
-# cache: ~7.5 min once), its image the guest tree plus the venv's packages (~30 s once per tree or
-# package change); wearlab's code is copied in (a second).
+# Its kernel is the guest's with images/uml/bundle.config over it (ubd + ext4, linked statically)
+# and images/uml/bundle-patches/ (its own cache: ~7.5 min once), its image the guest tree plus the
+# venv's packages (~30 s once per tree or package change); wearlab's code is copied in (a second).
 BUNDLE ?= build/wearlab-bundle
 BUNDLE_CACHE ?= /var/cache/wearlab/bundle
 bundle: setup guest
-	@kernel=$$(images/uml/build-bundle-kernel.sh $(KERNEL_CACHE)-bundle $(KERNEL_CACHE) | tail -n 1) && \
+	@kernel=$$(images/uml/build-bundle-kernel.sh $(KERNEL_CACHE)-bundle | tail -n 1) && \
 		images/bundle/build.sh $(BUNDLE) $(BUNDLE_CACHE) "$$kernel" $(ROOTFS) $(VENV)
 
 $(STAMPS)/venv: pyproject.toml $(STAMPS)/apt

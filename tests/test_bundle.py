@@ -6,6 +6,8 @@ with `env -i PATH=/usr/bin:/bin`, in a mount namespace where the checkout and /v
 are empty tmpfs (out of reach: no .venv, no source, no guest tree) and TMPDIR is a noexec tmpfs
 (so the launcher must map the guest's memory elsewhere), and runs a small experiment: its times
 are held to the link's physics, its files to their owner, and the task leaves nothing behind.
+And the kernel needs nothing of the host's C library (a cluster's glibc may be older than the
+build's): linked statically, it boots the guest in a root holding busybox-static alone.
 Host test step (root: the namespace and the change of user; the guest runs as nobody).
 """
 
@@ -16,6 +18,7 @@ import json
 import os
 import pwd
 import shutil
+import struct
 import subprocess
 import tempfile
 import time
@@ -61,6 +64,89 @@ def test_the_launcher_names_what_to_set_when_every_temporary_directory_is_noexec
         exec env -i PATH=/usr/bin:/bin TMPDIR=/tmp {b}/wearlab run nothing.yaml""", timeout=30)
     assert r.returncode == 2, r.stderr
     assert "WEARLAB_UML_TMPDIR" in r.stderr and "noexec" in r.stderr
+
+
+# Rocky 8 (RHEL 8: kernel 4.18, glibc 2.28), the oldest cluster OS the bundle is for.
+ROCKY8_KERNEL = (4, 18, 0)
+
+
+def _elf_linkage(path: Path) -> tuple[set[int], tuple[int, int, int] | None]:
+    """The program header types of a 64-bit little-endian ELF file and its NT_GNU_ABI_TAG (the
+    oldest Linux its C library was built for), read by hand: binutils is not on every test host."""
+    data = path.read_bytes()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, f"{path} is not a 64-bit LE ELF file"
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    types, abi = set(), None
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        types.add(p_type)
+        off, end = p_offset, p_offset + p_filesz
+        while p_type == 4 and off + 12 <= end:           # PT_NOTE: namesz, descsz, type, name, desc
+            namesz, descsz, ntype = struct.unpack_from("<III", data, off)
+            name = data[off + 12:off + 12 + namesz].rstrip(b"\0")
+            desc = off + 12 + (namesz + 3) // 4 * 4
+            if name == b"GNU" and ntype == 1 and descsz >= 16:      # NT_GNU_ABI_TAG
+                os_id, *version = struct.unpack_from("<IIII", data, desc)
+                assert os_id == 0, f"{path}: ABI tag for OS {os_id}, not Linux"
+                abi = tuple(version)
+            off = desc + (descsz + 3) // 4 * 4
+    return types, abi
+
+
+PT_DYNAMIC, PT_INTERP = 2, 3
+
+
+def test_the_bundles_kernel_is_linked_statically():
+    """Why this says Rocky 8 runs it: a dynamically linked program names its loader (PT_INTERP,
+    ld-linux-x86-64.so.2) and asks the host's libc for symbol versions (GLIBC_2.34 and up from a
+    Debian 12 build: "version `GLIBC_2.34' not found" on glibc 2.28). A static one has neither -
+    its C library (2.36, the build's) is inside it - so what it needs from a host is the kernel's
+    system calls alone, and its ABI tag says the oldest kernel that C library supports: not newer
+    than Rocky 8's 4.18. The boot below shows it needs no file of the host's C library either."""
+    types, abi = _elf_linkage(_bundle() / "linux")
+    assert PT_INTERP not in types and PT_DYNAMIC not in types, \
+        "the bundle's kernel is linked dynamically: a host with an older glibc (Rocky 8: 2.28) cannot run it"
+    assert abi is not None and (3, 2, 0) <= abi <= ROCKY8_KERNEL, abi
+
+
+@pytest.mark.root
+def test_the_bundle_boots_where_the_host_has_no_c_library(tmp_path):
+    """The bundle's launcher and guest, run in a root that holds busybox-static and the bundle
+    and nothing else: no /lib, no /usr, no loader, no libc (as an ordinary user, from a
+    read-only bind of the bundle). Dynamically linked, the kernel would not start at all (execve
+    finds no PT_INTERP loader); here it boots the guest, whose wearlab prints its version. With
+    the static check above: the kernel needs nothing of the host's glibc, of whatever version.
+    The launcher's tools there are busybox's, a POSIX shell's smallest kit."""
+    busybox = need_tool("busybox")
+    b = _bundle()
+    root = tmp_path / "root"
+    (root / "bin").mkdir(parents=True)
+    shutil.copy(busybox, root / "bin" / "busybox")
+    applets = subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True, timeout=10).stdout.split()
+    for a in applets:
+        if a != "busybox":
+            (root / "bin" / a).symlink_to("busybox")
+    for d in ("proc", "dev", "tmp", "bundle"):
+        (root / d).mkdir()
+    nobody = pwd.getpwnam("nobody")
+    t0 = time.monotonic()
+    r = _in_namespace(f"""
+        mount -t proc proc {root}/proc
+        mount --rbind /dev {root}/dev
+        mount -t tmpfs -o mode=1777 tmpfs {root}/tmp
+        mount --bind {b} {root}/bundle
+        mount -o remount,bind,ro {root}/bundle
+        cd {root}/tmp
+        exec chroot --userspec={nobody.pw_uid}:{nobody.pw_gid} {root} \
+            /bin/env -i PATH=/bin HOME=/tmp TMPDIR=/tmp /bin/sh -c 'cd /tmp && exec /bundle/wearlab --version'""",
+                      timeout=60)
+    took = time.monotonic() - t0
+    assert not (root / "lib").exists() and not (root / "usr").exists()
+    version = dict(l.split("=", 1) for l in (b / "manifest").read_text().splitlines())["wearlab"]
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert r.stdout.strip().splitlines()[-1] == f"wearlab {version}", r.stdout
+    print(f"bundle booted with busybox alone: {took:.1f} s")
 
 
 EXPERIMENT = f"""
