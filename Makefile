@@ -33,13 +33,16 @@ NEED_GUEST := $(shell if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then echo
 setup: $(STAMPS)/apt
 	@$(MAKE) --no-print-directory -j3 $(STAMPS)/venv $(DEVICECPU) $(if $(NEED_GUEST),guest)
 
+# apt waits for another apt's lock (a second checkout's make) and its failure stops make.
 define apt_install
 	@mkdir -p $(STAMPS)
 	@missing=$$(dpkg-query -W -f='$${Package} $${Status}\n' $(1) 2>/dev/null | \
 		awk '$$NF=="installed"{print $$1}' | sort | comm -13 - <(tr ' ' '\n' <<<"$(1)" | sort)); \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages: $$missing"; start=$$(date +%s); \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+		{ apt-get update -qq -o DPkg::Lock::Timeout=300 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			-o DPkg::Lock::Timeout=300 --no-install-recommends $$missing; } || \
+			{ echo "apt could not install: $$missing" >&2; exit 1; }; \
 		took=$$(( $$(date +%s) - start )); echo "installed $$(wc -w <<<"$$missing") Debian packages in $$took s"; \
 		mkdir -p /var/cache/wearlab && echo "$$took $$(wc -w <<<"$$missing")" >> /var/cache/wearlab/apt-installs; \
 	fi
