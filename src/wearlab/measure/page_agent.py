@@ -39,7 +39,8 @@ How it behaves like a browser (and where it does not):
   sends its first request as TLS 1.3 early data / QUIC 0-RTT where the ticket allows it;
   CURLINFO_EARLYDATA_SENT_T says how many bytes went early (negative: the server rejected them).
   Whether a connection resumed is libcurl's own word (its verbose text, only with a share): its
-  handshake received no Certificate.
+  handshake received no Certificate (over QUIC, whose messages it does not trace: the peer's
+  certificate type is UNDEF).
 - TLS 1.2 (`tls_version`): libcurl never offers a TLS 1.2 session ticket (it sets
   SSL_OP_NO_TICKET: its ClientHello has no SessionTicket extension) and resumes TLS 1.2 by
   session ID only, which Caddy's Go TLS never issues (its ServerHello's session_id is empty): so
@@ -244,18 +245,20 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
                 headers[name.strip().lower()] = value.strip()
 
         def said(kind: int, text: bytes, tls=tls) -> None:
-            # libcurl's words on its TLS handshake (CURLINFO_TEXT): each handshake message as it
-            # comes ("TLSv1.2 (IN), TLS handshake, Certificate (11):"), then "SSL connection using
-            # TLSv1.3 / cipher / group / the peer certificate's key type". A resumed handshake
+            # libcurl's words on its TLS handshake (CURLINFO_TEXT): over TCP each handshake message
+            # as it comes ("TLSv1.2 (IN), TLS handshake, Certificate (11):"), then "SSL connection
+            # using TLSv1.3 / cipher / group / the peer certificate's key type". A resumed handshake
             # (TLS 1.3's with a ticket; TLS 1.2's abbreviated one, RFC 5246 7.3) receives no
-            # Certificate; the key type is no sign (UNDEF in 1.3, but a resumed 1.2 session keeps
-            # the peer's certificate and names its key).
+            # Certificate. QUIC's messages are not traced: there the key type says it, UNDEF when
+            # no Certificate came (no sign over TCP: a resumed 1.2 session keeps the peer's
+            # certificate and names its key).
             if kind != 0:
                 return
-            if b"(IN), TLS handshake, Certificate (11)" in text:
-                tls["certificate"] = True
+            if b"(IN), TLS handshake, " in text:
+                tls["traced"] = True
+                tls["certificate"] = tls.get("certificate") or b"Certificate (11)" in text
             elif text.startswith(b"SSL connection using"):
-                tls["resumed"] = not tls.get("certificate")
+                tls["resumed"] = (not tls.get("certificate")) if tls.get("traced") else text.rstrip().endswith(b"UNDEF")
                 tls["said"] = text.decode("latin-1").removeprefix("SSL connection using").strip()
 
         c.setopt(pycurl.URL, o["url"])

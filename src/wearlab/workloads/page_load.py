@@ -312,7 +312,8 @@ class PageLoad(Workload):
                doc="conditional requests (If-None-Match: a stale object's ETag) answered 304 Not Modified, no body"),
         Metric("resumed_handshakes", "count", better="none",
                doc="https with resumption on: connections whose TLS handshake (TCP or QUIC) carried no "
-                   "Certificate, in libcurl's own words (its trace of the handshake's messages); 0 with resumption off"),
+                   "Certificate, in libcurl's own words (its trace of the handshake's messages; QUIC's, untraced: the "
+                   "peer certificate's type UNDEF); 0 with resumption off"),
         Metric("full_handshakes", "count", better="lower",
                doc="https: connections opened with a full TLS handshake (libcurl's count: opened minus resumed)"),
         Metric("early_data_connections", "count", better="none",
