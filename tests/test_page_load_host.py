@@ -76,6 +76,15 @@ def test_tls_versions_are_cells_and_every_server_accepts_each(tmp_path):
     served = [n for n in plan["needs"] if n["need"] == "pagecontent"]
     assert sorted(n["node"] for n in served) == ["cdn", "www"]
     assert all(n["tls_versions"] == ["1.2", "1.3"] for n in served), served
+    # what Caddy is told: its TLS policy's range (1.3 alone where no cell asks for 1.2, as before)
+    from wearlab.nodes.caddy import caddy_config
+
+    for versions, low, high in ((("1.2", "1.3"), "tls1.2", "tls1.3"), (("1.3",), "tls1.3", "tls1.3"),
+                                (("1.2",), "tls1.2", "tls1.2")):
+        conf = caddy_config(tmp_path, [], tmp_path / "c.pem", tmp_path / "k.pem", http_listen=[":80"],
+                            https_listen=":443", seed=1, tls_versions=versions)
+        policy, = conf["apps"]["http"]["servers"]["tls"]["tls_connection_policies"]
+        assert (policy["protocol_min"], policy["protocol_max"]) == (low, high), versions
 
 
 def test_one_object_with_two_server_times_on_one_server_exits_2(tmp_path):
