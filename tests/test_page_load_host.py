@@ -61,6 +61,32 @@ def test_a_good_experiment_plans_one_cell_per_version(tmp_path):
     assert all(c["page"] == str(tmp_path / "two.yaml") and c["protocol"] == "https" for c in cells)
 
 
+def test_tls_versions_are_cells_and_every_server_accepts_each(tmp_path):
+    """tls_version varies per cell (https only: plain cells have none and collapse), the client
+    pins each cell's; the servers run once for the experiment and accept from the lowest to the
+    highest version any cell pins."""
+    (tmp_path / "two.yaml").write_text(PAGE)
+    exp = experiment(tmp_path, "{kind: page-load, client: watch, page: two.yaml, http_version: 1.1}",
+                     "matrix:\n  protocol: [http, https]\n  tls_version: [1.2, 1.3]\n")
+    res = wearlab("plan", str(exp), "--json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert [(c["values"]["protocol"], c["values"]["tls_version"]) for c in plan["cells"]] == [
+        ("http", ""), ("https", "1.2"), ("https", "1.3")]
+    served = [n for n in plan["needs"] if n["need"] == "pagecontent"]
+    assert sorted(n["node"] for n in served) == ["cdn", "www"]
+    assert all(n["tls_versions"] == ["1.2", "1.3"] for n in served), served
+    # what Caddy is told: its TLS policy's range (1.3 alone where no cell asks for 1.2, as before)
+    from wearlab.nodes.caddy import caddy_config
+
+    for versions, low, high in ((("1.2", "1.3"), "tls1.2", "tls1.3"), (("1.3",), "tls1.3", "tls1.3"),
+                                (("1.2",), "tls1.2", "tls1.2")):
+        conf = caddy_config(tmp_path, [], tmp_path / "c.pem", tmp_path / "k.pem", http_listen=[":80"],
+                            https_listen=":443", seed=1, tls_versions=versions)
+        policy, = conf["apps"]["http"]["servers"]["tls"]["tls_connection_policies"]
+        assert (policy["protocol_min"], policy["protocol_max"]) == (low, high), versions
+
+
 def test_one_object_with_two_server_times_on_one_server_exits_2(tmp_path):
     """A server holds an object's first byte for one server time: two pages that give the same
     host and path different ones cannot share a server, and the error names both times."""
@@ -141,6 +167,15 @@ def test_a_bad_page_exits_2_at_its_file_and_line(tmp_path, page, line, field, wo
      "workload.protocol", "cannot exist"),
     ("{kind: page-load, client: watch, page: two.yaml, protocol: tls}", "", 0, "workload.protocol",
      "http, https, tcpcrypt"),
+    # HTTP/3 is QUIC, which carries TLS 1.3 only: refused wherever the clash is written
+    ("{kind: page-load, client: watch, page: two.yaml, tls_version: 1.2}", "matrix:\n  http_version: [1.1, 3]\n",
+     2, "matrix.http_version[1]", "TLS 1.3 only"),
+    ("{kind: page-load, client: watch, page: two.yaml, http_version: 3}", "matrix:\n  tls_version: [1.3, 1.2]\n",
+     2, "matrix.tls_version[1]", "TLS 1.3 only"),
+    ("{kind: page-load, client: watch, page: two.yaml, http_version: 3, tls_version: 1.2}", "", 0,
+     "workload.tls_version", "cannot exist"),
+    ("{kind: page-load, client: watch, page: two.yaml, tls_version: 1.1}", "", 0, "workload.tls_version",
+     "not one of: 1.2, 1.3"),
     ("{kind: page-load, client: watch, page: two.yaml, http_version: 1.0}", "", 0, "workload.http_version",
      "not one of: 1.1, 2, 3"),
     ("{kind: page-load, client: watch, page: two.yaml, connections_per_origin: 0}", "", 0,
@@ -212,7 +247,8 @@ def caddy_on_loopback(tmp_path_factory):
     http, https, app = free_port(), free_port(), free_port()
     (tmp_path / "caddy.json").write_text(json.dumps(caddy_config(
         tmp_path, content, certs["ecdsa-p256"].cert, certs["ecdsa-p256"].key,
-        http_listen=[f"127.0.0.1:{http}"], https_listen=f"127.0.0.1:{https}", seed=1, app=f"127.0.0.1:{app}")))
+        http_listen=[f"127.0.0.1:{http}"], https_listen=f"127.0.0.1:{https}", seed=1, app=f"127.0.0.1:{app}",
+        tls_versions=("1.2", "1.3"))))   # both, as for an experiment whose cells pin each: the client pins one
     log = (tmp_path / "caddy.out").open("w")
     stand_in = subprocess.Popen([sys.executable, "-m", "wearlab.nodes.origin_app", "--listen", f"127.0.0.1:{app}"],
                                 stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
@@ -380,6 +416,44 @@ def test_resumed_connections_skip_the_certificate_work_and_the_device_pays_for_t
     assert t_on < t_off
 
 
+def test_tls12_with_libcurl_against_caddy_never_resumes(caddy_on_loopback, tmp_path):
+    """Issue 23's resumption check over TLS 1.2 (the seeds' version), the staircase of 6 HTTP/1.1
+    connections to one origin: a TLS 1.2 resumption would be the abbreviated handshake (RFC 5246
+    7.3, RFC 5077 3.1: no key exchange, no certificate), but libcurl never offers a TLS 1.2 ticket
+    (it sets SSL_OP_NO_TICKET: no SessionTicket extension in its ClientHello) and resumes 1.2 by
+    session ID only, which Go's crypto/tls server never issues. So resumption on or off, every
+    connection is a full handshake with resumption on - as OpenSSL itself says (SSL_session_reused,
+    devicecpu's count) and libcurl (a Certificate received on every connection).
+
+    What each full handshake costs lg-g-watch-r, by hand from its figures (builtin.yaml via
+    sony-smartwatch-3 x 1.0 via seed 002's computer x 0.8085): ECDHE-ECDSA with the ECDSA P-256
+    chain, F = platform 110.383 ms + keygen:x25519 3.753 + derive:x25519 3.753 + verify:p256 6.061
+    (the ServerKeyExchange's signature) + x509-chain 2 x 6.061 (leaf and intermediate) =
+    136.07 ms; transcript hashes, the PRF and Finished add tens of microseconds. Six: 816.4 ms,
+    at most 822.5 with up to 1 ms more per handshake of such small work."""
+    from wearlab.measure.curl import CLASSIC_GROUPS
+    from wearlab.model.devices import builtin_devices
+    from wearlab.nodes.devicecpu import PHASES, DeviceProcess, RunCounters
+
+    _, https, ca = caddy_on_loopback
+    proc = DeviceProcess(builtin_devices()["lg-g-watch-r"], tmp_path, "stairs12")
+    counters = RunCounters(proc)
+    objs = agent({"objects": stairs_objects(https), "http_version": "1.1", "protocol": "https", "tls_version": "1.2",
+                  "cacert": str(ca), "resolve": [f"stairs.test:{https}:127.0.0.1"], "timeout_s": 30,
+                  # the workload's groups: X25519 first; in TLS 1.2 the list names the curves the client
+                  # accepts for the server's ECDSA key too (RFC 8422 5.1), so P-256 too
+                  "groups": CLASSIC_GROUPS, "resumption": True, "connections_per_origin": 6}, env=proc.env())
+    got = counters.delta()
+    # libcurl's words (with the session share): TLS 1.2, ECDHE signed by the ECDSA leaf, and a
+    # Certificate received on each of the 6 connections
+    said = [(o["tls_said"].split(" / ")[:2], o["tls_resumed"]) for o in objs if o["num_connects"]]
+    assert said == [(["TLSv1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"], False)] * 6, said
+    assert "platform:resumed-handshake" not in got and got["platform:handshake"].calls == 6
+    for op in ("keygen:x25519", "derive:x25519", "verify:p256", "x509-chain"):
+        assert got[op].calls == 6, op
+    assert 0.8164 <= got[PHASES[0]].device_s <= 0.8225, got[PHASES[0]]
+
+
 def udp_frame(payload: bytes, sport: int = 40000, dport: int = 443, proto: int = 17) -> bytes:
     """An Ethernet + IPv4 + UDP frame (checksums zero: nothing here checks them)."""
     udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
@@ -423,16 +497,97 @@ def server_hello(extensions: list[tuple[int, bytes]], session_id: bytes = b"\x11
 ])
 def test_a_resumed_tls13_handshake_is_told_by_the_server_hellos_pre_shared_key(extensions, resumed):
     from wearlab.measure.tcp import ConnPacket, ReassembledStream
-    from wearlab.measure.tls_records import PRE_SHARED_KEY, server_hello_extensions
+    from wearlab.measure.tls_records import PRE_SHARED_KEY, server_hello_extensions, tls_resumed
 
     payload = server_hello(extensions)
+    # the ClientHello's legacy_session_id, which a TLS 1.3 server echoes in every ServerHello
+    # (RFC 8446 4.1.3, middlebox compatibility): not a sign of resumption in 1.3
+    up = client_hello12(b"\x11" * 32)
     # the ServerHello split across two segments, as TCP may deliver it
     conn = [ConnPacket(0.0, "up", 74, 1000, 0, 0x02, 0, b""), ConnPacket(0.01, "down", 74, 5000, 1001, 0x12, 0, b""),
+            ConnPacket(0.015, "up", 66 + len(up), 1001, 5001, 0x18, len(up), up),
             ConnPacket(0.02, "down", 86, 5001, 1001, 0x18, 20, payload[:20]),
             ConnPacket(0.03, "down", 66 + len(payload) - 20, 5021, 1001, 0x18, len(payload) - 20, payload[20:])]
     got = server_hello_extensions(ReassembledStream(conn, "down"))
     assert got == tuple(t for t, _ in extensions)
     assert (PRE_SHARED_KEY in got) is resumed
+    assert tls_resumed(ReassembledStream(conn, "up"), ReassembledStream(conn, "down")) is resumed
+
+
+def handshake(msg_type: int, body: bytes) -> bytes:
+    """A handshake message (RFC 5246 7.4): type, 3-byte length, body."""
+    return bytes([msg_type]) + len(body).to_bytes(3, "big") + body
+
+
+def record(content_type: int, fragment: bytes) -> bytes:
+    """A TLS 1.2 record (RFC 5246 6.2.1): type, version 3.3, length, fragment."""
+    return bytes([content_type]) + b"\x03\x03" + struct.pack("!H", len(fragment)) + fragment
+
+
+def client_hello12(session_id: bytes) -> bytes:
+    """A TLS 1.2 ClientHello (RFC 5246 7.4.1.2) offering ECDHE-ECDSA-AES128-GCM-SHA256 and a
+    SessionTicket extension (35, RFC 5077 3.2), with this session ID."""
+    body = (b"\x03\x03" + b"\x44" * 32 + bytes([len(session_id)]) + session_id + b"\x00\x02\xc0\x2b" + b"\x01\x00"
+            + struct.pack("!H", 4) + struct.pack("!HH", 35, 0))
+    return record(22, handshake(1, body))
+
+
+def server_hello12(session_id: bytes) -> bytes:
+    """A TLS 1.2 ServerHello's message (RFC 5246 7.4.1.3) with this session ID, the suite above and
+    an empty SessionTicket extension (RFC 5077 3.2: the server will send a NewSessionTicket)."""
+    return handshake(2, b"\x03\x03" + b"\x22" * 32 + bytes([len(session_id)]) + session_id + b"\xc0\x2b\x00"
+                     + struct.pack("!H", 4) + struct.pack("!HH", 35, 0))
+
+
+CERTIFICATE = handshake(11, b"\x00\x00\x07\x00\x00\x04" + b"\x30\x02\x05\x00")   # one (stand-in) certificate
+TICKET = handshake(4, b"\x00\x00\x1c\x20" + struct.pack("!H", 16) + b"\x55" * 16)      # lifetime hint, ticket
+CCS = record(20, b"\x01")
+SID = b"\x5a" * 32
+
+
+@pytest.mark.parametrize("offered,down,resumed", [
+    # full, no session offered: ServerHello with a new (here empty) ID, then the Certificate
+    (b"", record(22, server_hello12(b""))+ record(22, CERTIFICATE), False),
+    # full, ServerHello and Certificate in one record (a server may coalesce its flight)
+    (b"", record(22, server_hello12(b"") + CERTIFICATE), False),
+    # a ticket offered with a session ID, refused: the server's ID is a new one (RFC 5246 7.4.1.3)
+    (SID, record(22, server_hello12(b"")) + record(22, CERTIFICATE), False),
+    (SID, record(22, server_hello12(b"\x77" * 32)) + record(22, CERTIFICATE), False),
+    # resumed by session ID (RFC 5246 7.3) or by a ticket with a session ID (RFC 5077 3.4): echoed
+    (SID, record(22, server_hello12(SID)) + CCS, True),
+    (SID, record(22, server_hello12(SID)) + record(22, TICKET) + CCS, True),
+    # a ticket offered without a session ID (RFC 5077 3.4 lets the client leave it out): the
+    # abbreviated handshake, a NewSessionTicket or none, then ChangeCipherSpec (RFC 5077 3.1)
+    (b"", record(22, server_hello12(b"")) + record(22, TICKET) + CCS, True),
+    (b"", record(22, server_hello12(b"") + TICKET) + CCS, True),
+    (b"", record(22, server_hello12(b"")) + CCS, True),
+])
+def test_a_resumed_tls12_handshake_is_told_by_its_session_id_or_its_abbreviated_flight(offered, down, resumed):
+    from wearlab.measure.tcp import ConnPacket, ReassembledStream
+    from wearlab.measure.tls_records import server_hello_version, tls_resumed
+
+    up = client_hello12(offered)
+    conn = [ConnPacket(0.0, "up", 74, 1000, 0, 0x02, 0, b""), ConnPacket(0.01, "down", 74, 5000, 1001, 0x12, 0, b""),
+            ConnPacket(0.02, "up", 66 + len(up), 1001, 5001, 0x18, len(up), up),
+            # the server's flight split across two segments, as TCP may deliver it
+            ConnPacket(0.03, "down", 86, 5001, 1001 + len(up), 0x18, 20, down[:20]),
+            ConnPacket(0.04, "down", 66 + len(down) - 20, 5021, 1001 + len(up), 0x18, len(down) - 20, down[20:])]
+    assert server_hello_version(ReassembledStream(conn, "down")) == "1.2"
+    assert tls_resumed(ReassembledStream(conn, "up"), ReassembledStream(conn, "down")) is resumed
+
+
+def test_a_tls12_handshake_whose_flight_after_the_server_hello_was_not_captured_is_unknown():
+    """No session ID offered and the bytes after the ServerHello cut off by the snaplen: nothing
+    says whether it resumed."""
+    from wearlab.measure.tcp import ConnPacket, ReassembledStream
+    from wearlab.measure.tls_records import tls_resumed
+
+    up, down = client_hello12(b""), record(22, server_hello12(b"")) + record(22, CERTIFICATE)
+    cut = len(record(22, server_hello12(b"")))
+    conn = [ConnPacket(0.0, "up", 74, 1000, 0, 0x02, 0, b""), ConnPacket(0.01, "down", 74, 5000, 1001, 0x12, 0, b""),
+            ConnPacket(0.02, "up", 66 + len(up), 1001, 5001, 0x18, len(up), up),
+            ConnPacket(0.03, "down", 66 + len(down), 5001, 1001 + len(up), 0x18, len(down), down[:cut])]
+    assert tls_resumed(ReassembledStream(conn, "up"), ReassembledStream(conn, "down")) is None
 
 
 def test_a_packets_wire_length_comes_from_its_ip_header_not_the_snaplen():

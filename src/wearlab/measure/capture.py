@@ -23,7 +23,7 @@ from wearlab.measure.pcap import PcapReader
 from wearlab.measure.phases import connection_phases
 from wearlab.measure.tcp import (ACK, QUIC_0RTT, SYN, ReassembledStream, connection_packets, decode_tcp, ip_packet,
                                  quic_initial, quic_long_types, udp_payload)
-from wearlab.measure.tls_records import PRE_SHARED_KEY, server_hello_extensions, tcpcrypt_init1_end
+from wearlab.measure.tls_records import tcpcrypt_init1_end, tls_resumed
 
 # QUIC (HTTP/3) is captured on its port only: UDP elsewhere is not the capture's business.
 QUIC_PORT = 443
@@ -185,8 +185,9 @@ class ClientCapture:
                     continue
                 conn = connection_packets(mine, (f["client"], f["client_port"]))
                 f["closed"] = bool(conn) and _closed(conn)
-                exts = server_hello_extensions(ReassembledStream(conn, "down")) if conn else None
-                f["resumed"] = None if exts is None else PRE_SHARED_KEY in exts
+                # TLS 1.3: the ServerHello's pre_shared_key; 1.2: the session ID echoed, or the
+                # abbreviated handshake's ChangeCipherSpec right after the ServerHello
+                f["resumed"] = tls_resumed(ReassembledStream(conn, "up"), ReassembledStream(conn, "down")) if conn else None
                 # tcpcrypt's fresh key exchange: the client's stream opens with Init1 (RFC 8548 4.1)
                 f["tcpcrypt_init1"] = bool(conn) and tcpcrypt_init1_end(ReassembledStream(conn, "up")) is not None
         return sorted(found.values(), key=lambda f: f["opened_s"])

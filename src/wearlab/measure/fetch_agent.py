@@ -22,7 +22,8 @@ import pycurl
 
 from wearlab.measure.agent_loop import serve
 
-_VERSIONS = {
+# CURLOPT_SSLVERSION pinning min and max to one TLS version (the page agent pins with it too)
+SSL_VERSIONS = {
     "1.0": (pycurl.SSLVERSION_TLSv1_0, pycurl.SSLVERSION_MAX_TLSv1_0),
     "1.1": (pycurl.SSLVERSION_TLSv1_1, pycurl.SSLVERSION_MAX_TLSv1_1),
     "1.2": (pycurl.SSLVERSION_TLSv1_2, pycurl.SSLVERSION_MAX_TLSv1_2),
@@ -58,7 +59,7 @@ def request(url: str, *, resolve: str | None = None, connect_to: str | None = No
             c.setopt(pycurl.CAINFO, tls["cacert"])
             c.setopt(pycurl.CAPATH, "")
         if tls["version"]:
-            lo, hi = _VERSIONS[tls["version"]]
+            lo, hi = SSL_VERSIONS[tls["version"]]
             c.setopt(pycurl.SSLVERSION, lo | hi)
         if tls["cipher_list"]:
             c.setopt(pycurl.SSL_CIPHER_LIST, tls["cipher_list"])

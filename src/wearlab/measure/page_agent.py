@@ -38,8 +38,13 @@ How it behaves like a browser (and where it does not):
   `reuse_state`, loads with them. With `early_data` (CURLSSLOPT_EARLYDATA) a resumed connection
   sends its first request as TLS 1.3 early data / QUIC 0-RTT where the ticket allows it;
   CURLINFO_EARLYDATA_SENT_T says how many bytes went early (negative: the server rejected them).
-  Whether a connection resumed is libcurl's own word (its verbose text, only with a share): the
-  peer's certificate type is UNDEF when the handshake carried no Certificate.
+  Whether a connection resumed is libcurl's own word (its verbose text, only with a share): its
+  handshake received no Certificate (over QUIC, whose messages it does not trace: the peer's
+  certificate type is UNDEF).
+- TLS 1.2 (`tls_version`): libcurl never offers a TLS 1.2 session ticket (it sets
+  SSL_OP_NO_TICKET: its ClientHello has no SessionTicket extension) and resumes TLS 1.2 by
+  session ID only, which Caddy's Go TLS never issues (its ServerHello's session_id is empty): so
+  against Caddy every TLS 1.2 connection is a full handshake, resumption on or off.
 
 Protocol: one JSON object per line on stdin (`load`'s keywords), one per line on stdout (its
 result). Times are seconds from the first request's start on this process's monotonic clock.
@@ -54,6 +59,7 @@ from typing import Any
 import pycurl
 
 from wearlab.measure.agent_loop import serve
+from wearlab.measure.fetch_agent import SSL_VERSIONS
 from wearlab.measure.http_cache import FRESH, REVALIDATE, HttpCache
 
 HTTP_VERSIONS = {
@@ -172,11 +178,12 @@ def session(pages: list[list[dict[str, Any]]], *, pool: str = "shared", think_s:
 
 
 def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, connections_per_origin: int = 6,
-         resolve: list[str] = (), cacert: str | None = None, groups: str | None = None,
+         resolve: list[str] = (), cacert: str | None = None, groups: str | None = None, tls_version: str = "1.3",
          compute_factor: float = 1.0, resumption: bool = False, early_data: bool = False, timeout_s: float = 60.0,
          pool: Pool | None = None, state: ClientState | None = None, t0: float | None = None) -> dict[str, Any]:
     """Load one page. `objects`: in page order, each {url, origin, parent (index or None),
-    compute_s}; the first is the root. `groups`: the TLS key-share groups offered;
+    compute_s}; the first is the root. `groups`: the TLS key-share groups offered; `tls_version`:
+    the one TLS version offered (1.2 or 1.3; HTTP/3 is QUIC, always 1.3);
     `compute_factor`: the device's slowness on compute; `resumption`: keep TLS sessions across
     the load's connections; `early_data`: send a resumed connection's first request early
     (TLS 1.3 early data, QUIC 0-RTT) where the ticket allows; `pool`: a session's connections
@@ -216,7 +223,8 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
             results[i] = {"start_s": t, "ttfb_s": t, "end_s": t, "curl_total_s": 0.0, "bytes": entry.size,
                           "received": 0, "http_code": 200, "source": "cache", "http_version": None, "conn_id": -1,
                           "local_ip": "", "local_port": 0, "num_connects": 0, "connect_s": 0.0, "appconnect_s": 0.0,
-                          "pretransfer_s": 0.0, "earlydata_sent": 0, "tls_resumed": None, "errno": 0, "errormsg": ""}
+                          "pretransfer_s": 0.0, "earlydata_sent": 0, "tls_resumed": None, "tls_said": None,
+                          "errno": 0, "errormsg": ""}
             for k in children.get(i, []):
                 ready.append((t + float(o.get("compute_s") or 0.0) * compute_factor, k))
             return
@@ -237,10 +245,21 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
                 headers[name.strip().lower()] = value.strip()
 
         def said(kind: int, text: bytes, tls=tls) -> None:
-            # libcurl's words on its TLS handshake (CURLINFO_TEXT): "SSL connection using TLSv1.3 /
-            # cipher / group / the peer certificate's key type", UNDEF when no Certificate came
-            if kind == 0 and text.startswith(b"SSL connection using"):
-                tls["resumed"] = text.rstrip().endswith(b"UNDEF")
+            # libcurl's words on its TLS handshake (CURLINFO_TEXT): over TCP each handshake message
+            # as it comes ("TLSv1.2 (IN), TLS handshake, Certificate (11):"), then "SSL connection
+            # using TLSv1.3 / cipher / group / the peer certificate's key type". A resumed handshake
+            # (TLS 1.3's with a ticket; TLS 1.2's abbreviated one, RFC 5246 7.3) receives no
+            # Certificate. QUIC's messages are not traced: there the key type says it, UNDEF when
+            # no Certificate came (no sign over TCP: a resumed 1.2 session keeps the peer's
+            # certificate and names its key).
+            if kind != 0:
+                return
+            if b"(IN), TLS handshake, " in text:
+                tls["traced"] = True
+                tls["certificate"] = tls.get("certificate") or b"Certificate (11)" in text
+            elif text.startswith(b"SSL connection using"):
+                tls["resumed"] = (not tls.get("certificate")) if tls.get("traced") else text.rstrip().endswith(b"UNDEF")
+                tls["said"] = text.decode("latin-1").removeprefix("SSL connection using").strip()
 
         c.setopt(pycurl.URL, o["url"])
         c.setopt(pycurl.WRITEFUNCTION, sink)
@@ -263,7 +282,8 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
                     c.setopt(pycurl.SSL_OPTIONS, pycurl.SSLOPT_EARLYDATA)
             else:
                 c.setopt(pycurl.SSL_SESSIONID_CACHE, 0)   # no resumption: every connection a full handshake
-            c.setopt(pycurl.SSLVERSION, pycurl.SSLVERSION_TLSv1_3 | pycurl.SSLVERSION_MAX_TLSv1_3)
+            lowest, highest = SSL_VERSIONS[tls_version]
+            c.setopt(pycurl.SSLVERSION, lowest | highest)
             if groups:
                 c.setopt(pycurl.SSL_EC_CURVES, groups)
             if cacert:
@@ -288,6 +308,7 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
                  connect_s=c.getinfo(pycurl.CONNECT_TIME), appconnect_s=c.getinfo(pycurl.APPCONNECT_TIME),
                  pretransfer_s=c.getinfo(pycurl.PRETRANSFER_TIME),
                  earlydata_sent=c.getinfo(pycurl.EARLYDATA_SENT_T), tls_resumed=c.tls.get("resumed"),
+                 tls_said=c.tls.get("said"),
                  errno=errno, errormsg=errmsg)
         revalidated = r["source"] == "revalidated" and r["http_code"] == 304
         if r["source"] == "revalidated" and r["http_code"] == 200:

@@ -16,6 +16,7 @@ Which record or byte starts which phase is the phase rules' (``measure.phases``)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from wearlab.measure.tcp import ConnPacket, ReassembledStream
 
@@ -46,9 +47,18 @@ def walk_tls_records(stream: ReassembledStream) -> tuple[list[tuple[int, int]], 
     return records, None
 
 
-def _server_hello(down: ReassembledStream) -> tuple[int, list[tuple[int, int, bytes]]] | None:
-    """The server's ServerHello: its legacy version and its extensions (type, declared length,
-    the bytes captured of its data), or None if it was not captured or is not a ServerHello."""
+class _Hello(NamedTuple):
+    """A ServerHello's fields that say what was negotiated and whether it resumed."""
+
+    version: int                                  # legacy_version (supported_versions overrides it)
+    session_id: bytes
+    extensions: list[tuple[int, int, bytes]]      # (type, declared length, the bytes captured of its data)
+    end: int                                      # stream offset right after the ServerHello message
+
+
+def _server_hello(down: ReassembledStream) -> _Hello | None:
+    """The server's ServerHello (RFC 5246 7.4.1.3, RFC 8446 4.1.3), or None if it was not captured
+    or is not a ServerHello."""
     h = down.read(0, 9)
     if h is None or h[0] != 22 or h[1] != 3 or h[5] != 2:  # handshake record, ServerHello
         return None
@@ -58,6 +68,7 @@ def _server_hello(down: ReassembledStream) -> tuple[int, list[tuple[int, int, by
     if body is None or len(body) < 38:
         return None
     version = int.from_bytes(body[0:2], "big")
+    session_id = body[35:35 + body[34]]
     p = 35 + body[34] + 3   # version(2) random(32) session_id_len(1) session_id, cipher suite(2), compression(1)
     extensions: list[tuple[int, int, bytes]] = []
     if len(body) >= p + 2:
@@ -67,7 +78,17 @@ def _server_hello(down: ReassembledStream) -> tuple[int, list[tuple[int, int, by
             elen = int.from_bytes(body[p + 2:p + 4], "big")
             extensions.append((int.from_bytes(body[p:p + 2], "big"), elen, body[p + 4:min(p + 4 + elen, end)]))
             p += 4 + elen
-    return version, extensions
+    return _Hello(version, session_id, extensions, 9 + msg_len)
+
+
+def _client_hello_session_id(up: ReassembledStream) -> bytes | None:
+    """The legacy_session_id of the client's ClientHello (RFC 5246 7.4.1.2): version(2),
+    random(32), then its length and bytes; None if not captured or not a ClientHello."""
+    h = up.read(0, 44)
+    if h is None or h[0] != 22 or h[1] != 3 or h[5] != 1:  # handshake record, ClientHello
+        return None
+    sid = up.read(44, h[43]) if h[43] else b""
+    return sid
 
 
 def server_hello_version(down: ReassembledStream) -> str | None:
@@ -75,8 +96,8 @@ def server_hello_version(down: ReassembledStream) -> str | None:
     hello = _server_hello(down)
     if hello is None:
         return None
-    version, extensions = hello
-    for etype, elen, data in extensions:
+    version = hello.version
+    for etype, elen, data in hello.extensions:
         if etype == 43 and elen == 2 and len(data) == 2:  # supported_versions
             version = int.from_bytes(data, "big")
             break
@@ -93,7 +114,61 @@ def server_hello_extensions(down: ReassembledStream) -> tuple[int, ...] | None:
     accepted one of the client's tickets (RFC 8446 4.2.11); the Certificate that a full handshake
     sends is encrypted."""
     hello = _server_hello(down)
-    return None if hello is None else tuple(etype for etype, _, _ in hello[1])
+    return None if hello is None else tuple(etype for etype, _, _ in hello.extensions)
+
+
+# What follows a TLS 1.2 ServerHello: in a full handshake the server's Certificate,
+# ServerKeyExchange, CertificateRequest or ServerHelloDone (RFC 5246 7.3, 7.4); in an abbreviated
+# one (a session resumed by its ID, RFC 5246 7.3, or by a ticket, RFC 5077 3.1) its
+# ChangeCipherSpec, after a NewSessionTicket where it issues a new ticket.
+_FULL_FLIGHT = (11, 12, 13, 14)
+_NEW_SESSION_TICKET = 4
+_CHANGE_CIPHER_SPEC = 20
+
+
+def _after_server_hello(down: ReassembledStream, hello: _Hello) -> bool | None:
+    """TLS 1.2: True if the server's ChangeCipherSpec comes before any message of a full
+    handshake's flight, False if such a message comes first, None if neither was captured."""
+    o = hello.end                       # in the ServerHello's record, further messages may follow it
+    rec_end = 5 + int.from_bytes(down.read(3, 2) or b"\0\0", "big")
+    typ = 22
+    while True:
+        while typ == 22 and o + 4 <= rec_end:
+            head = down.read(o, 4)
+            if head is None:
+                return None
+            if head[0] in _FULL_FLIGHT:
+                return False
+            if head[0] != _NEW_SESSION_TICKET:
+                return None
+            o += 4 + int.from_bytes(head[1:4], "big")
+        h = down.read(rec_end, 5)
+        if h is None:
+            return None
+        # a message longer than its record goes on in the next one, after that record's header
+        typ, o, rec_end = h[0], max(o, rec_end) + 5, rec_end + 5 + int.from_bytes(h[3:5], "big")
+        if typ == _CHANGE_CIPHER_SPEC:
+            return True
+        if typ != 22:
+            return None
+
+
+def tls_resumed(up: ReassembledStream, down: ReassembledStream) -> bool | None:
+    """Whether a TLS connection's handshake resumed a session, from what is in clear; None if
+    what says it was not captured. TLS 1.3: the ServerHello carries pre_shared_key (RFC 8446
+    4.2.11; server_hello_extensions). TLS 1.2 and before: a server that resumes echoes the client's
+    non-empty session ID (RFC 5246 7.4.1.3; with a ticket, RFC 5077 3.4), any other is a new
+    session; where the client sent none, the abbreviated handshake is told by its ChangeCipherSpec
+    following the ServerHello with no Certificate, key exchange or ServerHelloDone between."""
+    hello = _server_hello(down)
+    if hello is None:
+        return None
+    if server_hello_version(down) == "1.3":
+        return PRE_SHARED_KEY in (etype for etype, _, _ in hello.extensions)
+    offered = _client_hello_session_id(up)
+    if offered:
+        return hello.session_id == offered
+    return _after_server_hello(down, hello)
 
 
 def detect_tls_version(packets: Sequence[ConnPacket]) -> str | None:

@@ -47,6 +47,8 @@ class PageContent(Need):
     # (host, path, size, content type[, server time in s[, cache control]]): `served` fills in
     # what is left out (0 s, no-store, what servers sent before either existed).
     objects: tuple[tuple, ...] = ()
+    # the TLS versions its https cells pin, in order: it accepts the lowest to the highest
+    tls_versions: tuple[str, ...] = ("1.3",)
 
     @property
     def served(self) -> tuple[tuple[str, str, int, str, float, str], ...]:

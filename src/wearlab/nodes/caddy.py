@@ -1,6 +1,9 @@
 """The `caddy` kind: Caddy (Debian's 2.6) serving a page's objects - generated bodies of each
 object's size at its path, per origin host, from memory - over HTTP/1.1 and h2c on port 80 and
-over HTTP/1.1, HTTP/2 and HTTP/3 (QUIC, UDP) with TLS 1.3 on port 443. The same plain server
+over HTTP/1.1, HTTP/2 and HTTP/3 (QUIC, UDP) with TLS on port 443: 1.3, or 1.2 and 1.3, or 1.2
+(over TCP; QUIC is always 1.3), from the lowest to the highest version the experiment's cells pin
+(its PageContent needs say which) - one server for the whole experiment, each cell's client
+pinning its own. The same plain server
 listens on 8080 too, the port the node's tcpcryptd intercepts when a workload asks for tcpcrypt
 (nodes/tcpcrypt.py; as nginx: Caddy itself is unchanged, the daemon encrypts beside it).
 
@@ -29,10 +32,12 @@ that may be stored carries an ETag (its body's seed and size: the same body, the
 request with that tag in If-None-Match is answered 304 Not Modified without the body (RFC 9110
 13.1.2, 15.4.5: the 304 repeats ETag and Cache-Control) - a route matching the header ahead of
 the object's own, as Caddy's file server would do from a file's modification time (these bodies
-are in memory). No Last-Modified (no file, no time worth replaying). No compression. TLS 1.3 session
-tickets are on (Go's crypto/tls sends one NewSessionTicket with its first flight when it asks
-for no client certificate), so a client that keeps its sessions can resume; libcurl without a
-session cache (http-get, page-load with resumption off) never offers one.
+are in memory). No Last-Modified (no file, no time worth replaying). No compression. Session
+tickets are on - TLS 1.3's (Go's crypto/tls sends one NewSessionTicket with its first flight
+when it asks for no client certificate) and TLS 1.2's (RFC 5077: one in each full handshake) -,
+so a client that keeps its sessions can resume; libcurl without a session cache (http-get,
+page-load with resumption off) never offers one. TLS 1.2 with Caddy's default suites: ECDHE
+only, signed with the node's certificate (ECDHE-RSA or ECDHE-ECDSA, AES-GCM or ChaCha20).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from wearlab.model import ports
 from wearlab.model.needs import PageContent, Service
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.roles import Role
+from wearlab.model.tls import TLS_VERSIONS as ALL_TLS_VERSIONS
 from wearlab.nodes.certs import make_pki
 from wearlab.nodes.node_kind import NodeKind
 from wearlab.nodes.origin_app import SERVER_TIME_HEADER
@@ -66,6 +72,8 @@ APP_PORT = ports.ORIGIN_APP   # the application stand-in for objects with a serv
 # anti-amplification limit (3 x the client's 1200-byte Initial, RFC 9000 8.1); ECDSA's (~1.4 KB)
 # stays far below it.
 CHAINS = ("rsa2048", "ecdsa-p256")
+# The TLS versions Caddy 2.6 serves (its protocol_min/protocol_max take tls1.2 and tls1.3 only).
+TLS_VERSIONS = tuple(v for v in ALL_TLS_VERSIONS if v in ("1.2", "1.3"))
 
 
 # Bodies are text of 64 symbols, seeded: nothing on the path compresses (no `encode` handler, TLS
@@ -85,7 +93,8 @@ def etag(seed: int, size: int) -> str:
 
 
 def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, http_listen: list[str],
-                 https_listen: str, seed: int, app: str = f"127.0.0.1:{APP_PORT}") -> dict[str, Any]:
+                 https_listen: str, seed: int, app: str = f"127.0.0.1:{APP_PORT}",
+                 tls_versions: tuple[str, ...] = ("1.3",)) -> dict[str, Any]:
     """Caddy's JSON configuration: one route per (host, path) answering its body from memory
     (`static_response`, with its Content-Length): no file system calls on a response's path. An
     object with a server time goes first to the origin's application (nodes.origin_app, at `app`),
@@ -93,7 +102,8 @@ def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, 
     without one never leaves the static route. An object that may be stored gets an ETag, and a
     route before its own that answers a request carrying that tag in If-None-Match with 304 and no
     body at once, not after the server time (ASSUMPTION: an origin that tags its responses checks the
-    tag before it renders)."""
+    tag before it renders). TLS: the lowest to the highest of `tls_versions`; TLS 1.2 with Caddy's
+    default suites (ECDHE only, signed with the node's certificate) and session tickets."""
     routes = []
     for host, path, size, ctype, server_s, cache in _objects(content):
         bare, _, query = path.partition("?")
@@ -120,8 +130,9 @@ def caddy_config(d: Path, content: list[PageContent], cert: Path, key: Path, *, 
                           "automatic_https": {"disable": True}},
                 "tls": {"listen": [https_listen], "protocols": ["h1", "h2", "h3"], "routes": routes,
                         "automatic_https": {"disable": True},
-                        "tls_connection_policies": [{"protocol_min": "tls1.3", "certificate_selection":
-                                                     {"any_tag": ["wearlab"]}}]},
+                        "tls_connection_policies": [{"protocol_min": f"tls{min(tls_versions)}",
+                                                     "protocol_max": f"tls{max(tls_versions)}",
+                                                     "certificate_selection": {"any_tag": ["wearlab"]}}]},
             }},
             "tls": {"certificates": {"load_files": [{"certificate": str(cert), "key": str(key), "tags": ["wearlab"]}]},
                     # Tickets on, as a real site's server: a client that keeps sessions (page-load's
@@ -152,7 +163,7 @@ def caddy_env(d: Path) -> dict[str, str]:
 
 class Caddy(NodeKind):
     name = "caddy"
-    doc = ("Caddy: a page's objects over HTTP/1.1 and h2c (80) and HTTP/1.1, /2, /3 with TLS 1.3 (443, "
+    doc = ("Caddy: a page's objects over HTTP/1.1 and h2c (80) and HTTP/1.1, /2, /3 with TLS 1.3 or 1.2 (443, "
            "QUIC on UDP 443), a certificate per node for the origins it serves; Cache-Control and ETag as the "
            "page says, 304 to a matching If-None-Match")
     roles = frozenset({Role.SERVER})
@@ -188,7 +199,9 @@ class Caddy(NodeKind):
         conf = d / "caddy.json"
         conf.write_text(json.dumps(caddy_config(d, content, certs[chain].cert, certs[chain].key,
                                                 http_listen=[f":{HTTP_PORT}", f":{TCPCRYPT_PORT}"], https_listen=f":{HTTPS_PORT}",
-                                                seed=self.seed)))
+                                                seed=self.seed,
+                                                tls_versions=tuple(sorted({v for n in content for v in n.tls_versions}))
+                                                or ("1.3",))))
         self.log = (d / "caddy.out").open("w")
         self.proc = self.net.popen(self.node, ["caddy", "run", "--config", str(conf)], env=caddy_env(d),
                                    stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)

@@ -23,7 +23,7 @@ from wearlab.model.features import KernelFeature
 from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
-from wearlab.model.tls import TLS13_SUITES, TLS_VERSIONS
+from wearlab.model.tls import TLS13_SUITES, tls_version
 from wearlab.model.quantities import format_size
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.certs import CERT_KINDS, leaf_key
@@ -35,20 +35,7 @@ from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metric
 from wearlab.workloads.paths import PATH, check_nodes
 
 
-def _tls_version(value: Any) -> str:
-    # YAML reads `1.2` as a float and `1.0` as 1.0; both mean the obvious version.
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        text = f"{float(value):.1f}"
-        if text in TLS_VERSIONS and float(text) == float(value):
-            return text
-    elif isinstance(value, str):
-        text = value.strip()
-        if text in TLS_VERSIONS:
-            return text
-        bare = text.lower().removeprefix("tlsv").removeprefix("tls").strip(" v_-")
-        if bare in TLS_VERSIONS:
-            raise ValueError(f"write tls_version: '{bare}' (just the number)")
-    raise ValueError(f"tls_version {value!r} is not one of: {', '.join(TLS_VERSIONS)}")
+_tls_version = tls_version()
 
 
 def _cipher(value: Any) -> str:

@@ -25,8 +25,15 @@ device's time and each client handshake its platform cost (full or resumed); eac
 time is the page's (the calibration machine's) x the device's general CPU factor; energy_j is the
 device's energy model over the load's overlapping connection set-ups, handshakes and transfers.
 
+`tls_version` (https): 1.3 (the default) or 1.2, pinned by the client (min = max); the servers, one
+per node for the whole experiment, accept from the lowest to the highest version the cells pin.
+TLS 1.2 is ECDHE signed with the server's certificate. HTTP/3 is QUIC, always 1.3: tls_version
+1.2 with http_version 3 is refused at plan time.
+
 `resumption: on` (https): the load's connections share their TLS sessions (the page agent says how
-and why the first connections to an origin still pay full handshakes).
+and why the first connections to an origin still pay full handshakes). TLS 1.2 never resumes here:
+libcurl offers no TLS 1.2 session ticket (SSL_OP_NO_TICKET) and Caddy's Go TLS issues no session
+IDs, so its abbreviated handshake (no key exchange, no certificate) never happens.
 
 `protocol: tcpcrypt` (HTTP/1.1 and HTTP/2; HTTP/3 is QUIC, not TCP, and refused at plan time):
 plain HTTP to port 8080, encrypted by tcpcryptd at the client and at each origin's server
@@ -48,6 +55,9 @@ applied by the agent's HTTP cache (measure.http_cache).
 
 Not yet (issue 23): TLS resumption for connections opened at once (one ticket each, offered once;
 tcpcrypt's reaches 1/6 of the key-exchange time for a 6-connection HTTP/1.1 origin opened at once);
+TLS's 2/6 at all: a TLS 1.3 resumption still computes the key exchange (psk_dhe_ke), and TLS 1.2's
+abbreviated handshake, which does not, needs a client that offers 1.2 tickets (libcurl does not)
+or a server with a session ID cache (Go has none);
 tcpcrypt through the phone, untested (a splitting relay makes it fall back).
 
 An object's `server_time` (the origin's time before its first byte: an application rendering it)
@@ -79,7 +89,9 @@ from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Need, PageContent, Tcpcrypt
 from wearlab.model.page import HTTP1_CONNECTIONS_PER_ORIGIN, Page, load_page_file
 from wearlab.model.params import Param, ParamSet
+from wearlab.model.tls import tls_version
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
+from wearlab.nodes.caddy import TLS_VERSIONS as SERVED_TLS_VERSIONS
 from wearlab.nodes.devicecpu import DeviceProcess, RunCounters, node_cpu
 from wearlab.nodes.tcpcrypt import RunAccount, encrypted, fallback_reason
 from wearlab.workloads.paths import PATH, check_paths_to
@@ -203,6 +215,10 @@ class PageLoad(Workload):
               "http, https (TLS 1.3, a certificate per server node naming its origins' hosts) or tcpcrypt (plain "
               "HTTP/1.1 or h2c, encrypted by wearlab's tcpcryptd at the client and each server: RFC 8547/8548; "
               "not HTTP/3, which is not TCP)"),
+        Param("tls_version", tls_version(SERVED_TLS_VERSIONS), "1.3",
+              "the TLS version the client pins (min = max): 1.3, or 1.2 (ECDHE with the server's certificate; its "
+              "resumption is RFC 5077's abbreviated handshake, no key exchange and no certificate); HTTP/3 is QUIC, "
+              "always 1.3", applies=lambda c: c.get("protocol") == "https", applies_doc="protocol is https"),
         Param("resumption", _on_off("resumption"), "off", "on: the client keeps its sessions - the load's later "
               "connections to an origin resume the session of an earlier one, and a repeat view's those of its first "
               "view (TLS: session tickets, single-use; tcpcrypt: RFC 8548 3.5's next session secret, per server "
@@ -249,10 +265,14 @@ class PageLoad(Workload):
         Metric("wire_bytes_up", "B", better="none", doc="wire_bytes client -> servers"),
         Metric("wire_bytes_down", "B", better="none", doc="wire_bytes servers -> client"),
         Metric("tls_full_handshakes", "count", better="lower",
-               doc="TLS-over-TCP connections whose ServerHello carries no pre_shared_key (a full handshake; capture)"),
+               doc="TLS-over-TCP connections with a full handshake (capture: TLS 1.3, a ServerHello without "
+                   "pre_shared_key; 1.2, a ServerHello not echoing the client's session ID, or followed by the "
+                   "server's Certificate)"),
         Metric("tls_resumed_handshakes", "count", better="none",
-               doc="TLS-over-TCP connections whose ServerHello accepts a pre-shared key (resumed; capture). "
-                   "QUIC's ServerHello is inside protected Initial packets: see device_resumed_handshakes"),
+               doc="TLS-over-TCP connections that resumed (capture: TLS 1.3, the ServerHello accepts a pre-shared "
+                   "key, RFC 8446 4.2.11; 1.2, it echoes the client's session ID, RFC 5246 7.4.1.3 / RFC 5077 3.4, "
+                   "or ChangeCipherSpec follows it with no Certificate, RFC 5077 3.1). QUIC's ServerHello is inside "
+                   "protected Initial packets: see device_resumed_handshakes"),
         Metric("device_cpu_handshake_s", "s", label="device hs CPU", summarised=True,
                doc="the client's device: its CPU time inside the load's TLS/QUIC handshakes (primitives and the "
                    "platform's cost per handshake), summed over connections (devicecpu)"),
@@ -291,7 +311,8 @@ class PageLoad(Workload):
                doc="conditional requests (If-None-Match: a stale object's ETag) answered 304 Not Modified, no body"),
         Metric("resumed_handshakes", "count", better="none",
                doc="https with resumption on: connections whose TLS handshake (TCP or QUIC) carried no "
-                   "Certificate, in libcurl's own words (the peer certificate's type UNDEF); 0 with resumption off"),
+                   "Certificate, in libcurl's own words (its trace of the handshake's messages; QUIC's, untraced: the "
+                   "peer certificate's type UNDEF); 0 with resumption off"),
         Metric("full_handshakes", "count", better="lower",
                doc="https: connections opened with a full TLS handshake (libcurl's count: opened minus resumed)"),
         Metric("early_data_connections", "count", better="none",
@@ -380,6 +401,13 @@ class PageLoad(Workload):
             problem(at, "HTTP/3 runs over QUIC (UDP), but tcpcrypt encrypts TCP connections (RFC 8548): cells with "
                         "protocol tcpcrypt and http_version 3 cannot exist; use http_version 1.1 or 2 with tcpcrypt, "
                         "or vary protocol in another experiment")
+        tls_versions = matrix.get("tls_version", [fixed.get("tls_version")])
+        if "3" in versions and "1.2" in tls_versions and "https" in protocols:
+            at = (where.get(("http_version", "3")) if "http_version" in matrix
+                  else where.get(("tls_version", "1.2"), ("workload", "tls_version")))
+            problem(at, "HTTP/3 runs over QUIC, which carries TLS 1.3 only (RFC 9001 4.2): cells with tls_version 1.2 "
+                        "and http_version 3 cannot exist; use http_version 1.1 or 2 with TLS 1.2, or vary tls_version "
+                        "in another experiment")
         # Resolve each page to its file (the cell carries the absolute path) and check it.
         served: dict[tuple[str, str, str], tuple[int, str, str, str]] = {}
         values = matrix["page"] if "page" in matrix else ([fixed["page"]] if "page" in fixed else [])
@@ -452,7 +480,11 @@ class PageLoad(Workload):
         for node in per_node:
             for c in cells:
                 _service(plan.kind_of(node, c), c["protocol"])   # ServiceMissing: the plan says which
-        out: list[Need] = [PageContent(node, tuple(sorted(objs))) for node, objs in sorted(per_node.items())]
+        # One server per node for the whole experiment: it accepts every TLS version a cell pins
+        # (from the lowest to the highest), and each cell's client pins its own.
+        tls_versions = tuple(sorted({c["tls_version"] for c in cells if c["protocol"] == "https"})) or ("1.3",)
+        out: list[Need] = [PageContent(node, tuple(sorted(objs)), tls_versions)
+                           for node, objs in sorted(per_node.items())]
         crypt = [c for c in cells if c["protocol"] == "tcpcrypt"]
         if crypt:
             # tcpcryptd at the client (its connections to the port; restarted per load with the
@@ -472,6 +504,8 @@ class PageLoad(Workload):
     @classmethod
     def describe_cell(cls, cell: Mapping[str, Any]) -> str:
         parts = [Path(str(cell["page"])).stem, f"HTTP/{cell['http_version']}", cell["protocol"]]
+        if cell.get("tls_version") not in (None, "", "1.3"):
+            parts.append(f"TLS {cell['tls_version']}")
         if cell.get("http_version") == "1.1" and cell.get("connections_per_origin") not in (None, ""):
             parts.append(f"{cell['connections_per_origin']}/origin")
         if cell.get("resumption") == "on":
@@ -509,6 +543,8 @@ class PageLoad(Workload):
         self.energy = RunEnergy(self.ctx.plan, client, "")
         self.crypt_servers = servers
         facts: dict[str, Any] = {}
+        served = next((n.tls_versions for n in self.ctx.plan.needs if isinstance(n, PageContent)), ("1.3",))
+        tls_served = sorted({min(served), max(served)})
         if any(c["protocol"] == "tcpcrypt" for c in cells):
             facts["tcpcrypt"] = TCPCRYPT_FACTS | {"servers_resume": {s: self.ctx.nodes[s].tcpcrypt.resumption
                                                                       for s in servers if self.ctx.nodes[s].tcpcrypt}}
@@ -523,12 +559,16 @@ class PageLoad(Workload):
                               f"{device.cpu_factor.basis}, {device.cpu_factor.source})" if device else "1 (no device)"),
                 "device": ({**self.device.facts(), "reach": DEVICE_REACH} if self.device else None),
                 "energy": {**self.energy.facts([self.hop]), "phases": ENERGY_PHASES},
-                "tls": f"TLS 1.3 (QUIC's too), key-share groups {CLASSIC_GROUPS} (as http-get: no post-quantum "
-                       "hybrid); resumption off: every connection a full handshake; on: TLS 1.3 session "
+                "tls": f"the cell's tls_version pinned by the client (QUIC: always 1.3), the servers accepting "
+                       f"{' to '.join(tls_served)}; key-share groups {CLASSIC_GROUPS} (as http-get: no "
+                       "post-quantum hybrid); "
+                       "resumption off: every connection a full handshake; on: TLS 1.3 session "
                        "tickets (Caddy sends one per handshake with its first flight) kept in a CURLSH share "
                        "(CURL_LOCK_DATA_SSL_SESSION) for the load and, in a repeat view, from its first view, each "
                        "offered once (psk_dhe_ke: a resumption still computes the (EC)DHE key exchange, RFC 8446 "
-                       "4.2.9)",
+                       "4.2.9); TLS 1.2: ECDHE with the server's certificate, and no resumption at all - libcurl "
+                       "offers no TLS 1.2 ticket (SSL_OP_NO_TICKET) and resumes 1.2 by session ID only, which "
+                       "Caddy's Go TLS never issues",
                 "server_time": SERVER_TIME_FACTS if any(n.server_time for n in self.ctx.plan.needs
                                                         if isinstance(n, PageContent)) else "none: every object 0",
                 "views": VIEW_FACTS,
@@ -566,22 +606,24 @@ class PageLoad(Workload):
         return {**what, "http_version": cell["http_version"], "protocol": scheme,
                 "connections_per_origin": cell.get("connections_per_origin") or HTTP1_CONNECTIONS_PER_ORIGIN,
                 "resolve": sorted(resolve), "cacert": self.cacert if scheme == "https" else None,
-                "groups": CLASSIC_GROUPS, "compute_factor": self.compute_factor,
+                "groups": CLASSIC_GROUPS, "tls_version": cell.get("tls_version") or "1.3",
+                "compute_factor": self.compute_factor,
                 "resumption": scheme == "https" and cell.get("resumption") == "on",
                 "early_data": scheme == "https" and cell.get("resumption") == "on" and cell.get("early_data") == "on"}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
-        """One unrecorded load per (protocol, HTTP version): the first use of a code path (library
-        initialisation, QUIC's and TLS's first handshakes in a process) is not the link's cost."""
+        """One unrecorded load per (protocol, HTTP version, TLS version): the first use of a code
+        path (library initialisation, QUIC's and TLS's first handshakes in a process) is not the
+        link's cost."""
         seen, failures = set(), []
         for c in cells:
-            key = (c["page"], c["protocol"], c["http_version"])
+            key = (c["page"], c["protocol"], c["http_version"], c.get("tls_version") or "")
             if key in seen:
                 continue
             seen.add(key)
             out = self.agent.load(self.ctx.timeout_s, **self.request(c))
             if out.get("error"):
-                failures.append(f"{dict(zip(('page', 'protocol', 'http_version'), key))}: {out['error']}")
+                failures.append(f"{dict(zip(('page', 'protocol', 'http_version', 'tls_version'), key))}: {out['error']}")
         return {"loads": len(seen), "recorded": False, "failures": failures}
 
     def run(self, cell: dict[str, Any], repetition: int) -> Outcome:
