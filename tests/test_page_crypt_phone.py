@@ -35,6 +35,7 @@ At most 100 ms above it: the guest's endpoints (test_page_load's xfail: plain HT
 from __future__ import annotations
 
 import csv
+import json
 
 import pytest
 
@@ -114,6 +115,10 @@ def test_a_splitting_relay_makes_every_connection_fall_back(loads):
         assert (c["mode"], c["reason"], c["encrypted"]) == ("plain", FALLBACK, "False"), c
     assert int(r["tcpcrypt_init1_connections"]) == 0, r
     assert SPLIT_PLAIN_S <= float(r["page_load_s"]) <= SPLIT_PLAIN_S + GUEST_S, r["page_load_s"]
+    # the metadata says why, per first hop and its kind
+    paths = json.loads((latest / "metadata.json").read_text())["workload_facts"]["tcpcrypt"]["paths"]
+    assert paths["phone (relay)"].startswith(f"splits TCP port {PORT}"), paths
+    assert paths["phone (host)"].startswith(f"routes TCP port {PORT}"), paths
     # the positive control of the capture check below: the fallback's 4 requests are in clear (and
     # its warm-up load's 4, when the capture had started by then)
     assert 4 <= request_lines(latest) <= 8
