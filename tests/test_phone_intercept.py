@@ -11,6 +11,8 @@ import pytest
 from conftest import wearlab
 from wearlab.model.needs import Relay
 from wearlab.model.ports import PROXY_LISTEN_BASE
+from wearlab.catalog import CATALOG
+from wearlab.nodes.node_kind import NodeContext
 from wearlab.nodes.proxies import HaproxyProxy, RelayProxy
 
 BASE = PROXY_LISTEN_BASE
@@ -41,6 +43,26 @@ def test_udp_is_forwarded_natted_or_dropped(udp, rules):
         # each cell group starts from no rules of an earlier group's
         assert "iptables -F FORWARD" in lines and "iptables -t nat -F POSTROUTING" in lines
         assert [l for l in lines if "-A FORWARD" in l or "-A POSTROUTING" in l] == rules
+
+
+def test_a_kind_says_which_ports_it_splits_and_a_proxy_undoes_its_rules_when_it_stops(tmp_path):
+    """What a workload that names no relay meets on its path (page-load's tcpcrypt port): a relay
+    splits exactly its `intercept:` ports, a host none. A proxy kind that stops empties the chains
+    it filled, so a kind after it on the node (`phone.kind: [relay, host]`) meets no REDIRECT to a
+    proxy that is gone (its connections were reset)."""
+    assert RelayProxy.splits({"intercept": (80, 8080)}, 8080) and not RelayProxy.splits({"intercept": (80,)}, 8080)
+    assert not CATALOG.node_kinds["host"].splits({}, 8080)
+
+    class Net:
+        lines: list[str] = []
+
+        def sh(self, node, line):
+            self.lines.append((node, line))
+
+    net = Net()
+    RelayProxy(NodeContext(net, "phone", {"intercept": (8080,)}, tmp_path), []).stop()
+    assert net.lines == [("phone", "iptables -t nat -F PREROUTING && iptables -F FORWARD && "
+                                   "iptables -t nat -F POSTROUTING")]
 
 
 def test_the_phone_topology_plans_with_its_listeners_and_bad_options_exit_2(tmp_path):

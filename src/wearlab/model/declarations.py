@@ -95,6 +95,13 @@ class NodeKindDecl:
         return Relay in cls.ACCEPTS
 
     @classmethod
+    def splits(cls, settings: Mapping[str, Any], port: int) -> bool:
+        """Whether, with these settings, it terminates every TCP connection routed through it to
+        `port` in a proxy of its own, whatever the server (a phone proxy's `intercept:`), rather
+        than routing it: what a workload that asks it to relay nothing meets on its path."""
+        return False
+
+    @classmethod
     def service(cls, protocol: str, **attrs: str) -> Service:
         for s in cls.SERVICES:
             if s.matches(protocol, **attrs):

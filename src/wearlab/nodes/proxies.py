@@ -60,6 +60,8 @@ THROTTLE_QUEUE = 8           # packets: ~0.18 s at BW/2 of a 1.1 Mbit/s BT link
 THROTTLE_PRIO = 10           # the uplinks' ingress redirect into the ifb (capture taps are prio 1)
 
 UDP_MODES = ("forward", "nat", "drop")
+# The chains a proxy kind fills (commands()), emptied before it fills them and when it stops.
+UNDO_INTERCEPTION = ("iptables -t nat -F PREROUTING", "iptables -F FORWARD", "iptables -t nat -F POSTROUTING")
 TCP_MEM_DEFAULTS = {"rmem_max": (4096, 131072), "wmem_max": (4096, 16384)}  # Linux's min, default
 
 BUFFER_OPTIONS = (
@@ -136,6 +138,10 @@ class ProxyKind(NodeKind):
             out[LISTEN_BASE + len(relays) + j] = f"{cls.name} proxy for any server's TCP {port} (transparent)"
         return out
 
+    @classmethod
+    def splits(cls, settings: Mapping[str, Any], port: int) -> bool:
+        return port in (settings.get("intercept") or ())
+
     @property
     def upstreams(self) -> list[Relay]:
         return [n for n in self.needs if isinstance(n, Relay)]
@@ -164,7 +170,7 @@ class ProxyKind(NodeKind):
                     default = top if d == "max" else int(d)
                 lines.append(f"echo '{min(lo, top)} {min(default, top)} {top}' > /proc/sys/net/ipv4/{sysctl}")
         # Transparent interception: (server address, port) -> the proxy's port for that upstream.
-        lines.append("iptables -t nat -F PREROUTING")
+        lines.append(UNDO_INTERCEPTION[0])
         relays = [n for n in needs if isinstance(n, Relay)]
         for i, up in enumerate(relays):
             lines.append(f"iptables -t nat -A PREROUTING -p tcp -d {up.address} --dport {up.port} "
@@ -173,7 +179,7 @@ class ProxyKind(NodeKind):
             lines.append(f"iptables -t nat -A PREROUTING -p tcp --dport {port} "
                          f"-j REDIRECT --to-ports {LISTEN_BASE + len(relays) + j}")
         # The watch's UDP: forwarded packets only (a forwarded packet has no local socket).
-        lines += ["iptables -F FORWARD", "iptables -t nat -F POSTROUTING"]
+        lines += UNDO_INTERCEPTION[1:]
         udp = settings.get("udp") or "forward"
         if udp == "nat":
             lines.append("iptables -t nat -A POSTROUTING -p udp -m owner ! --socket-exists -j MASQUERADE")
@@ -234,6 +240,10 @@ class ProxyKind(NodeKind):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        # Undo the interception (NodeKind.stop): a kind that follows on this node in a later group
+        # (`phone.kind: [relay, host]`) would otherwise find the REDIRECTs to a proxy that is gone,
+        # and its connections to those ports reset.
+        self.net.sh(self.node, " && ".join(UNDO_INTERCEPTION))
 
     def run_started(self, t0_ns: int) -> None:
         self._counters = [RunCounters(d) for d in getattr(self, "device", [])]

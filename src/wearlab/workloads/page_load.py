@@ -44,6 +44,13 @@ connections opened at once each propose their own, ss[1], ss[2], ..., which the 
 accepts 8 ahead: MANY's www pool pays 1/6 of its key-exchange time). Results from
 the daemons' close records (connections, encrypted end to end, fresh or resumed, the device's
 key-exchange time `device_kx_s`) and the capture (Init1 opens a fresh key exchange's stream).
+Through the phone (`path: phone`) what the phone does with the tcpcrypt port decides (metadata
+`tcpcrypt.paths`, from the hop's kind: NodeKindDecl.splits): a relay that splits it (`intercept:`
+with 8080) answers the client's SYN without TCP-ENO, so every connection falls back to plain TCP
+(tcpcrypt_encrypted 0, the reason in series tcpcrypt); with the client node's `tcpcrypt: require`
+(as http-get's cells spell it) its daemon resets them before relaying a byte and the run fails,
+its error naming the daemon's reason and the splitting hop - at run time, as http-get's, so a
+matrix over paths keeps its other cells; a phone that routes the port carries tcpcrypt end to end.
 
 `view: repeat` (WebPageTest's repeat view): the same client loads the page once untimed and again,
 measured, its connections closed in between (an app launched a second time) but its HTTP cache kept
@@ -57,8 +64,7 @@ Not yet (issue 23): TLS resumption for connections opened at once (one ticket ea
 tcpcrypt's reaches 1/6 of the key-exchange time for a 6-connection HTTP/1.1 origin opened at once);
 TLS's 2/6 at all: a TLS 1.3 resumption still computes the key exchange (psk_dhe_ke), and TLS 1.2's
 abbreviated handshake, which does not, needs a client that offers 1.2 tickets (libcurl does not)
-or a server with a session ID cache (Go has none);
-tcpcrypt through the phone, untested (a splitting relay makes it fall back).
+or a server with a session ID cache (Go has none).
 
 An object's `server_time` (the origin's time before its first byte: an application rendering it)
 is the server's: its Caddy proxies the request to an application stand-in on the server's
@@ -547,7 +553,8 @@ class PageLoad(Workload):
         tls_served = sorted({min(served), max(served)})
         if any(c["protocol"] == "tcpcrypt" for c in cells):
             facts["tcpcrypt"] = TCPCRYPT_FACTS | {"servers_resume": {s: self.ctx.nodes[s].tcpcrypt.resumption
-                                                                      for s in servers if self.ctx.nodes[s].tcpcrypt}}
+                                                                      for s in servers if self.ctx.nodes[s].tcpcrypt},
+                                                  "paths": self._tcpcrypt_paths()}
         return facts | {"client": {"kind": "page agent (pycurl multi interface, persistent process, a fresh multi handle "
                                    "and connection pool per load)", "libcurl": self.agent.libcurl},
                 "resolver": "static: each origin's host name -> its server node's address (CURLOPT_RESOLVE); "
@@ -648,7 +655,10 @@ class PageLoad(Workload):
                                for r in account.records(lambda _: False, timeout=0.5).get(self.fields.client, [])
                                if not (r.get("mode") == "tcpcrypt" and r.get("state") == "closed")})
                 if said:
-                    raise RuntimeError(f"{out['error']} (the client's tcpcryptd: {'; '.join(said)})")
+                    hop = self.ctx.nodes[cell["path"]]
+                    split = (f"; {cell['path']} ({hop.name}) splits TCP port {PORTS['tcpcrypt']}: TCP-ENO ends at its "
+                             "proxy" if type(hop).splits(hop.settings, PORTS["tcpcrypt"]) else "")
+                    raise RuntimeError(f"{out['error']} (the client's tcpcryptd: {'; '.join(said)}{split})")
             raise RuntimeError(out["error"])
         got = out["objects"]
         mine = [(n, page, o) for n, page in enumerate(visit.pages) for o in page.objects]
@@ -769,6 +779,18 @@ class PageLoad(Workload):
                                   and sum(len(v) for k, v in rec.items() if k != client) >= n)
         return round(max(o["end_s"] for o in got) - got[0]["start_s"], 6)
 
+    def _tcpcrypt_paths(self) -> dict[str, str]:
+        """Metadata: what each tcpcrypt cell's first hop (its kind, as the cell has it) does with
+        the tcpcrypt port - whether tcpcrypt can run end to end on that path at all."""
+        out = {}
+        for c in self.ctx.plan.cells:
+            if c.values.get("protocol") == "tcpcrypt":
+                hop = c.values["path"]
+                setting = c.nodes[hop]
+                out[f"{hop} ({setting.kind.name})"] = TCPCRYPT_PATH_FACTS[
+                    "splits" if setting.kind.splits(setting.options, PORTS["tcpcrypt"]) else "routes"]
+        return out
+
     def _daemons(self) -> dict[str, Any]:
         nodes = (self.fields.client, *self.crypt_servers)
         missing = [n for n in nodes if self.ctx.nodes[n].tcpcrypt is None]
@@ -842,6 +864,16 @@ TCPCRYPT_FACTS = {
                   "at most one, so one of them resumes and the others pay fresh key exchanges",
     "device": "the client's tcpcryptd pads its cryptography to the device's profile (--device-profile); its "
               "close records give each connection's device time and the key exchange's part (kx_device_ms)",
+}
+TCPCRYPT_PATH_FACTS = {
+    "splits": f"splits TCP port {PORTS['tcpcrypt']} (a phone proxy's intercept:): the client's TCP connection ends at "
+              "the proxy, which answers its SYN without TCP-ENO, so the client's tcpcryptd falls back to plain TCP "
+              "(RFC 8547 4.6; series tcpcrypt: mode plain, reason eno-bpf: SynAckWithoutEno) and the proxy's own "
+              "connection to the server is plain too: tcpcrypt_encrypted 0. With the client node's tcpcrypt: "
+              "require its daemon resets each connection instead, before relaying a byte: the load fails, "
+              "nothing of it in clear",
+    "routes": f"routes TCP port {PORTS['tcpcrypt']}: the client's TCP connection reaches the server whole, so "
+              "TCP-ENO and tcpcrypt run end to end (the same session ID at both daemons)",
 }
 VIEW_FACTS = {
     "first": "the client's first visit: an empty HTTP cache, no TLS sessions, no tcpcrypt secrets",
