@@ -126,3 +126,33 @@ def test_a_device_receives_no_faster_than_its_per_byte_cost(write_yaml):
     http, https = (c.work_s for c in estimate(p, C).cells)
     assert http == pytest.approx(0.020 + plain, abs=1e-6)
     assert https == pytest.approx(0.030 + watch.handshake.seconds() + encrypted, abs=1e-6)
+
+
+POLICIES = """
+name: policies
+topology:
+  nodes: {watch: {role: wearable, device: lg-g-watch-r}, phone: {role: phone, kind: host}, ap: {role: ap},
+          server: {role: server}}
+  links:
+    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 10ms}
+    - {between: [watch, ap], medium: wifi, rate: 10Mbit, delay: 5ms}
+    - {between: [phone, ap], medium: wifi, rate: 100Mbit, delay: 1ms}
+    - {between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}
+repetitions: 1
+workload: {kind: stream, client: watch, server: server, path: phone, direction: down, pattern: bulk, bytes: 1MB}
+matrix: {watch.interface_policy: [bt, wifi, adaptive]}
+"""
+
+
+def test_an_interface_policy_moves_the_transfer_and_a_stream_pays_no_device_per_byte(write_yaml):
+    e = estimate(plan(load_experiment(write_yaml("policies.yaml", POLICIES), CATALOG)), C)
+    bt, wifi, adaptive = (c.work_s for c in e.cells)
+    # 1 MB = 691 frames. BT, the workload's path (watch-phone-ap-server): 1 Mbit/s, RTT 24 ms, a
+    # frame 12.112 ms, the path holds < 10 frames (no slow start): 8.369392 s + 2 RTTs.
+    assert bt == pytest.approx(0.048 + 691 * 0.012112, abs=1e-6)
+    # `wifi`: watch-ap-server, 10 Mbit/s, RTT 12 ms: 0.8369392 s + 2 RTTs - not the watch's ~3.2 s
+    # per-byte cost: a stream's agents charge none (only http-get's and page-load's clients do).
+    assert wifi == pytest.approx(0.024 + 691 * 0.0012112, abs=1e-6)
+    # `adaptive`: 1 MB is more than B (10 KB) on a path it outruns: T1 (0.5 s) on BT, then WiFi's.
+    assert adaptive == pytest.approx(0.5 + wifi, abs=1e-6)
+    assert "adaptive" in e.cells[2].how and "via ap" in e.cells[2].how

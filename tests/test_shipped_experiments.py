@@ -38,7 +38,7 @@ SECONDS_TAKEN = {
     "proxy-check": 30, "seed003-bufferbloat-steady": 30, "seed003-bufferbloat-2mib": 20, "page-load": 60,
     "page-versions": 60,
     "seed004-characterizer": 30, "seed000-exp3-pages": 45, "seed002-usage-session": 20, "seed003-multipath": 41,
-    "seed003-multipath-rtt": 35, "seed003-interface-selection": 43,
+    "seed003-multipath-rtt": 35, "seed003-interface-selection": 43, "seed003-interface-selection-16mb": 13,
 }
 
 
@@ -88,6 +88,9 @@ QUICK: dict[str, list[str]] = {
     # cell's set-up: the apps at 1/256 of the paper's sizes (62.5 KB: 0.5 s over BT; video 0.47 s;
     # camera 0.59 s); the message is one in every tier. An app sets its own duration: no `duration=`.
     "seed003-interface-selection": ["app_scale=1/256"],
+    # 2 cells (WiFi, adaptive) at 62.5 KB: ~0.05 s over WiFi, adaptive's switch (~0.6 s) comes after
+    # it is done, so it stays on BT (~0.5 s); the default tier's 16 MB is ~14 s a run.
+    "seed003-interface-selection-16mb": ["app_scale=1/256"],
 }
 
 

@@ -168,6 +168,9 @@ class WorkloadDecl:
     series: ClassVar[tuple[Series, ...]] = ()
     ratios: ClassVar[tuple[Ratio, ...]] = ()
     headline: ClassVar[tuple[str, ...]] = ()  # metrics a progress line shows (seconds), first present
+    # Its client's agent charges a device's platform cost per byte received (nodes.devicecpu's
+    # per_byte): such a client receives no faster than its device allows (the estimate paces it so).
+    client_pays_per_byte: ClassVar[bool] = False
 
     @classmethod
     def check(cls, fields: BaseModel, fixed: dict[str, Any], matrix: dict[str, list[Any]],

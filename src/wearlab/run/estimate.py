@@ -10,16 +10,20 @@
   - a transfer of `size` (http-get) or `bytes` (a bulk stream): TCP's handshake and, for HTTPS,
     TLS's round trips, then the bytes as TCP sends them - slow start from 10 segments, then the
     path's bottleneck rate, at most what loss lets through (Mathis et al.: MSS/RTT x 1.22/sqrt(p));
-    a client with a device (`device:`) takes its handshake's time too, and receives no faster
-    than its per-byte cost allows (the network fills the socket meanwhile: the slower of the two);
+    a client with a device (`device:`) takes its handshake's time too, and - where the workload's
+    agent charges it (`client_pays_per_byte`: http-get, page-load; a stream's agents do not) -
+    receives no faster than its per-byte cost allows (the network fills the socket meanwhile: the
+    slower of the two);
   - anything else: ELSE_S.
   Never more than the workload's limit (the experiment's `timeout`, after a stream's duration).
 - the path: from the workload's client through the cell's first hop (`path`) to its server, the
   fewest links; its rate is the slowest direction on it, its RTT the sum of both directions' delays.
+  A wearable's `interface_policy` moves the flow to its WiFi neighbour's path (`_policy_path`).
 - SET-UP, RESTARTS and PER-RUN: measured on this machine (CONSTANTS: a 2-vCPU VM, UML guest), and
   printed with every estimate.
 
-What it does not know: a device's other CPU costs, a timeline's link changes, a radio's blackouts.
+What it does not know: a device's other CPU costs, a timeline's link changes, a radio's blackouts,
+a policy's rule other than `wifi`'s and `adaptive`'s.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wearlab.model.choices import Runtime
+from wearlab.model.media import Medium
 from wearlab.plan.plan import CellPlan, RunPlan
 
 MSS = 1448                 # TCP payload of a full frame (timestamps on)
@@ -136,6 +141,7 @@ def work_s(plan: RunPlan, cell: CellPlan) -> tuple[float, str]:
     duration = plan.workload.run_length(values)
     path = find_path(plan, ends.get("client"), values.get("path"), ends.get("server")) \
         if "client" in ends and "server" in ends else None
+    path, before, policy = _policy_path(plan, cell, path, duration)
     if duration is not None:
         limit += duration
         t, how = duration, f"{duration:g} s by design"
@@ -151,7 +157,7 @@ def work_s(plan: RunPlan, cell: CellPlan) -> tuple[float, str]:
         t = rtts * path.rtt_s + transfer_s(size, path)
         how = f"{size:,} B over {_rate(path.rate_bps)}, RTT {path.rtt_s * 1e3:.0f} ms" + \
               (f", loss {path.loss:.1%}" if path.loss else "")
-        device = plan.devices.get(ends["client"])
+        device = plan.devices.get(ends["client"]) if plan.workload.client_pays_per_byte else None
         if device is not None:
             encrypted = values.get("protocol") in ("https", "tcpcrypt")
             per_byte = device.per_byte.get("encrypted" if encrypted else "plain")
@@ -159,9 +165,61 @@ def work_s(plan: RunPlan, cell: CellPlan) -> tuple[float, str]:
             hs = device.handshake.seconds() if values.get("protocol") == "https" else 0.0
             t = rtts * path.rtt_s + hs + max(transfer_s(size, path), cpu)
             how += f", {device.name}'s handshake {hs * 1e3:.0f} ms and {cpu:.2f} s for its bytes"
+    if policy:
+        t += before if duration is None else 0.0     # a duration holds the time before the switch
+        how += f" ({policy})"
     if t > limit:
         return limit, how + f" (capped at the limit, {limit:g} s)"
     return t, how
+
+
+def _policy_path(plan: RunPlan, cell: CellPlan, path: Path | None, duration: float | None
+                 ) -> tuple[Path | None, float, str]:
+    """The path a wearable's `interface_policy` puts the flow on instead of the workload's, the
+    time spent on the first one before it moves, and a note; (path, 0, "") without a policy.
+    `wifi`: the WiFi neighbour's path from the start. `adaptive` (seed 003's rule): a flow that
+    outruns the workload's path (a transfer bigger than B, a bulk or CBR stream faster than the
+    path carries) fills the phone's queue past B and moves to WiFi after T1 - the time to pass B
+    (~60 ms at BT's rate) left out, and what BT carries meanwhile counted on WiFi; any other stays.
+    Another policy: the workload's path (its rule is its own)."""
+    if path is None:
+        return path, 0.0, ""
+    client = path.nodes[0]
+    options = cell.nodes[client].options if client in cell.nodes else {}
+    policy = options.get("interface_policy", "none")
+    if policy not in ("wifi", "adaptive"):
+        return path, 0.0, ""
+    wifi = [end.peer for end in plan.link_ends(client) if end.medium == Medium.WIFI]
+    if len(wifi) != 1:
+        return path, 0.0, ""
+    if policy == "adaptive" and not _outruns(cell, path, duration, float(options.get("policy_backlog") or 0)):
+        return path, 0.0, "adaptive: stays on its path"
+    on_wifi = find_path(plan, client, wifi[0], path.nodes[-1])
+    if on_wifi is None:
+        return path, 0.0, ""
+    if policy == "wifi":
+        return on_wifi, 0.0, f"interface_policy wifi: via {wifi[0]}"
+    t1 = float(options.get("policy_t1") or 0)
+    return on_wifi, t1, f"adaptive: T1 {t1:g} s on the first path, then via {wifi[0]}"
+
+
+def _outruns(cell: CellPlan, path: Path, duration: float | None, backlog: float) -> bool:
+    """Would the flow fill a queue on `path` (past `backlog` bytes, the policy's B)?"""
+    values = cell.values
+    if path.rate_bps is None:
+        return False
+    if duration is None:
+        size = _size(values)
+        return size is not None and size > backlog
+    pattern = values.get("pattern") or values.get("background")
+    if pattern == "bulk":
+        return True
+    if pattern == "cbr":
+        try:
+            return float(values.get("rate") or values.get("background_rate")) > path.rate_bps * MSS / FRAME
+        except (TypeError, ValueError):
+            return False
+    return False
 
 
 def _rate(bps: float | None) -> str:

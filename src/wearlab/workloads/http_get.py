@@ -61,6 +61,7 @@ class HttpGetFields(WorkloadFields):
 
 class HttpGet(Workload):
     name = "http-get"
+    client_pays_per_byte = True
     doc = "one GET of a generated file per run, timed by phase (TCP, TLS, transfer, close)"
     Fields = HttpGetFields
     params = ParamSet((
@@ -186,7 +187,7 @@ class HttpGet(Workload):
         device = self.ctx.plan.device_of(client)
         # On a node with a device the agent computes in the device's time (nodes.devicecpu).
         self.device = DeviceProcess(device, self.ctx.workdir("devicecpu"), f"{client}-fetch-agent",
-                                    node=node_cpu(self.ctx.net.workdir, client, device), per_byte=True,
+                                    node=node_cpu(self.ctx.net.workdir, client, device), per_byte=self.client_pays_per_byte,
                                     node_name=client) if device else None
         self.agent = FetchAgent(self.ctx.net, client, env=self.device.env() if self.device else None)
         self.capture = self.ctx.capture(client)

@@ -207,6 +207,7 @@ def server_of(fields: PageLoadFields, origin: str) -> str:
 
 class PageLoad(Workload):
     name = "page-load"
+    client_pays_per_byte = True
     doc = "a page's objects from several origins, as a browser loads them, over HTTP/1.1, HTTP/2 or HTTP/3"
     Fields = PageLoadFields
     params = ParamSet((
@@ -534,7 +535,7 @@ class PageLoad(Workload):
         device = self.ctx.plan.device_of(client)
         # On a node with a device the agent computes in the device's time (nodes.devicecpu).
         self.device = DeviceProcess(device, self.ctx.workdir("devicecpu"), f"{client}-page-agent",
-                                    node=node_cpu(self.ctx.net.workdir, client, device), per_byte=True,
+                                    node=node_cpu(self.ctx.net.workdir, client, device), per_byte=self.client_pays_per_byte,
                                     node_name=client) if device else None
         self.compute_factor = device.cpu_factor.value if device else 1.0
         self.agent = PageAgent(self.ctx.net, client, env=self.device.env() if self.device else None)
