@@ -43,6 +43,13 @@ def experiment(tmp_path: Path, workload: str, matrix: str = "", topology: str = 
     return tmp_path / "exp.yaml"
 
 
+def planned(exp: Path) -> dict:
+    """`wearlab plan EXP --json`, which must succeed: the plan."""
+    res = wearlab("plan", str(exp), "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
 def errors(res: subprocess.CompletedProcess) -> list[str]:
     assert res.returncode == 2, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
@@ -53,9 +60,7 @@ def test_a_good_experiment_plans_one_cell_per_version(tmp_path):
     (tmp_path / "two.yaml").write_text(PAGE)
     exp = experiment(tmp_path, "{kind: page-load, client: watch, page: two.yaml}",
                      "matrix:\n  http_version: [1.1, 2, 3]\n")
-    res = wearlab("plan", str(exp), "--json")
-    assert res.returncode == 0, res.stderr
-    plan = json.loads(res.stdout)
+    plan = planned(exp)
     cells = [c["values"] for c in plan["cells"]]
     assert [c["http_version"] for c in cells] == ["1.1", "2", "3"]
     assert all(c["page"] == str(tmp_path / "two.yaml") and c["protocol"] == "https" for c in cells)
@@ -68,9 +73,7 @@ def test_tls_versions_are_cells_and_every_server_accepts_each(tmp_path):
     (tmp_path / "two.yaml").write_text(PAGE)
     exp = experiment(tmp_path, "{kind: page-load, client: watch, page: two.yaml, http_version: 1.1}",
                      "matrix:\n  protocol: [http, https]\n  tls_version: [1.2, 1.3]\n")
-    res = wearlab("plan", str(exp), "--json")
-    assert res.returncode == 0, res.stderr
-    plan = json.loads(res.stdout)
+    plan = planned(exp)
     assert [(c["values"]["protocol"], c["values"]["tls_version"]) for c in plan["cells"]] == [
         ("http", ""), ("https", "1.2"), ("https", "1.3")]
     served = [n for n in plan["needs"] if n["need"] == "pagecontent"]
@@ -105,9 +108,7 @@ def test_a_session_file_plans_and_serves_every_page(tmp_path):
                      "matrix:\n  protocol: [http, https]\n",
                      topology=TOPOLOGY.replace("www: {role: server, kind: caddy}", "bouer: {role: server, kind: caddy}")
                      .replace("[ap, www]", "[ap, bouer]"))
-    res = wearlab("plan", str(exp), "--json")
-    assert res.returncode == 0, res.stderr
-    plan = json.loads(res.stdout)
+    plan = planned(exp)
     cells = [c["values"] for c in plan["cells"]]
     assert [c["protocol"] for c in cells] == ["http", "https"]
     assert cells[1]["resumption"] == "on"
@@ -124,9 +125,7 @@ def test_a_tcpcrypt_page_load_plans_daemons_at_the_client_and_every_origins_serv
     (tmp_path / "two.yaml").write_text(PAGE)
     exp = experiment(tmp_path, "{kind: page-load, client: watch, page: two.yaml, protocol: tcpcrypt}",
                      f"matrix:\n  http_version: [1.1, 2]\n  resumption: {resumption}\n")
-    res = wearlab("plan", str(exp), "--json")
-    assert res.returncode == 0, res.stderr
-    plan = json.loads(res.stdout)
+    plan = planned(exp)
     crypt = sorted((n["node"], n["port"], n["side"], n["resume"]) for n in plan["needs"] if n["need"] == "tcpcrypt")
     assert crypt == [("cdn", 8080, "inbound", resume), ("watch", 8080, "outbound", False),
                      ("www", 8080, "inbound", resume)]
