@@ -24,14 +24,14 @@ STAMPS := build/stamps
 NETEM_PROBE := unshare -n sh -c 'ip link set lo up && tc qdisc add dev lo root netem delay 1ms' >/dev/null 2>&1
 NEED_GUEST := $(shell if [ "$(WEARLAB_UML)" = 1 ] || ! $(NETEM_PROBE); then echo yes; fi)
 
-.PHONY: bundle setup guest kernel rootfs tcpcrypt devicecpu experiment test bench compare-proxy clean distclean \
+.PHONY: bundle setup guest kernel rootfs tcpcrypt devicecpu tlstickets experiment test bench compare-proxy clean distclean \
 	images up down experiment-compose test-compose test-experiments reproduce
 
 # A fresh box's time goes to the guest kernel's build (5-6 min on 2 cores): every Debian package
 # comes in one apt transaction first, then the kernel, the guest's root filesystem and the venv
 # are made side by side, the kernel using every core (the other two mostly wait for the network).
 setup: $(STAMPS)/apt
-	@$(MAKE) --no-print-directory -j3 $(STAMPS)/venv $(DEVICECPU) $(if $(NEED_GUEST),guest)
+	@$(MAKE) --no-print-directory -j3 $(STAMPS)/venv $(DEVICECPU) $(TLSTICKETS) $(if $(NEED_GUEST),guest)
 
 # apt waits for another apt's lock (a second checkout's make) and its failure stops make.
 define apt_install
@@ -104,6 +104,16 @@ devicecpu: $(DEVICECPU)
 $(DEVICECPU): src/devicecpu/wearlab_devicecpu.c $(STAMPS)/apt
 	@mkdir -p $(dir $@)
 	gcc -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl -pthread
+
+# The TLS 1.2 ticket hook (src/tlstickets/, why in its comment): an LD_PRELOAD library that lets
+# libcurl offer TLS 1.2 session tickets, as a browser does, for page loads over TLS 1.2 with
+# resumption on. libc alone, like devicecpu.
+TLSTICKETS := build/tlstickets/libwearlab-tls12-tickets.so
+tlstickets: $(TLSTICKETS)
+
+$(TLSTICKETS): src/tlstickets/wearlab_tls12_tickets.c $(STAMPS)/apt
+	@mkdir -p $(dir $@)
+	gcc -O2 -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl
 
 # Only what the experiment needs: tcpcrypt's daemon (minutes of Rust the first time) is built
 # when the experiment uses tcpcrypt (`wearlab plan --builds` says so), by `make test`, or by

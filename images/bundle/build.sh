@@ -65,6 +65,7 @@ install -m 755 "$here/wearlab" "$tmp/wearlab"
 cp -r "$root/src/wearlab" "$tmp/lib/wearlab"
 cp -r "$root/experiments" "$root/topologies" "$tmp/"
 [ ! -d "$root/build/devicecpu" ] || cp -r "$root/build/devicecpu" "$tmp/build/"
+[ ! -d "$root/build/tlstickets" ] || cp -r "$root/build/tlstickets" "$tmp/build/"
 if [ -x "$root/tcpcrypt/target/release/tcpcryptd" ]; then
   mkdir -p "$tmp/tcpcrypt/target/release"
   cp "$root/tcpcrypt/target/release/tcpcryptd" "$tmp/tcpcrypt/target/release/"

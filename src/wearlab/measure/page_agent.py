@@ -41,10 +41,15 @@ How it behaves like a browser (and where it does not):
   Whether a connection resumed is libcurl's own word (its verbose text, only with a share): its
   handshake received no Certificate (over QUIC, whose messages it does not trace: the peer's
   certificate type is UNDEF).
-- TLS 1.2 (`tls_version`): libcurl never offers a TLS 1.2 session ticket (it sets
+- TLS 1.2 (`tls_version`): libcurl on its own never offers a TLS 1.2 session ticket (it sets
   SSL_OP_NO_TICKET: its ClientHello has no SessionTicket extension) and resumes TLS 1.2 by
-  session ID only, which Caddy's Go TLS never issues (its ServerHello's session_id is empty): so
-  against Caddy every TLS 1.2 connection is a full handshake, resumption on or off.
+  session ID only, which Caddy's Go TLS never issues (its ServerHello's session_id is empty):
+  against Caddy every such connection is a full handshake. With `tls12_tickets` (the workload asks
+  for it with resumption on) the agent, started with wearlab's ticket hook preloaded
+  (measure.tls_tickets), lets libcurl offer tickets for that load, as a browser's TLS 1.2 does: a
+  connection opened after an origin's first full handshake resumes its session in the abbreviated
+  handshake (RFC 5246 7.3), and a 1.2 session may be resumed by several connections (connections
+  opened at once, before any handshake to the origin ended, still pay full ones).
 
 Protocol: one JSON object per line on stdin (`load`'s keywords), one per line on stdout (its
 result). Times are seconds from the first request's start on this process's monotonic clock.
@@ -60,6 +65,7 @@ import pycurl
 
 from wearlab.measure.agent_loop import serve
 from wearlab.measure.fetch_agent import SSL_VERSIONS
+from wearlab.measure import tls_tickets
 from wearlab.measure.http_cache import FRESH, REVALIDATE, HttpCache
 
 HTTP_VERSIONS = {
@@ -166,6 +172,8 @@ def session(pages: list[list[dict[str, Any]]], *, pool: str = "shared", think_s:
                 if fresh is not None:
                     fresh.close()
             out["objects"] += [{**o, "page": n} for o in got["objects"]]
+            if "tls12_tickets" in got:
+                out["tls12_tickets"] = out.get("tls12_tickets", 0) + got["tls12_tickets"]
             ends = [o["end_s"] for o in got["objects"] if "end_s" in o]
             out["pages"].append({"start_s": start, "end_s": max(ends) if ends else None})
             if got["error"]:
@@ -179,19 +187,24 @@ def session(pages: list[list[dict[str, Any]]], *, pool: str = "shared", think_s:
 
 def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, connections_per_origin: int = 6,
          resolve: list[str] = (), cacert: str | None = None, groups: str | None = None, tls_version: str = "1.3",
-         compute_factor: float = 1.0, resumption: bool = False, early_data: bool = False, timeout_s: float = 60.0,
-         pool: Pool | None = None, state: ClientState | None = None, t0: float | None = None) -> dict[str, Any]:
+         compute_factor: float = 1.0, resumption: bool = False, early_data: bool = False, tls12_tickets: bool = False,
+         timeout_s: float = 60.0, pool: Pool | None = None, state: ClientState | None = None,
+         t0: float | None = None) -> dict[str, Any]:
     """Load one page. `objects`: in page order, each {url, origin, parent (index or None),
     compute_s}; the first is the root. `groups`: the TLS key-share groups offered; `tls_version`:
     the one TLS version offered (1.2 or 1.3; HTTP/3 is QUIC, always 1.3);
     `compute_factor`: the device's slowness on compute; `resumption`: keep TLS sessions across
     the load's connections; `early_data`: send a resumed connection's first request early
-    (TLS 1.3 early data, QUIC 0-RTT) where the ticket allows; `pool`: a session's connections
+    (TLS 1.3 early data, QUIC 0-RTT) where the ticket allows; `tls12_tickets`: offer TLS 1.2
+    session tickets (the ticket hook, which must be preloaded), answered with `tls12_tickets`,
+    how many TLS contexts the hook let offer one; `pool`: a session's connections
     (default: the page's own, closed after it) and `state` its TLS sessions and HTTP cache
     (default: the pool's, else fresh); `t0`: the clock's zero (default: now). Returns {objects: [...],
     error} with, per object, its start, first byte and end (s from t0), body bytes, status, HTTP
     version, connection (libcurl's id, local address and port, its connect and TLS-done times)
     and the connections its transfer opened."""
+    # Every load sets the hook (on only where asked), so no load inherits another's ClientHello.
+    tickets_from = tls_tickets.switch(tls12_tickets)
     own = pool is None
     own_state = own and state is None
     if own:
@@ -365,7 +378,8 @@ def load(objects: list[dict[str, Any]], *, http_version: str, protocol: str, con
         pool.close()
         if own_state:
             state.close()
-    return {"objects": results, "error": error}
+    tickets = tls_tickets.switch(False) - tickets_from
+    return {"objects": results, "error": error, **({"tls12_tickets": tickets} if tls12_tickets else {})}
 
 
 def main() -> int:
