@@ -170,6 +170,14 @@ def test_cores_and_the_resumed_handshake_say_where_they_come_from():
     assert w.resumed.seconds() == pytest.approx(WATCH_RESUMED_S, abs=2e-6)     # 47.332 ms
     assert w.resumed.basis == "assumed"
     assert "resumed_handshake_ns 47332" in w.profile_text()
+    # TLS 1.2's abbreviated handshake (RFC 5246 7.3) computes none of those primitives: by the same
+    # rule no share of the platform cost (assumed); a device that gives none takes its resumed one's.
+    for x in d.values():
+        assert x.abbreviated.basis in BASES and len(x.abbreviated.source) > 20
+        assert x.abbreviated.seconds() <= x.resumed.seconds()
+    assert w.abbreviated.seconds() == 0 and w.abbreviated.basis == "assumed"
+    assert "abbreviated_handshake_ns 0" in w.profile_text()
+    assert d["google-glass-explorer"].abbreviated.seconds() == d["galaxy-s4"].abbreviated.seconds() == 0
 
 
 def test_like_scales_every_operation_and_marks_assumptions():
@@ -453,7 +461,7 @@ def test_devices_file_by_path_relative_to_the_topology(tmp_path):
         like: {device: lg-g-watch-r, scale: 1, assumed: x}
         handshake: {time: 5ms, derived: x}
         resumed_handshake: {share_of_handshake: {"derive:x25519": 1}, assumed: x}
-    """, "resumed_handshake:", "devices.w.resumed_handshake.share_of_handshake", "goes on resumed_handshake, with a handshake"),
+    """, "resumed_handshake:", "devices.w.resumed_handshake.share_of_handshake", "goes on resumed_handshake or abbreviated_handshake, with a handshake"),
     ("""\
       w:
         handshake: {like: {device: lg-g-wach-r}, assumed: x}

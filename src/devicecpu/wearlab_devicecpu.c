@@ -189,6 +189,7 @@ static struct {
     int n_ops;
     double handshake_ns;          /* the platform's cost of a client's full TLS handshake */
     double resumed_ns;            /* ... of a resumed one (-1 until read: then the full one's) */
+    double abbreviated_ns;        /* ... of TLS 1.2's abbreviated one (-1 until read: the resumed one's) */
     double cpu_factor;            /* what an operation missing from the table costs: host time x this */
     int spin;
 } prof;
@@ -202,6 +203,7 @@ static void load_profile(const char *path) {
     char line[1024];
     prof.cpu_factor = 1.0;
     prof.resumed_ns = -1;
+    prof.abbreviated_ns = -1;
     while (fgets(line, sizeof line, f)) {
         char word[32], key[48];
         if (line[0] == '#' || sscanf(line, "%31s", word) != 1)
@@ -214,6 +216,8 @@ static void load_profile(const char *path) {
             sscanf(line, "%*s %lf", &prof.handshake_ns);
         } else if (!strcmp(word, "resumed_handshake_ns")) {
             sscanf(line, "%*s %lf", &prof.resumed_ns);
+        } else if (!strcmp(word, "abbreviated_handshake_ns")) {
+            sscanf(line, "%*s %lf", &prof.abbreviated_ns);
         } else if ((!strcmp(word, "op") || !strcmp(word, "bytes")) && prof.n_ops < MAX_OPS) {
             struct op *o = &prof.ops[prof.n_ops];
             int at = 0, used = 0;
@@ -242,6 +246,8 @@ static void load_profile(const char *path) {
     fclose(f);
     if (prof.resumed_ns < 0)  /* a profile from before the field: a resumption costs a full handshake */
         prof.resumed_ns = prof.handshake_ns;
+    if (prof.abbreviated_ns < 0)
+        prof.abbreviated_ns = prof.resumed_ns;
     prof.loaded = 1;
 }
 
@@ -1309,19 +1315,26 @@ static void charge_data(struct op *o, uint64_t bytes) {
  *
  * Charged to the client of a TLS handshake only (SSL_is_server false), once per handshake: the
  * full handshake's cost, or a resumed one's (SSL_session_reused) - the profile's handshake_ns and
- * resumed_handshake_ns. Where: before the client's second flight leaves - the first BIO write
+ * resumed_handshake_ns (TLS 1.2's abbreviated handshake: abbreviated_handshake_ns). Where:
+ * before the client's second flight leaves - the first BIO write
  * after the server's flight was read within the handshake, where seed 000 puts ~87 % of the
  * watch's handshake - and, for a handshake that writes no such flight through a BIO (a QUIC
  * stack's, handed over in callbacks) or that the table had no room for, when it completes: the
  * interposed call that finds it finished after it was not before. */
 
+#define TLS1_3_VERSION 0x0304
+
 static void charge_platform(struct lib *l, void *ssl, struct hs *h) {
     int resumed = l->SSL_session_reused ? l->SSL_session_reused(ssl) == 1 : 0;
-    int64_t ns = (int64_t)(resumed ? prof.resumed_ns : prof.handshake_ns);
+    /* TLS 1.2's abbreviated handshake (RFC 5246 7.3) computes no key exchange and no certificate:
+     * its own figure (abbreviated_handshake_ns) */
+    int abbreviated = resumed && l->SSL_version && l->SSL_version(ssl) < TLS1_3_VERSION;
+    int64_t ns = (int64_t)(abbreviated ? prof.abbreviated_ns : resumed ? prof.resumed_ns : prof.handshake_ns);
     if (h)
         h->charged = 1;
     owe(now_ns(), 0, ns);
-    count(resumed ? "platform:resumed-handshake" : "platform:handshake", 0, 0, ns);
+    count(abbreviated ? "platform:abbreviated-handshake" : resumed ? "platform:resumed-handshake" : "platform:handshake",
+          0, 0, ns);
     count_phase(ns);
 }
 
@@ -1436,7 +1449,6 @@ void SSL_free(void *ssl) {
 #define TLS_ST_CW_CERT 13
 #define TLS_ST_CW_CHANGE 16
 #define TLS_ST_CW_FINISHED 18
-#define TLS1_3_VERSION 0x0304
 
 /* Is what the client writes now its second flight: a certificate, its key exchange, a
  * certificate verify, Finished - or TLS 1.2's ChangeCipherSpec, which opens an abbreviated

@@ -443,6 +443,7 @@ class DeviceSpec(BaseModel):
     ciphers: dict[str, Throughput] = Field(default_factory=dict)
     handshake: PlatformCost | None = None
     resumed_handshake: PlatformCost | None = None
+    abbreviated_handshake: PlatformCost | None = None
     per_byte: dict[str, DataCost] = Field(default_factory=dict)
     cpu_factor: Factor | None = None
     cores: Cores | None = None
@@ -545,6 +546,9 @@ class Device:
     notes: tuple[str, ...] = field(default=())
     # ... per resumed TLS handshake (key "resumed_handshake"; None: the full one's)
     resumed_handshake: Cost | None = None
+    # ... per TLS 1.2 abbreviated handshake (RFC 5246 7.3: a session resumed, no key exchange, no
+    # certificate; key "abbreviated_handshake"; None: the resumed one's)
+    abbreviated_handshake: Cost | None = None
     cores: Figure = Figure(1, "assumed", "not given: one core")
     # The platform's cost per byte of data the application receives, beyond the cipher's and the
     # MAC's (keys "plain", "encrypted"; empty: none)
@@ -555,6 +559,11 @@ class Device:
         """The platform's cost per resumed TLS handshake."""
         return self.resumed_handshake or self.handshake
 
+    @property
+    def abbreviated(self) -> Cost:
+        """The platform's cost per TLS 1.2 abbreviated handshake."""
+        return self.abbreviated_handshake or self.resumed
+
     def cost(self, key: str) -> Cost | None:
         return self.costs.get(key)
 
@@ -564,7 +573,8 @@ class Device:
         lines = [f"# wearlab device profile: {self.name} ({self.defined_in}); generated, do not edit",
                  f"device {self.name}", f"cpu_factor {self.cpu_factor.value:.6g}",
                  f"handshake_ns {round(self.handshake.seconds() * 1e9)}",
-                 f"resumed_handshake_ns {round(self.resumed.seconds() * 1e9)}"]
+                 f"resumed_handshake_ns {round(self.resumed.seconds() * 1e9)}",
+                 f"abbreviated_handshake_ns {round(self.abbreviated.seconds() * 1e9)}"]
         for key in sorted(self.costs):
             c = self.costs[key]
             if c.per_byte:
@@ -582,6 +592,7 @@ class Device:
         """What results record of the device (metadata.json, plan.json)."""
         return {"device": self.name, "defined_in": self.defined_in, "like": self.like,
                 "handshake_s": self.handshake.seconds(), "resumed_handshake_s": self.resumed.seconds(),
+                "abbreviated_handshake_s": self.abbreviated.seconds(),
                 "cpu_factor": self.cpu_factor.value, "cores": self.cores.value,
                 "per_byte_s": {k: {"s_per_byte": c.seconds(1), "basis": c.basis, "source": c.source}
                                for k, c in sorted(self.per_byte.items())},
@@ -683,6 +694,17 @@ def resolve_devices(specs: dict[str, DeviceSpec], known: dict[str, Device], file
             resumed = Cost("resumed_handshake", hs.points, "assumed",
                            "not given: a resumed handshake taken to cost the platform a full one's "
                            f"({hs.basis}: {hs.source})")
+        if spec.abbreviated_handshake is not None:
+            abbreviated = platform(name, chain, "abbreviated_handshake", spec.abbreviated_handshake, costs,
+                                   (hs, spec.handshake))
+            if abbreviated is None:
+                return None
+        elif spec.handshake is None and spec.resumed_handshake is None and base is not None:
+            abbreviated = Cost("abbreviated_handshake", *_rest(inherited(base.abbreviated, "abbreviated handshake")))
+        else:  # not given: a TLS 1.2 abbreviated handshake taken to cost what a resumed one does
+            abbreviated = Cost("abbreviated_handshake", resumed.points, "assumed",
+                               "not given: a TLS 1.2 abbreviated handshake taken to cost the platform a resumed "
+                               f"one's ({resumed.basis}: {resumed.source})")
         per_byte: dict[str, Cost] = {}
         if base is not None:
             per_byte = {k: inherited(c, f"per-byte {k} cost") for k, c in base.per_byte.items()}
@@ -713,7 +735,8 @@ def resolve_devices(specs: dict[str, DeviceSpec], known: dict[str, Device], file
         out[name] = Device(name=name, description=spec.description, defined_in=file, costs=costs, handshake=hs,
                            cpu_factor=factor, hardware=spec.hardware or (base.hardware if base else None),
                            power=_complete_power(spec.power), like=spec.like.device if spec.like else None,
-                           resumed_handshake=resumed, cores=ncores, per_byte=per_byte)
+                           resumed_handshake=resumed, abbreviated_handshake=abbreviated, cores=ncores,
+                           per_byte=per_byte)
         return out[name]
 
     def other_device(name: str, chain: tuple[str, ...], at: YamlPath, other: str) -> Device | None:
@@ -751,7 +774,8 @@ def resolve_devices(specs: dict[str, DeviceSpec], known: dict[str, Device], file
             other = other_device(name, chain, (*at, "like", "device"), pc.like.device)
             if other is None:
                 return None
-            c = other.handshake if which == "handshake" else other.resumed
+            c = {"handshake": other.handshake, "resumed_handshake": other.resumed,
+                 "abbreviated_handshake": other.abbreviated}[which]
             b = "assumed" if "assumed" in (basis, c.basis) else basis
             return Cost(which, tuple((sz, t * pc.like.scale) for sz, t in c.points), b,
                         f"{why} [{other.name}'s {which} {_ms(c.seconds())} x {pc.like.scale:g} = "
@@ -771,18 +795,20 @@ def resolve_devices(specs: dict[str, DeviceSpec], known: dict[str, Device], file
             return Cost(which, ((0, t),), basis, f"{why} [{arithmetic}]")
         # share_of_handshake: the full handshake's platform cost in proportion to what it computes
         hs, hs_spec = full if full is not None else (None, None)
-        if which != "resumed_handshake" or hs_spec is None or hs_spec.residual is None or not hs_spec.residual.minus:
-            problem((*at, "share_of_handshake"), "share_of_handshake: goes on resumed_handshake, with a handshake: "
-                                                 "given as residual: {..., minus: ...} (whose primitives it shares)")
+        if which == "handshake" or hs_spec is None or hs_spec.residual is None or not hs_spec.residual.minus:
+            problem((*at, "share_of_handshake"), "share_of_handshake: goes on resumed_handshake or "
+                                                 "abbreviated_handshake, with a handshake: given as residual: "
+                                                 "{..., minus: ...} (whose primitives it shares)")
             return None
         keep = primitives(name, (*at, "share_of_handshake"), pc.share_of_handshake, costs)
         whole = primitives(name, (name, "handshake", "residual", "minus"), hs_spec.residual.minus, costs)
         if keep is None or whole is None:
             return None
         k = keep[0] / whole[0]
+        # {}: none of the full handshake's primitives (TLS 1.2's abbreviated handshake): no share
         return Cost(which, ((0, hs.seconds() * k),), basis,
-                    f"{why} [the handshake's {_ms(hs.seconds())} x ({keep[1]}) / ({_ms(whole[0])} of its primitives) "
-                    f"= {_ms(hs.seconds())} x {k:.4g} -> {_ms(hs.seconds() * k)}]")
+                    f"{why} [the handshake's {_ms(hs.seconds())} x ({keep[1] or 'none of them'}) / "
+                    f"({_ms(whole[0])} of its primitives) = {_ms(hs.seconds())} x {k:.4g} -> {_ms(hs.seconds() * k)}]")
 
     def data_cost(name: str, kind: str, dc: DataCost, costs: dict[str, Cost]) -> Cost | None:
         at = (name, "per_byte", kind)

@@ -88,7 +88,8 @@ impl Profile {
                 [c, ..] if c.starts_with('#') => {}
                 ["device", name] => p.name = name.to_string(),
                 ["cpu_factor", v] => p.cpu_factor = v.parse().with_context(|| format!("line {n}: cpu_factor"))?,
-                ["handshake_ns", _] | ["resumed_handshake_ns", _] => {} // a TLS stack's platform costs: not tcpcrypt's
+                // a TLS stack's platform costs: not tcpcrypt's
+                ["handshake_ns", _] | ["resumed_handshake_ns", _] | ["abbreviated_handshake_ns", _] => {}
                 ["op", key, ns] => {
                     let ns: f64 = ns.parse().with_context(|| format!("line {n}: {key}"))?;
                     p.costs.insert(key.to_string(), Cost { points: vec![(0.0, ns)] });
@@ -300,7 +301,7 @@ mod tests {
 
     #[test]
     fn reads_the_resumed_handshake_line() {
-        assert!(Profile::parse("handshake_ns 1000\nresumed_handshake_ns 500\n").is_ok());
+        assert!(Profile::parse("handshake_ns 1000\nresumed_handshake_ns 500\nabbreviated_handshake_ns 0\n").is_ok());
     }
 
     fn cores_file(name: &str, cores: u32) -> std::path::PathBuf {
