@@ -71,6 +71,23 @@ SLOTS = 128
 STATS_SIZE = _HEADER.size + SLOTS * _SLOT.size
 PHASES = ("phase:handshake", "phase:other")
 OVERFLOW = "hs:overflow"   # handshakes the library's table had no room for (charged at completion)
+# The platform's cost of a resumed client handshake: TLS 1.3's (and QUIC's), TLS 1.2's abbreviated one
+RESUMED_PLATFORM = ("platform:resumed-handshake", "platform:abbreviated-handshake")
+# A TLS handshake's key exchange and its authentication, as the library names the operations: key
+# pairs, agreements, signatures (the ServerKeyExchange's or CertificateVerify's, and a client's
+# own) and the certificate chain's verification (one per certificate below the trust anchor). A
+# full handshake computes them; a TLS 1.3 resumption its (EC)DHE only (psk_dhe_ke); TLS 1.2's
+# abbreviated handshake none. "~" marks an operation the profile lacks (host time x cpu_factor).
+KEY_EXCHANGE_OPS = ("keygen", "derive", "sign", "verify")
+CHAIN = "x509-chain"
+
+
+def key_exchange_s(counts: dict[str, Counter]) -> float:
+    """The device's time in `counts`' key-exchange operations (KEY_EXCHANGE_OPS and the chain)."""
+    def kx(key: str) -> bool:
+        op = key.lstrip("~")
+        return op == CHAIN or op.split(":")[0] in KEY_EXCHANGE_OPS
+    return sum(c.device_s for k, c in counts.items() if kx(k))
 QUEUED = "cores:queued"    # device time spent waiting for a free core
 
 # The node's cores file (struct cores_file; tcpcrypt/devicecores reads it too).

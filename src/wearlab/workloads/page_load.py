@@ -31,9 +31,15 @@ TLS 1.2 is ECDHE signed with the server's certificate. HTTP/3 is QUIC, always 1.
 1.2 with http_version 3 is refused at plan time.
 
 `resumption: on` (https): the load's connections share their TLS sessions (the page agent says how
-and why the first connections to an origin still pay full handshakes). TLS 1.2 never resumes here:
-libcurl offers no TLS 1.2 session ticket (SSL_OP_NO_TICKET) and Caddy's Go TLS issues no session
-IDs, so its abbreviated handshake (no key exchange, no certificate) never happens.
+and why the first connections to an origin still pay full handshakes). TLS 1.2: libcurl on its own
+offers no TLS 1.2 session ticket (SSL_OP_NO_TICKET) and Caddy's Go TLS issues no session IDs, so it
+would never resume; the agent is started with wearlab's ticket hook (measure.tls_tickets) and
+offers tickets as a browser's TLS 1.2 does, so a connection opened after an origin's first full
+handshake resumes in the abbreviated handshake (no key exchange, no certificate); metadata's
+`tls12_tickets` says so. `device_kx_s` (https, a client with a device): the device's time in the
+load's public-key operations - key pairs, agreements, signature and certificate-chain
+verifications - which a TLS 1.3 resumption still partly computes (its (EC)DHE) and a TLS 1.2
+abbreviated handshake does not at all.
 
 `protocol: tcpcrypt` (HTTP/1.1 and HTTP/2; HTTP/3 is QUIC, not TCP, and refused at plan time):
 plain HTTP to port 8080, encrypted by tcpcryptd at the client and at each origin's server
@@ -60,11 +66,10 @@ or QUIC 0-RTT - which only HTTP/3 gets here (Caddy's Go TLS has no 0-RTT; EARLY_
 object's cacheability is the page's (`cache:`), served by Caddy as Cache-Control and ETag, and
 applied by the agent's HTTP cache (measure.http_cache).
 
-Not yet (issue 23): TLS resumption for connections opened at once (one ticket each, offered once;
-tcpcrypt's reaches 1/6 of the key-exchange time for a 6-connection HTTP/1.1 origin opened at once);
-TLS's 2/6 at all: a TLS 1.3 resumption still computes the key exchange (psk_dhe_ke), and TLS 1.2's
-abbreviated handshake, which does not, needs a client that offers 1.2 tickets (libcurl does not)
-or a server with a session ID cache (Go has none).
+Not yet (issue 23): TLS 1.3 resumption for connections opened at once (one ticket each, offered
+once; tcpcrypt's reaches 1/6 of the key-exchange time for a 6-connection HTTP/1.1 origin opened at
+once), and TLS 1.3's 2/6 at all: a TLS 1.3 resumption still computes the key exchange (psk_dhe_ke,
+the only mode of Go's server and of browsers). TLS 1.2's abbreviated handshake reaches it.
 
 An object's `server_time` (the origin's time before its first byte: an application rendering it)
 is the server's: its Caddy proxies the request to an application stand-in on the server's
@@ -80,10 +85,12 @@ has each.
 from __future__ import annotations
 
 from collections.abc import Mapping
+import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from wearlab.errors import InputError, Problem
+from wearlab.measure import tls_tickets
 from wearlab.measure.agents import PageAgent
 from wearlab.measure.curl import CLASSIC_GROUPS
 from wearlab.model.choices import PowerState
@@ -98,7 +105,7 @@ from wearlab.model.params import Param, ParamSet
 from wearlab.model.tls import tls_version
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.caddy import TLS_VERSIONS as SERVED_TLS_VERSIONS
-from wearlab.nodes.devicecpu import DeviceProcess, RunCounters, node_cpu
+from wearlab.nodes.devicecpu import RESUMED_PLATFORM, DeviceProcess, RunCounters, key_exchange_s, node_cpu
 from wearlab.nodes.tcpcrypt import RunAccount, encrypted, fallback_reason
 from wearlab.workloads.paths import PATH, check_paths_to
 from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
@@ -306,9 +313,13 @@ class PageLoad(Workload):
                doc="tcpcrypt cells: CPU time of the client's and the servers' tcpcryptd during the load (10 ms ticks "
                    "in the UML guest)"),
         Metric("device_kx_s", "s", label="device kx", summarised=True,
-               doc="tcpcrypt cells, a client with a device: the device's time for the load's key exchanges in the "
+               doc="a client with a device: the device's time for the load's key exchanges. tcpcrypt cells: in the "
                    "client's tcpcryptd (the ephemeral key pair, the agreement and the key schedule of each fresh "
-                   "session, from its device profile; a resumed session computes none), summed over connections"),
+                   "session, from its device profile; a resumed session computes none), summed over connections. "
+                   "https: the agent's public-key operations in its handshakes - key pairs, agreements, signatures "
+                   "and certificate-chain verifications (devicecpu's counters; a TLS 1.3 resumption still computes "
+                   "its (EC)DHE, a TLS 1.2 abbreviated handshake nothing); the platform's cost per handshake is not "
+                   "in it (device_cpu_handshake_s has both)"),
         Metric("requests", "count", better="lower",
                doc="requests the load sent (answered 200 or 304); a repeat view sends none for an object its "
                    "cache holds fresh"),
@@ -538,7 +549,13 @@ class PageLoad(Workload):
                                     node=node_cpu(self.ctx.net.workdir, client, device), per_byte=self.client_pays_per_byte,
                                     node_name=client) if device else None
         self.compute_factor = device.cpu_factor.value if device else 1.0
-        self.agent = PageAgent(self.ctx.net, client, env=self.device.env() if self.device else None)
+        env = self.device.env() if self.device else None
+        # TLS 1.2 with resumption on: libcurl offers tickets only through wearlab's hook
+        # (measure.tls_tickets), preloaded into the agent and switched on for those loads alone.
+        self.tls12_tickets = any(tls12_tickets(c) for c in cells)
+        if self.tls12_tickets:
+            env = tls_tickets.preload(env if env is not None else dict(os.environ))
+        self.agent = PageAgent(self.ctx.net, client, env=env)
         # 300 bytes a packet: a TLS 1.3 ServerHello (its extensions say whether it resumed) fits.
         # A repeat view over HTTP/3: whole datagrams, so a 0-RTT packet coalesced after the
         # client's Initial (which a ClientHello with a ticket fills past 300 bytes) is seen.
@@ -574,9 +591,11 @@ class PageLoad(Workload):
                        "tickets (Caddy sends one per handshake with its first flight) kept in a CURLSH share "
                        "(CURL_LOCK_DATA_SSL_SESSION) for the load and, in a repeat view, from its first view, each "
                        "offered once (psk_dhe_ke: a resumption still computes the (EC)DHE key exchange, RFC 8446 "
-                       "4.2.9); TLS 1.2: ECDHE with the server's certificate, and no resumption at all - libcurl "
-                       "offers no TLS 1.2 ticket (SSL_OP_NO_TICKET) and resumes 1.2 by session ID only, which "
-                       "Caddy's Go TLS never issues",
+                       "4.2.9); TLS 1.2: ECDHE with the server's certificate; with resumption on, session tickets "
+                       "offered through wearlab's ticket hook (tls12_tickets) and resumed in the abbreviated "
+                       "handshake (RFC 5246 7.3: no key exchange, no certificate), a session by any number of "
+                       "later connections",
+                "tls12_tickets": tls_tickets.FACTS if self.tls12_tickets else None,
                 "server_time": SERVER_TIME_FACTS if any(n.server_time for n in self.ctx.plan.needs
                                                         if isinstance(n, PageContent)) else "none: every object 0",
                 "views": VIEW_FACTS,
@@ -617,6 +636,7 @@ class PageLoad(Workload):
                 "groups": CLASSIC_GROUPS, "tls_version": cell.get("tls_version") or "1.3",
                 "compute_factor": self.compute_factor,
                 "resumption": scheme == "https" and cell.get("resumption") == "on",
+                "tls12_tickets": tls12_tickets(cell),
                 "early_data": scheme == "https" and cell.get("resumption") == "on" and cell.get("early_data") == "on"}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -650,6 +670,9 @@ class PageLoad(Workload):
         device = RunCounters(self.device) if self.device else None
         since = self.capture.now()
         out = self.agent.load(self.ctx.timeout_s, **self.request(cell), reuse_state=repeat)
+        if tls12_tickets(cell) and not out.get("error") and not out.get("tls12_tickets"):
+            raise RuntimeError("TLS 1.2 tickets were asked for, and the agent's ticket hook let no TLS context offer "
+                               "one (libcurl no longer calls SSL_CTX_set_options?)")
         if out.get("error"):
             if account:
                 said = sorted({f"{r.get('mode') or 'none'}: {fallback_reason(r)}"
@@ -713,8 +736,9 @@ class PageLoad(Workload):
             counts = device.delta()
             row.update(device.metrics(),
                        device_full_handshakes=counts["platform:handshake"].calls if "platform:handshake" in counts else 0,
-                       device_resumed_handshakes=(counts["platform:resumed-handshake"].calls
-                                                  if "platform:resumed-handshake" in counts else 0))
+                       device_resumed_handshakes=sum(counts[k].calls for k in RESUMED_PLATFORM if k in counts))
+            if cell["protocol"] == "https":
+                row["device_kx_s"] = round(key_exchange_s(counts), 6)
             series["devicecpu"] = device.rows()
         addresses = {self.ctx.address(server_of(self.fields, o)): server_of(self.fields, o) for o in opened}
         https = cell["protocol"] == "https"
@@ -832,6 +856,13 @@ class PageLoad(Workload):
     def stop(self) -> None:
         if getattr(self, "agent", None) is not None:
             self.agent.stop()
+
+
+def tls12_tickets(cell: Mapping[str, Any]) -> bool:
+    """Whether the cell's client offers TLS 1.2 session tickets (the ticket hook): TLS 1.2 over TCP
+    with resumption on, as a browser's 1.2 would."""
+    return (cell.get("protocol") == "https" and cell.get("tls_version") == "1.2" and cell.get("resumption") == "on"
+            and cell.get("http_version") != "3")
 
 
 def _service(server_kind, protocol: str):
