@@ -478,6 +478,7 @@ def stairs12(https: int, ca, tmp_path: Path, name: str, *, resumption: bool, hoo
     return objs, counters.delta()
 
 
+@pytest.mark.root
 def test_tls12_with_tickets_resumes_every_later_connection_and_its_key_exchange_falls_to_1_6(
         caddy_on_loopback, tmp_path):
     """Issue 23's last check, for TLS 1.2: the staircase's 6 connections to one origin, each opened
