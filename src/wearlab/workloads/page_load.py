@@ -84,8 +84,8 @@ has each.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
