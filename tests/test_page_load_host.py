@@ -549,6 +549,23 @@ def test_tls12_with_tickets_resumes_every_later_connection_and_its_key_exchange_
         got_on[PHASES[0]]
 
 
+def test_only_tls12_cells_with_resumption_offer_tickets_and_the_hook_joins_the_preloads():
+    """The ticket hook is for TLS 1.2 over TCP with resumption on (as a browser's 1.2 offers
+    tickets); every other cell's ClientHello stays libcurl's own. Preloaded after whatever the
+    agent already preloads (devicecpu), whose interposed functions it does not touch."""
+    from wearlab.measure.tls_tickets import LIBRARY, preload
+    from wearlab.workloads.page_load import tls12_tickets
+
+    cell = {"protocol": "https", "tls_version": "1.2", "resumption": "on", "http_version": "1.1"}
+    assert tls12_tickets(cell) and tls12_tickets({**cell, "http_version": "2"})
+    for other in ({"resumption": "off"}, {"tls_version": "1.3"}, {"tls_version": ""}, {"protocol": "http"},
+                  {"protocol": "tcpcrypt"}):
+        assert not tls12_tickets({**cell, **other}), other
+    assert preload({"LD_PRELOAD": "/x/libwearlab-devicecpu.so", "A": "1"}) == {
+        "LD_PRELOAD": f"/x/libwearlab-devicecpu.so {LIBRARY}", "A": "1"}
+    assert LIBRARY.is_file()   # make setup builds it
+
+
 def udp_frame(payload: bytes, sport: int = 40000, dport: int = 443, proto: int = 17) -> bytes:
     """An Ethernet + IPv4 + UDP frame (checksums zero: nothing here checks them)."""
     udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
