@@ -29,6 +29,7 @@ from wearlab.model.choices import PowerState as S
 from wearlab.model.devices import builtin_devices
 from wearlab.model.experiment_file import load_experiment
 from wearlab.model.media import Medium
+from wearlab.nodes.interface_policies import Adaptive, StaticBt, StaticWifi
 from wearlab.plan.plan import plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +43,7 @@ LEVEL_WIFI = {"connect": 0.40522, "handshake": 0.40522, "data": 0.53412, "data_e
 # ... moved to BT: minus the WiFi radio (278.16 mW) plus the BT radio (243.2 mW): -34.96 mW
 LEVEL_BT = {k: v - 0.27816 + 0.2432 for k, v in LEVEL_WIFI.items()}
 TAIL_J = 0.2 * 0.2                # 200 mW for 200 ms
+BOTH = (Medium.BT, Medium.WIFI)    # the radios adaptive keeps on (seed 003 §5.2)
 PHONE_RELAY_W = 1.1636 + 0.0516 * 3.8   # 1163.6 mW (128 mJ in 110 ms, as the profile rounds it) + BT radio 196.08 mW
 
 
@@ -355,14 +357,17 @@ workload: {kind: stream, client: watch, server: server, path: phone, direction: 
 
 def test_half_on_bt_half_on_wifi_costs_each_radios_level_for_its_time(tmp_path):
     """By hand: the watch 1 s in its data state on BT (534.12 - 278.16 + 243.2 = 499.16 mW), 1 s on
-    WiFi (534.12 mW), then one tail (200 mW x 0.2 s): 1.07328 J. The phone relays for the BT
+    WiFi (534.12 mW), then one tail (200 mW x 0.2 s): 1.07328 J; adaptive keeps WiFi on, and it
+    carries nothing for the BT second: its base power 2.6 mA x 3.8 V = 9.88 mW x 1 s = 9.88 mJ
+    (its own second and tail are in their levels): 1.08316 J. The phone relays for the BT
     second only: 1163.6 mW + its BT radio 196.08 mW = 1359.68 mW x 1 s, then its tail, 40 mJ
     (the switch to WiFi at 1 s ends its stretch): 1.39968 J. Upper bound: the watch on its dearer
     radio, WiFi, all 2 s plus the tail, 1.10824 J; lower: on BT all along, 1.03832 J."""
     energy_ = _run_energy(tmp_path)
     rows = _counters({"bt": [1000] * 10 + [0] * 10, "wifi": [0] * 10 + [1000] * 10})
-    row, series = energy_.interfaces(path_busy(rows), encrypted=False)
-    assert 1.0732 < row["energy_j"] < 1.0734
+    row, series = energy_.interfaces(path_busy(rows), encrypted=False, span_s=2.0, radios_on=BOTH)
+    assert 1.0831 < row["energy_j"] < 1.0832
+    assert 0.00987 < row["energy_radio_on_j"] < 0.00989
     assert 2 * LEVEL_BT["data"] + TAIL_J < row["energy_j"] < 2 * LEVEL_WIFI["data"] + TAIL_J
     assert 1.3996 < row["energy_relay_j"] < 1.3998
     assert row["energy_bt_active_s"] == pytest.approx(1.0) and row["energy_wifi_active_s"] == pytest.approx(1.0)
@@ -371,25 +376,62 @@ def test_half_on_bt_half_on_wifi_costs_each_radios_level_for_its_time(tmp_path):
     assert watch[("wifi", "data")]["seconds"] == pytest.approx(1.0)
     assert watch[("wifi", "tail")]["seconds"] == pytest.approx(0.2)
     assert ("bt", "tail") not in watch   # the switch left no gap for a tail
+    assert watch[("wifi", "radio_on")]["seconds"] == pytest.approx(1.0)
+    assert ("bt", "radio_on") not in watch   # the watch gives no BT base power: BT is on under every policy
 
 
 def test_wifi_alone_costs_the_phone_nothing_and_both_radios_add_up(tmp_path):
     energy_ = _run_energy(tmp_path)
-    # WiFi direct all 2 s: the watch 2 x 534.12 mW + tail = 1.10824 J; the phone nothing
-    row, _ = energy_.interfaces(path_busy(_counters({"bt": [0] * 20, "wifi": [1000] * 20})), encrypted=False)
-    assert 1.1082 < row["energy_j"] < 1.1083
+    # WiFi direct all 2 s: the watch 2 x 534.12 mW + tail = 1.10824 J, and no WiFi base on top (it
+    # carries or tails all run: its level holds its whole draw); the phone nothing
+    row, _ = energy_.interfaces(path_busy(_counters({"bt": [0] * 20, "wifi": [1000] * 20})), encrypted=False,
+                                span_s=2.0, radios_on=BOTH)
+    assert 1.1082 < row["energy_j"] < 1.1083 and row["energy_radio_on_j"] == 0.0
     assert row["energy_relay_j"] == 0.0 and row["energy_bt_active_s"] == 0.0
-    # both at once (a redundant scheduler) for 1 s: the WiFi level plus the BT radio, 777.32 mW, + tail
-    row, _ = energy_.interfaces(path_busy(_counters({"bt": [500] * 10, "wifi": [500] * 10})), encrypted=False)
+    # both at once (a redundant scheduler, None: every radio of the watch's links on) for 1 s: the
+    # WiFi level plus the BT radio, 777.32 mW, + tail; WiFi carries all along, so no base
+    row, _ = energy_.interfaces(path_busy(_counters({"bt": [500] * 10, "wifi": [500] * 10})), encrypted=False,
+                                span_s=1.0)
     assert 0.8173 < row["energy_j"] < 0.8174
-    # BT 0-1 s, a quiet 0.5 s, WiFi 1.5-2.5 s: a tail after each stretch (0.2 s < the gap)
+    # BT 0-1 s, a quiet 0.5 s, WiFi 1.5-2.5 s: a tail after each stretch (0.2 s < the gap), and WiFi
+    # on but idle 0-1.5 s: 9.88 mW x 1.5 s = 14.82 mJ
     row, _ = energy_.interfaces(path_busy(_counters({"bt": [1000] * 10 + [0] * 15, "wifi": [0] * 15 + [1000] * 10})),
-                                encrypted=False)
-    assert 1.1132 < row["energy_j"] < 1.1134   # 0.49916 + 0.53412 + 2 x 0.04
+                                encrypted=False, span_s=2.5, radios_on=BOTH)
+    assert 1.1280 < row["energy_j"] < 1.1282   # 0.49916 + 0.53412 + 2 x 0.04 + 0.01482
+
+
+def test_a_message_over_wifi_pays_wifis_base_power_over_bt_which_switches_it_off(tmp_path):
+    """Seed 003 Fig. 12c's case by hand: one 200 B message in a 1 s run, its radio busy for one 100 ms
+    counter interval, then its 200 mW x 0.2 s tail. Over BT (static `bt`: Wear OS switches WiFi
+    off): 0.1 s x 499.16 mW + 40 mJ = 89.916 mJ, no base. Over WiFi (static `wifi`: WiFi on all
+    run): 0.1 s x 534.12 mW + 40 mJ = 93.412 mJ, plus WiFi on but idle for the 0.7 s outside its
+    busy interval and tail, 0.7 x 9.88 mW = 6.916 mJ: 100.328 mJ, WiFi/BT = 1.116. Bounds: the
+    base adds more than 0 and less than 9.88 mW over the whole second (9.88 mJ)."""
+    energy_ = _run_energy(tmp_path)
+    idle = [0] * 9
+    bt, _ = energy_.interfaces(path_busy(_counters({"bt": [200] + idle, "wifi": [0] * 10})), encrypted=False,
+                               span_s=1.0, radios_on=[Medium(m) for m in StaticBt.radios_on])
+    wifi, series = energy_.interfaces(path_busy(_counters({"bt": [0] * 10, "wifi": [200] + idle})), encrypted=False,
+                                      span_s=1.0, radios_on=[Medium(m) for m in StaticWifi.radios_on])
+    assert 0.08991 < bt["energy_j"] < 0.08992 and bt["energy_radio_on_j"] == 0.0
+    assert 0.10032 < wifi["energy_j"] < 0.10034
+    assert 0.093412 < wifi["energy_j"] < 0.093412 + 0.00988
+    assert 1.115 < wifi["energy_j"] / bt["energy_j"] < 1.117
+    [base] = [r for r in series if r["state"] == "radio_on"]
+    assert (base["media"], base["seconds"]) == ("wifi", pytest.approx(0.7))
+    assert base["watts"] == pytest.approx(0.0026 * 3.8)
+
+
+def test_the_policy_says_which_radios_stay_on():
+    """Data on the policy's class, not its name: static BT switches WiFi off (Wear OS's default,
+    seed 003 §6.3); static WiFi keeps BT connected; adaptive keeps WiFi up (§5.2's framework)."""
+    assert StaticBt.radios_on == {"bt"}
+    assert StaticWifi.radios_on == Adaptive.radios_on == {"bt", "wifi"}
 
 
 def test_metadata_says_each_radio_sets_power_over_the_transport(tmp_path):
     facts = _run_energy(tmp_path).facts(["phone"], transport=True)
+    assert list(facts["radio_base"]) == ["wifi"] and facts["radio_base"]["wifi"].startswith("2.6 mA at 3.8 V (assumed")
     watts = {k: v["watts"]["data"] for k, v in facts["nodes"].items()}
     assert watts["watch on bt"] == pytest.approx(LEVEL_BT["data"])
     assert watts["watch on wifi"] == pytest.approx(LEVEL_WIFI["data"])

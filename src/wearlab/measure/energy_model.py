@@ -14,7 +14,11 @@ times, send to delivery); P(node, s) are the device's power levels (model.device
 i.e. a level measured over one medium (seed 000's watch: WiFi) moves to another by swapping the
 radio's own active power (power_profile.xml currents). The tail is taken as it was measured,
 whatever the medium (seed 000: independent of the protocol above). Energy is above the idle
-baseline, as seed 000 reports it (background deducted).
+baseline, as seed 000 reports it (background deducted). Over the multipath transport a radio
+that the interface policy keeps on is charged its base power (radios.<m>.on, when the device
+gives it) for the time it is on but carrying nothing (radio_on_seconds); the baseline then
+holds no radio whose base the device gives (lg-g-watch-r gives WiFi's: its baseline is BT
+connected and WiFi off, Wear OS's default).
 
 Nothing is taken silently: every level a device does not give (connect, data_encrypted) was filled
 in by model.devices as `assumed` with its reason; each state's power here carries its basis and
@@ -37,6 +41,8 @@ from wearlab.model.devices import Device, radio_swaps
 from wearlab.model.media import Medium
 
 ACTIVE = (PowerState.CONNECT, PowerState.HANDSHAKE, PowerState.DATA, PowerState.DATA_ENCRYPTED)
+# series/energy.csv's state for a radio on but carrying nothing (its base power: radios.<m>.on)
+RADIO_ON = "radio_on"
 ENERGY_SERIES_COLUMNS = ("node", "device", "media", "state", "seconds", "watts", "joules")
 
 
@@ -233,9 +239,9 @@ def interface_phases(busy: dict[Medium, Sequence[tuple[float, float]]], encrypte
     state on the set of radios busy then - one radio's level while one carries, both radios'
     (the level plus the other radio) while both do; after each busy stretch of any radio the
     tail, cut short where the next stretch begins (the tail is taken as measured, whatever the
-    medium: it is listed under the media of the stretch it follows). Idle time counts nothing:
-    the levels are above the idle baseline, which holds every radio that stays on (associated
-    WiFi, a connected BT link) whether or not it carries."""
+    medium: it is listed under the media of the stretch it follows). Idle time counts nothing
+    here: the levels are above the idle baseline; a radio kept on while it carries nothing is
+    charged its base power apart (radio_on_seconds)."""
     data = PowerState.DATA_ENCRYPTED if encrypted else PowerState.DATA
     spans = [(m, a, b) for m, ivs in busy.items() for a, b in ivs if b > a]
     edges = sorted({t for _, a, b in spans for t in (a, b)})
@@ -258,3 +264,17 @@ def interface_phases(busy: dict[Medium, Sequence[tuple[float, float]]], encrypte
     if busy_until is not None:
         add(last_media, PowerState.TAIL, tail_s)
     return [(media, state, s) for (media, state), s in seconds.items()]
+
+
+def radio_on_seconds(span_s: float, phases: Iterable[tuple[tuple[Medium, ...], PowerState, float]],
+                     on: Iterable[Medium]) -> dict[Medium, float]:
+    """Each radio of `on` (kept on all of a window `span_s` long): the time it is on but carrying
+    nothing - the run less its time in the states whose levels hold its whole draw (its data
+    state, and the tail after a stretch it carried in: `phases` as interface_phases gives them).
+    Never below 0 (the counters' last interval may end past the run's end)."""
+    own = {m: 0.0 for m in on}
+    for media, _, seconds in phases:
+        for m in media:
+            if m in own:
+                own[m] += seconds
+    return {m: max(0.0, span_s - t) for m, t in own.items()}

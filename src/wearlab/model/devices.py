@@ -327,12 +327,18 @@ class Battery(Sourced):
 
 
 class RadioPower(BaseModel):
-    """A radio's own power while it carries data: what the energy model adds for a medium the
-    device's levels were not measured on, and takes away for the one they were."""
+    """A radio's own power. `active`: while it carries data - what the energy model adds for a
+    medium the device's levels were not measured on, and takes away for the one they were. `on`
+    (optional): its base power, while it is on (WiFi associated, BT connected) but carrying
+    nothing (power_profile.xml's wifi.on / bluetooth.on) - what a policy that switches the radio
+    off saves; the model charges it for the time the radio is on outside its data state and its
+    tail (whose levels hold the radio's whole draw, as power_profile.xml's states exclude each
+    other: wifi.on is WiFi "on but not receiving, transmitting, or scanning")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     active: PowerFigure
+    on: PowerFigure | None = None
 
 
 class Power(BaseModel):

@@ -53,11 +53,16 @@ class PolicyOptions:
 
 
 class InterfacePolicy:
-    """Base: `initial` interface, then `observe` each sample; one instance per run."""
+    """Base: `initial` interface, then `observe` each sample; one instance per run. `radios_on`:
+    the watch's radios the policy keeps on all run, carrying or not - what the energy model
+    charges each radio's base power for (workloads.run_energy). By default both: a policy that may
+    switch rides the multipath transport, which keeps both paths' connections up (seed 003 §5.2:
+    "we first leverage ConnectivityManager ... to keep WiFi active when BT is also on")."""
 
     name: ClassVar[str]
     doc: ClassVar[str] = ""
     initial: ClassVar[str] = BT
+    radios_on: ClassVar[frozenset[str]] = frozenset({BT, WIFI})
 
     def __init__(self, options: PolicyOptions = PolicyOptions()) -> None:
         self.options = options
@@ -76,6 +81,9 @@ class StaticBt(InterfacePolicy):
     name = "bt"
     doc = "BT through the phone, always (what most watches do while the phone is near)"
     initial = BT
+    # Wear OS's default: "when BT is connected, WiFi is not available (i.e., its interface is
+    # turned off by the OS)" (seed 003 §6.3), so WiFi's base power is saved.
+    radios_on = frozenset({BT})
 
     def observe(self, s: Sample) -> Switch | None:
         return None
@@ -85,6 +93,9 @@ class StaticWifi(InterfacePolicy):
     name = "wifi"
     doc = "WiFi straight to the AP, always"
     initial = WIFI
+    # BT stays connected to the phone (the watch keeps its companion link; the transport keeps
+    # the BT path's connection open), as under every policy: its base power is in the baseline.
+    radios_on = frozenset({BT, WIFI})
 
     def observe(self, s: Sample) -> Switch | None:
         return None
@@ -95,6 +106,8 @@ class Adaptive(InterfacePolicy):
     doc = ("the paper's: BT through the phone; WiFi once more than policy_backlog (B) has waited at the phone for "
            "policy_t1 (T1); back to BT once WiFi carried at most policy_wifi_low for policy_t2 (T2)")
     initial = BT
+    # §5.2: a switch moves the flow over the multipath framework, which keeps WiFi up all run.
+    radios_on = frozenset({BT, WIFI})
 
     def __init__(self, options: PolicyOptions = PolicyOptions()) -> None:
         super().__init__(options)

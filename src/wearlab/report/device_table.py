@@ -100,6 +100,9 @@ def detail(d: Device) -> Table:
             t.add_row(f"power: {medium.value} radio active", a.describe(), a.basis, a.source)
             if a.volts is not None:
                 t.add_row(f"power: {medium.value} radio's voltage", f"{a.volts.value:g} V", a.volts.basis, a.volts.source)
+            if radio.on is not None:
+                t.add_row(f"power: {medium.value} radio on, idle (base)", radio.on.describe(), radio.on.basis,
+                          radio.on.source)
     return t
 
 

@@ -11,17 +11,20 @@ A wearable whose flow rides the chunked multipath transport (`interface_policy:`
 sends over BT and WiFi at different times: its energy follows the bytes each path really carried
 (the transport's per-path counters, RunEnergy.interfaces), not the workload's `path`, and so
 does the phone's: it relays only while the BT path carries. energy_bt_active_s and
-energy_wifi_active_s say how long each radio carried.
+energy_wifi_active_s say how long each radio carried; a radio the policy keeps on pays its base
+power while it carries nothing (energy_radio_on_j: WiFi's, except under `bt`, which switches
+WiFi off as Wear OS does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from wearlab.measure import energy_model as model
 from wearlab.model.choices import PowerState
 from wearlab.model.columns import Metric, Series
+from wearlab.model.devices import PowerFigure
 from wearlab.model.media import Medium
 from wearlab.plan.plan import RunPlan
 
@@ -40,6 +43,10 @@ def energy_metrics(handshake: bool) -> tuple[Metric, ...]:
                       doc="the path's first hop (a phone relaying), when it names a device: its energy for the run; "
                           "over the multipath transport the BT path's phone, for the time BT carried (0 J when "
                           "WiFi carried everything)"))
+    out.append(Metric("energy_radio_on_j", "J", label="radios on", better="none",
+                      doc="over the multipath transport: the part of energy_j that is the client's radios kept on "
+                          "while carrying nothing (their base power, radios.<m>.on: WiFi's under `interface_policy: "
+                          "wifi` or `adaptive`, none under `bt`, which switches WiFi off as Wear OS does)"))
     out += [Metric(f"energy_{m}_active_s", "s", label=f"{m} active", better="none",
                    doc=f"over the multipath transport (interface_policy, multipath): the time the client's {m.upper()} "
                        "radio carried the flow (its path's counters moved in a 100 ms interval), the time the "
@@ -92,10 +99,12 @@ class RunEnergy:
         relay = self._power(phone, [e.medium for e in self.plan.link_ends(phone) if e.medium]) if phone else None
         if relay is not None:
             nodes[relay.node] = relay.describe()
+        bases = {m.value: f"{f.describe()} ({f.overall_basis}: {f.source})" for m, f in self._radio_bases(None).items()}
         return {"model": "E = sum of P(state) x t(state): each radio's data state for the time its path carried "
                          "(the multipath transport's counters), a tail after each busy stretch; the phone while "
-                         "BT carried (docs/interface-selection.md)",
-                "nodes": nodes, "without_energy": dict(self.problems)}
+                         "BT carried; each radio the interface policy keeps on, its base power while it carries "
+                         "nothing (docs/interface-selection.md)",
+                "radio_base": bases, "nodes": nodes, "without_energy": dict(self.problems)}
 
     def transaction(self, path: str, wire: dict[str, Any], encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A fetch (http-get): the model on its wire phase times from the client's capture; the
@@ -127,18 +136,20 @@ class RunEnergy:
         return self._account(path, lambda tail: model.span_phases(spans, tail),
                              lambda tail: model.relay_phases(total_s, encrypted, tail))
 
-    def interfaces(self, busy: dict[str, list[tuple[float, float]]],
-                   encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def interfaces(self, busy: dict[str, list[tuple[float, float]]], encrypted: bool, span_s: float,
+                   radios_on: Iterable[Medium] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A flow over the chunked multipath transport: `busy` is each path's (medium name's)
         busy intervals in s (model.path_busy on the watch agent's counters). The client is in its
         data state on the radios busy at each instant (model.interface_phases: one radio's level,
         or both radios' while both carry); the phone on the client's BT link relays - its data
         state, on all its links' media (BT toward the watch, its uplink) - only while BT carries,
         then its tail; while WiFi carries the flow goes past the phone, which spends nothing for
-        it. Assumed, as the model's levels are above the idle baseline: both radios stay on all
-        run long (the transport keeps both paths' connections open: WiFi associated, BT
-        connected), so their idle draw is in the baseline for every policy alike and counts
-        nothing here."""
+        it. `radios_on`: the client's radios kept on all run (`span_s` long) - the interface
+        policy's (InterfacePolicy.radios_on), or, None, every radio of its links (a `multipath:`
+        scheduler keeps both paths up); each one whose device gives its base power (radios.<m>.on)
+        is charged it for the time it is on but outside its data state and tail
+        (model.radio_on_seconds) - over the run, or to the end of the last tail if later - in
+        energy_j and apart in energy_radio_on_j."""
         media_busy = {Medium(name): ivs for name, ivs in busy.items()}
         row: dict[str, Any] = {f"energy_{m.value}_active_s": round(sum(b - a for a, b in media_busy.get(m, [])), 6)
                                for m in (Medium.BT, Medium.WIFI)}
@@ -147,7 +158,8 @@ class RunEnergy:
         if every is not None:
             joules = 0.0
             by_media: dict[tuple[Medium, ...], list[tuple[PowerState, float]]] = {}
-            for media, state, seconds in model.interface_phases(media_busy, encrypted, every.tail_s):
+            timeline = model.interface_phases(media_busy, encrypted, every.tail_s)
+            for media, state, seconds in timeline:
                 by_media.setdefault(media, []).append((state, seconds))
             for media, phases in by_media.items():
                 power = self._power(self.client, media)
@@ -155,7 +167,19 @@ class RunEnergy:
                     return {}, []
                 joules += sum(model.energy(power, phases).values())
                 rows += model.series_rows(power, phases)
-            row["energy_j"] = joules
+            bases = self._radio_bases(radios_on)
+            base_j = 0.0
+            # The window the radios are on in: the run, or to the end of the tail after its last
+            # bytes when that is later (the energy above charges that tail).
+            last = max((b for ivs in media_busy.values() for a, b in ivs if b > a), default=None)
+            window_s = max(span_s, last + every.tail_s) if last is not None else span_s
+            for m, seconds in model.radio_on_seconds(window_s, timeline, bases).items():
+                watts = bases[m].watts
+                base_j += watts * seconds
+                rows.append({"node": self.client, "device": every.device, "media": m.value, "state": model.RADIO_ON,
+                             "seconds": round(seconds, 9), "watts": watts, "joules": watts * seconds})
+            row["energy_j"] = joules + base_j
+            row["energy_radio_on_j"] = base_j
         phone = next((e.peer for e in self.plan.link_ends(self.client) if e.medium == Medium.BT), None)
         relay = self._power(phone, [e.medium for e in self.plan.link_ends(phone) if e.medium]) if phone else None
         if relay is not None:
@@ -164,6 +188,17 @@ class RunEnergy:
             row["energy_relay_j"] = sum(model.energy(relay, phases).values())
             rows += model.series_rows(relay, phases)
         return row, rows
+
+    def _radio_bases(self, radios_on: Iterable[Medium] | None) -> dict[Medium, PowerFigure]:
+        """The client's radios kept on (None: every radio of its links) whose device gives a base
+        power (radios.<m>.on), with it."""
+        device = self.plan.device_of(self.client)
+        if device is None or device.power is None:
+            return {}
+        on = (tuple(radios_on) if radios_on is not None
+              else tuple(dict.fromkeys(e.medium for e in self.plan.link_ends(self.client) if e.medium and e.medium.is_radio)))
+        radios = device.power.radios
+        return {m: radios[m].on for m in on if m in radios and radios[m].on is not None}
 
     def _account(self, path: str, client_phases: Callable[[float], list[tuple[PowerState, float]]],
                  relay_phases: Callable[[float], list[tuple[PowerState, float]]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -49,6 +49,7 @@ from wearlab.model import params as P
 from wearlab.model import ports
 from wearlab.model.columns import Metric, Series
 from wearlab.model.features import KernelFeature
+from wearlab.model.media import Medium
 from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
@@ -297,8 +298,13 @@ class _Streams(Workload):
         transport = getattr(self.ctx.nodes.get(f.client), "multipath", None)
         if transport is not None:
             # The flow rode the multipath transport: each radio's energy from what its path carried.
-            busy = transport.busy(t0, time.time_ns())
-            erow, erows = self.energy.interfaces(busy, encrypted=bool(row.get("tcpcrypt_encrypted")))
+            end = time.time_ns()
+            busy = transport.busy(t0, end)
+            # The radios the policy keeps on all run (data on its class; None: a scheduler's, both).
+            selector = getattr(self.ctx.nodes.get(f.client), "selector", None)
+            radios_on = ([Medium(m) for m in selector.policy_class.radios_on] if selector is not None else None)
+            erow, erows = self.energy.interfaces(busy, encrypted=bool(row.get("tcpcrypt_encrypted")),
+                                                 span_s=(end - t0) / 1e9, radios_on=radios_on)
         else:
             erow, erows = self.energy.activity(cell["path"], flights, encrypted=bool(row.get("tcpcrypt_encrypted")))
         row.update(erow)
