@@ -101,14 +101,6 @@ fn exchange(k: usize) -> Exchange {
     Exchange { a: ta, b: tb, ss1 }
 }
 
-/// The target's own ss[i] of exchange `e`.
-fn ss_at(e: &Exchange, i: u64) -> Secret {
-    let mut s = e.ss1.clone();
-    for _ in 1..i {
-        s = keys::next_session_secret(&s);
-    }
-    s
-}
 
 /// An acceptor's `take` at the target's clock, as `synack_option` asks a ticket source.
 struct AtTime<'a> {
@@ -286,12 +278,26 @@ struct World<'p> {
     in_flight: Vec<InFlight>,
     /// Tickets (both ends) of accepted proposals: (client's, server's), for the successor op.
     resumed: Vec<(ResumeTicket, ResumeTicket, usize, usize)>,
+    /// The target's own ss[1], ss[2], ... of each exchange, as far as derived (a chain is
+    /// proposed from thousands of times in a long input: each ss[i] derived once).
+    derived: HashMap<usize, Vec<Secret>>,
     got: u32,
 }
 
 impl World<'_> {
     fn now(&self) -> Instant {
         self.t0 + self.clock
+    }
+
+    /// The target's own ss[i] of exchange `k`: ss[i] = CPRF(ss[i-1], CONST_NEXTK) from the ss[1]
+    /// of the PRK it recomputed.
+    fn ss(&mut self, k: usize, i: u64) -> Secret {
+        let v = self.derived.entry(k).or_insert_with(|| vec![self.pool[k].ss1.clone()]);
+        while (v.len() as u64) < i {
+            let next = keys::next_session_secret(v.last().unwrap());
+            v.push(next);
+        }
+        v[i as usize - 1].clone()
     }
 
     fn apply(&mut self, s: usize, ch: Changes) {
@@ -330,8 +336,8 @@ impl World<'_> {
             let e = &self.pool[k];
             let want = self.servers[s].chains.get(&k).map(|c| c.held()).unwrap_or_default();
             assert_eq!(self.acceptors[s].indices(&e.a.lineage), want, "server {s}, exchange {k}: indices held");
+            let mut t = e.b.clone();
             for &i in &want {
-                let mut t = e.b.clone();
                 while t.index < i {
                     t = t.successor();
                 }
@@ -379,7 +385,7 @@ impl World<'_> {
         assert_eq!(got.as_ref().map(|t| (t.lineage, t.index)), want.map(|(k, i)| (self.pool[k].a.lineage, i)), "client {c} server {s}: proposal");
         let (Some(t), Some((k, i))) = (got, want) else { return };
         assert!(self.proposed.insert((k, i)), "ss[{i}] of exchange {k} proposed twice");
-        assert_eq!(t.id, keys::resume_id(&ss_at(&self.pool[k], i)), "the client's resume[{i}] is not the RFC's");
+        assert_eq!(t.id, keys::resume_id(&self.ss(k, i)), "the client's resume[{i}] is not the RFC's");
         assert_eq!((t.orig_role, t.tep), (Role::A, self.pool[k].a.tep));
         self.in_flight.push(InFlight { k, i, ticket: t, client: c, server: s });
     }
@@ -447,7 +453,7 @@ impl World<'_> {
         let sid = a.session_id().unwrap().to_vec();
         assert_eq!(b.session_id(), Some(&sid[..]), "the two sides' session IDs differ");
         let sn = [my_nonce.as_slice(), peer_nonce].concat();
-        assert_eq!(sid, keys::session_id(sid[0], &ss_at(&self.pool[p.k], p.i), &sn), "session ID not from the RFC's ss[{}]", p.i);
+        assert_eq!(sid, keys::session_id(sid[0], &self.ss(p.k, p.i), &sn), "session ID not from the RFC's ss[{}]", p.i);
         self.got |= reached::SESSION;
         tb
     }
@@ -536,6 +542,7 @@ impl Successors {
             accepted: HashSet::new(),
             in_flight: Vec::new(),
             resumed: Vec::new(),
+            derived: HashMap::new(),
             got: 0,
         };
         let mut ops = 0;
