@@ -10,7 +10,7 @@ use rand_core::RngCore;
 use tcpcrypt_proto::consts::{CONST_KEY_A, CONST_KEY_B};
 use tcpcrypt_proto::keys::{self, Secret};
 use tcpcrypt_proto::msgs::{Init2, Parse};
-use tcpcrypt_proto::{resume, Aead, Config, KeyMode, Plan, ResumeTicket, Session, SessionCache, Tep};
+use tcpcrypt_proto::{resume, Acceptor, Aead, Config, KeyMode, Plan, ResumeTicket, Session, Tep};
 
 use crate::DetRng;
 
@@ -225,9 +225,9 @@ impl Pair {
         let ticket_a = a.take_ticket().unwrap();
         let ticket_b = b.take_ticket().unwrap();
 
-        // Resumption with ss[1]: A offers its ticket, B finds its own in a cache.
+        // Resumption with ss[1]: A offers its ticket, B finds its own in its acceptor.
         let syn = resume::syn_option(&cfg.teps, Some(&ticket_a.suboption(&RESUME_NONCE_A))).unwrap();
-        let mut cache = SessionCache::new(4);
+        let mut cache = Acceptor::new(4);
         cache.insert(b"A", ticket_b.clone());
         let (synack, tb) = resume::synack_option(&syn, &cfg.teps, Some(&mut cache), 8, &mut DetRng::new(SEED_SYNACK));
         let rticket_b = tb.expect("B resumes");

@@ -2,7 +2,7 @@
 //! except that their sessions draw from [`DetRng`] instead of the OS RNG (the random key
 //! generation made a few edges nondeterministic: stability 99.5 %).
 use tcpcrypt_proto::msgs::{FrameRef, Init1, Init2, Parse, Plaintext};
-use tcpcrypt_proto::{eno, resume, Config, Session, SessionCache, Tep};
+use tcpcrypt_proto::{eno, resume, Acceptor, Config, Session, Tep};
 
 use crate::crypto::{SEED_A, SEED_B, SEED_SYNACK};
 use crate::DetRng;
@@ -21,7 +21,7 @@ pub fn eno(data: &[u8]) {
     for passive in [false, true] {
         let _ = resume::negotiate(a, b, passive, true, &Tep::ALL, &[]);
     }
-    let mut cache = SessionCache::new(2);
+    let mut cache = Acceptor::new(2);
     let _ = resume::synack_option(data, &Tep::ALL, Some(&mut cache), 8, &mut DetRng::new(SEED_SYNACK));
 }
 

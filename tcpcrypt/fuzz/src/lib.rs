@@ -12,6 +12,7 @@ pub mod established;
 pub mod legacy;
 pub mod resume;
 pub mod session;
+pub mod successors;
 
 #[cfg(test)]
 mod regress;

@@ -89,6 +89,15 @@ fn fuzz_eno_diff() {
     assert_eq!(all, reached::ALL, "seeds reach {all:#x}");
 }
 
+#[test]
+fn fuzz_successors() {
+    use crate::successors::reached;
+    let mut t = crate::successors::Successors::new();
+    let mut all = 0;
+    replay("successors", |d| all |= t.run(d));
+    assert_eq!(all, reached::ALL, "seeds reach {all:#x}");
+}
+
 /// A quick random mutation smoke run over the corpora (not AFL; for checking a target's
 /// oracle before a campaign): `cargo test --lib --release -- --ignored smoke`.
 #[test]
@@ -124,12 +133,13 @@ fn smoke() {
     };
     let mut es = crate::established::Established::new();
     let mut rs = crate::resume::Resume::new();
+    let mut ss = crate::successors::Successors::new();
     let mut s = [
         crate::session::SessionTarget::new(tcpcrypt_proto::Tep::Curve25519),
         crate::session::SessionTarget::new(tcpcrypt_proto::Tep::P256),
         crate::session::SessionTarget::new(tcpcrypt_proto::Tep::P521),
     ];
-    for (t, name) in ["established", "resume", "eno_diff", "session_x25519", "session_p256", "session_p521"].iter().enumerate() {
+    for (t, name) in ["established", "resume", "eno_diff", "successors", "session_x25519", "session_p256", "session_p521"].iter().enumerate() {
         let seeds: Vec<Vec<u8>> = corpus(name).iter().map(|f| std::fs::read(f).unwrap()).collect();
         for i in 0..iters {
             let d = mutate(&seeds[i % seeds.len()]);
@@ -143,8 +153,11 @@ fn smoke() {
                 2 => {
                     crate::eno_diff::run(&d);
                 }
+                3 => {
+                    ss.run(&d);
+                }
                 k => {
-                    s[k - 3].run(&d);
+                    s[k - 4].run(&d);
                 }
             }));
             if r.is_err() {
@@ -185,6 +198,12 @@ fn replay_files() {
         }
         "resume" => {
             let mut t = crate::resume::Resume::new();
+            Box::new(move |d| {
+                t.run(d);
+            })
+        }
+        "successors" => {
+            let mut t = crate::successors::Successors::new();
             Box::new(move |d| {
                 t.run(d);
             })

@@ -1,18 +1,19 @@
 //! fuzz_resume: resumption tickets (RFC 8548 §3.5, proto/src/resume.rs). A pool of genuine
 //! tickets (both ends of ss[1], ss[2], ss[3] of an X25519 session, and of a P-256 session),
-//! a passive opener's `SessionCache` driven by the fuzzer next to a reference model of it, and
-//! connections where the active opener offers a ticket (nonce, TEP lists, optionally forged
+//! a passive opener's store of tickets (a simple model: one per peer, the oldest evicted, single
+//! use, TEP checked; tcpcryptd's own stores, `Proposer` and `Acceptor`, are fuzz_successors'),
+//! and connections where the active opener offers a ticket (nonce, TEP lists, optionally forged
 //! SYN/SYN-ACK bytes) through `syn_option`, `synack_option`, `negotiate` and `Session::new`.
 //!
-//! Oracle: the cache behaves like the model (replace per peer, evict the oldest, single use,
-//! TEP checked); an honest exchange whose passive side holds the partner ticket resumes on
+//! Oracle: `synack_option` asks the store for the offer the target expects (the TEP it picks,
+//! one offer for it), and each ticket is handed out once; an honest exchange whose passive side holds the partner ticket resumes on
 //! both sides with equal session IDs and working keys, and one without it falls back to a
 //! fresh key exchange on both sides; whatever the options, two sides that both negotiate agree
 //! on TEP and transcript, and a resumption plan always finds its ticket.
 use tcpcrypt_proto::consts::{MAX_RESUME_NONCE_LEN, RESUME_HALF_LEN};
 use tcpcrypt_proto::eno::{SynOption, TepSuboption};
-use tcpcrypt_proto::resume::{self, resume_fields, InvalidResume};
-use tcpcrypt_proto::{Aead, Config, KeyMode, ResumeTicket, Session, SessionCache, Tep};
+use tcpcrypt_proto::resume::{self, resume_fields, InvalidResume, TicketSource};
+use tcpcrypt_proto::{Acceptor, Aead, Config, KeyMode, ResumeTicket, Session, Tep};
 
 use crate::crypto::{Pair, RESUME_NONCE_A, SEED_A, SEED_B, SEED_SYNACK};
 use crate::{DetRng, Input};
@@ -29,13 +30,12 @@ impl Default for Resume {
     }
 }
 
-/// Resume the session of tickets (ta, tb) (ta offered by the active opener) and return the
-/// next tickets of both ends, for a pool of successive secrets.
-fn resume_once(cfg: &Config, ta: ResumeTicket, tb: ResumeTicket) -> (ResumeTicket, ResumeTicket) {
+/// Resume with ticket `ta` (offered by the active opener) against `acceptor`, which holds the
+/// chain of its partner, and return the next tickets of both ends, for a pool of successive
+/// secrets.
+fn resume_once(cfg: &Config, ta: ResumeTicket, acceptor: &mut Acceptor) -> (ResumeTicket, ResumeTicket) {
     let syn = resume::syn_option(&cfg.teps, Some(&ta.suboption(&RESUME_NONCE_A))).unwrap();
-    let mut cache = SessionCache::new(1);
-    cache.insert(b"peer", tb);
-    let (synack, tb) = resume::synack_option(&syn, &cfg.teps, Some(&mut cache), 8, &mut DetRng::new(SEED_SYNACK));
+    let (synack, tb) = resume::synack_option(&syn, &cfg.teps, Some(acceptor), 8, &mut DetRng::new(SEED_SYNACK));
     let tb = tb.unwrap();
     let pa = resume::negotiate(&syn, &synack, false, true, &cfg.teps, &[&ta]).unwrap();
     let pb = resume::negotiate(&syn, &synack, true, true, &cfg.teps, &[&tb]).unwrap();
@@ -50,10 +50,12 @@ impl Resume {
         let mut pool = Vec::new();
         let p = Pair::new(Tep::Curve25519, Aead::Aes128Gcm);
         let (mut ta, mut tb) = (p.ticket_a.clone(), p.ticket_b.clone());
+        let mut acceptor = Acceptor::new(1);
+        acceptor.insert(b"peer", tb.clone());
         for _ in 0..3 {
             pool.push(ta.clone());
             pool.push(tb.clone());
-            (ta, tb) = resume_once(&cfg, ta, tb);
+            (ta, tb) = resume_once(&cfg, ta, &mut acceptor);
         }
         let q = Pair::new(Tep::P256, Aead::ChaCha20Poly1305);
         pool.push(q.ticket_a.clone());
@@ -87,7 +89,6 @@ impl Resume {
         let mut r = Input::new(data);
         let mut reached = 0;
         let cap = usize::from(r.u8() % 5);
-        let mut cache = SessionCache::new(cap);
         let mut model = CacheModel { cap, entries: Vec::new(), seq: 0 };
         // Each ss[i] enters the passive cache at most once per run (one host holds one end).
         let mut used = vec![false; self.pool.len() / 2];
@@ -102,19 +103,14 @@ impl Resume {
                     let peer = r.u8() % 4;
                     if !used[k / 2] {
                         used[k / 2] = true;
-                        cache.insert(&[peer], self.pool[k].clone());
                         model.insert(peer, k);
                     }
                 }
                 1 => {
                     let peer = r.u8() % 4;
-                    let got = cache.take_for_peer(&[peer]);
-                    if got.is_some() {
+                    if let Some(k) = model.take_for_peer(peer) {
                         reached |= 4;
-                    }
-                    let want = model.take_for_peer(peer);
-                    assert_eq!(got.as_ref().map(|t| (t.id, t.orig_role)), want.map(|k| (self.pool[k].id, self.pool[k].orig_role)));
-                    if let Some(t) = got {
+                        let t = &self.pool[k];
                         assert!(!handed.contains(&(t.id, t.orig_role)), "ticket used twice");
                         handed.push((t.id, t.orig_role));
                     }
@@ -126,23 +122,16 @@ impl Resume {
                         half = r.array::<RESUME_HALF_LEN>();
                     }
                     let tep = Tep::ALL[usize::from(r.u8()) % 3];
-                    let got = cache.take_by_peer_half(&half, tep);
-                    if got.is_some() {
+                    if let Some(k) = model.take_by_half(&self.pool, &half, tep) {
                         reached |= 4;
-                    }
-                    let want = model.take_by_half(&self.pool, &half, tep);
-                    assert_eq!(got.as_ref().map(|t| (t.id, t.orig_role)), want.map(|k| (self.pool[k].id, self.pool[k].orig_role)));
-                    if let Some(t) = got {
+                        let t = &self.pool[k];
                         assert_eq!(t.peer_half(), half);
                         assert_eq!(t.tep, tep);
                         assert!(!handed.contains(&(t.id, t.orig_role)), "ticket used twice");
                         handed.push((t.id, t.orig_role));
                     }
                 }
-                3 => {
-                    cache.clear();
-                    model.entries.clear();
-                }
+                3 => model.entries.clear(),
                 4 => {
                     // resume_fields on any suboption.
                     let tep = r.u8();
@@ -160,18 +149,17 @@ impl Resume {
                         assert_eq!(nonce, &sub.data[RESUME_HALF_LEN..]);
                     }
                 }
-                _ => reached |= self.connect(&mut r, &mut cache, &mut model, &mut handed),
+                _ => reached |= self.connect(&mut r, &mut model, &mut handed),
             }
-            assert_eq!(cache.len(), model.entries.len(), "cache size");
             if cap > 0 {
-                assert!(cache.len() <= cap);
+                assert!(model.entries.len() <= cap);
             }
         }
         reached
     }
 
-    /// An active opener offers pool[k]; the passive opener answers from `cache`.
-    fn connect(&self, r: &mut Input, cache: &mut SessionCache, model: &mut CacheModel, handed: &mut Vec<([u8; 18], tcpcrypt_proto::Role)>) -> u32 {
+    /// An active opener offers pool[k]; the passive opener answers from `model`'s tickets.
+    fn connect(&self, r: &mut Input, model: &mut CacheModel, handed: &mut Vec<([u8; 18], tcpcrypt_proto::Role)>) -> u32 {
         let mut reached = 0;
         let k = usize::from(r.u8()) % self.pool.len();
         let ta = self.pool[k].clone();
@@ -199,14 +187,16 @@ impl Resume {
             }
         }
         let half_a = ta.my_half();
-        let (mut synack, tb) = resume::synack_option(&syn, &teps_b, Some(cache), synack_nonce_len, &mut DetRng::new(SEED_SYNACK));
-        // The model: which ticket the passive side must have taken.
+        // Which ticket the passive side must take: worked out on a copy of the store, before.
+        let mut expected = model.clone();
+        let mut source = Source { model, pool: &self.pool };
+        let (mut synack, tb) = resume::synack_option(&syn, &teps_b, Some(&mut source), synack_nonce_len, &mut DetRng::new(SEED_SYNACK));
         let expect_tb = match SynOption::parse(&syn) {
             Ok(o) if !o.global().b() => match teps_b.iter().copied().find(|t| o.teps().any(|s| s.tep == t.id())) {
                 Some(tep) => {
                     let offers: Vec<_> = o.teps().filter(|s| s.tep == tep.id()).filter_map(|s| resume_fields(s).ok().flatten()).collect();
                     if offers.len() == 1 {
-                        model.take_by_half(&self.pool, &offers[0].0, tep)
+                        expected.take_by_half(&self.pool, &offers[0].0, tep)
                     } else {
                         None
                     }
@@ -219,8 +209,8 @@ impl Resume {
         if let Some(t) = &tb {
             assert!(!handed.contains(&(t.id, t.orig_role)), "ticket used twice");
             handed.push((t.id, t.orig_role));
-            // Single use: it is no longer in the cache.
-            assert!(cache.take_by_peer_half(&t.peer_half(), t.tep).is_none());
+            // Single use: it is no longer in the store.
+            assert!(source.take_by_peer_half(&t.peer_half(), t.tep).is_none());
         }
         if forge & 2 != 0 && !synack.is_empty() {
             let i = usize::from(r.u8()) % synack.len();
@@ -308,7 +298,8 @@ impl Resume {
     }
 }
 
-/// The reference model of `SessionCache`: a list in insertion order.
+/// The passive opener's store of tickets: a list in insertion order.
+#[derive(Clone)]
 struct CacheModel {
     cap: usize,
     /// (peer, pool index, sequence)
@@ -336,5 +327,17 @@ impl CacheModel {
             return None;
         }
         Some(self.entries.remove(i).1)
+    }
+}
+
+/// The store as `synack_option` asks it.
+struct Source<'a> {
+    model: &'a mut CacheModel,
+    pool: &'a [ResumeTicket],
+}
+
+impl TicketSource for Source<'_> {
+    fn take_by_peer_half(&mut self, half: &[u8; RESUME_HALF_LEN], tep: Tep) -> Option<ResumeTicket> {
+        self.model.take_by_half(self.pool, half, tep).map(|k| self.pool[k].clone())
     }
 }

@@ -42,7 +42,7 @@ pub mod suite;
 
 pub use eno::{Fallback, Role};
 pub use error::Error;
-pub use resume::{KeyMode, Plan, ResumeName, ResumeTicket, SessionCache};
+pub use resume::{KeyMode, Plan, ResumeName, ResumeTicket};
 pub use successors::{Acceptor, Proposer};
 pub use session::{Config, Event, Session, Stats, DEFAULT_MAX_PENDING, DEFAULT_REKEY_AFTER_BYTES, MAX_FRAME_DATA};
 pub use suite::{Aead, Tep};

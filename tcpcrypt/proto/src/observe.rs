@@ -310,7 +310,7 @@ pub fn decrypt(log: &KeyLog, c: &Captured<'_>) -> Result<Observed, ObserveError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{resume, Config, SessionCache};
+    use crate::{resume, Acceptor, Config};
     use rand_core::OsRng;
 
     fn pump(a: &mut Session, b: &mut Session, ab: &mut Vec<u8>, ba: &mut Vec<u8>) {
@@ -401,7 +401,7 @@ mod tests {
             let (ta, tb) = (a.take_ticket().unwrap(), b.take_ticket().unwrap());
             // The second connection's active opener: A of the first, or (swap) its B.
             let (active, passive) = if swap { (tb, ta) } else { (ta, tb) };
-            let mut cache = SessionCache::new(4);
+            let mut cache = Acceptor::new(4);
             cache.insert(b"peer", passive);
             let syn = resume::syn_option(&cfg.teps, Some(&active.suboption(&[9; 8]))).unwrap();
             let (synack, pt) = resume::synack_option(&syn, &cfg.teps, Some(&mut cache), 8, &mut OsRng);

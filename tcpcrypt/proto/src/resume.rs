@@ -1,9 +1,6 @@
 //! tcpcrypt on top of TCP-ENO: which SYN options to send, how to negotiate (incl. the
 //! validity rules of tcpcrypt suboptions) and session caching/resumption (RFC 8548 §3.2, §3.5).
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
-
 use rand_core::{CryptoRng, RngCore};
 
 use crate::consts::*;
@@ -93,12 +90,6 @@ pub trait TicketSource {
     fn take_by_peer_half(&mut self, half: &[u8; RESUME_HALF_LEN], tep: Tep) -> Option<ResumeTicket>;
 }
 
-impl TicketSource for SessionCache {
-    fn take_by_peer_half(&mut self, half: &[u8; RESUME_HALF_LEN], tep: Tep) -> Option<ResumeTicket> {
-        SessionCache::take_by_peer_half(self, half, tep)
-    }
-}
-
 /// A resumption suboption's identifier half and nonce.
 pub type ResumeFields<'a> = ([u8; RESUME_HALF_LEN], &'a [u8]);
 
@@ -118,98 +109,6 @@ pub fn resume_fields(sub: &TepSuboption) -> Result<Option<ResumeFields<'_>>, Inv
     let mut h = [0u8; RESUME_HALF_LEN];
     h.copy_from_slice(&sub.data[..RESUME_HALF_LEN]);
     Ok(Some((h, &sub.data[RESUME_HALF_LEN..])))
-}
-
-/// A cached ticket: its peer, the ticket, its insertion order, when it was cached.
-type CacheEntry = (Vec<u8>, ResumeTicket, u64, Option<Instant>);
-
-/// Cache of resumable sessions. Tickets are taken out when offered or accepted, so a
-/// session secret is never used twice (§3.5). With a `lifetime`, a ticket older than that is
-/// never offered by [`SessionCache::take_for_peer`] and is dropped by
-/// [`SessionCache::purge_expired`].
-#[derive(Debug, Default)]
-pub struct SessionCache {
-    tickets: HashMap<[u8; RESUME_ID_LEN], CacheEntry>,
-    by_peer: HashMap<Vec<u8>, [u8; RESUME_ID_LEN]>,
-    by_peer_half: HashMap<[u8; RESUME_HALF_LEN], [u8; RESUME_ID_LEN]>,
-    seq: u64,
-    /// Maximum number of tickets (oldest evicted); 0 = unlimited.
-    pub capacity: usize,
-    /// How long a ticket may be used after it was cached; None = no expiry.
-    pub lifetime: Option<Duration>,
-}
-
-impl SessionCache {
-    /// An empty cache holding at most `capacity` tickets.
-    pub fn new(capacity: usize) -> Self {
-        SessionCache { capacity, ..Default::default() }
-    }
-    /// Number of tickets.
-    pub fn len(&self) -> usize {
-        self.tickets.len()
-    }
-    /// Whether empty.
-    pub fn is_empty(&self) -> bool {
-        self.tickets.is_empty()
-    }
-    /// Cache a ticket for the peer identified by `peer` (e.g. its IP address). Replaces the
-    /// peer's previous ticket; returns the tickets that left the cache (replaced, evicted).
-    pub fn insert(&mut self, peer: &[u8], ticket: ResumeTicket) -> Vec<ResumeTicket> {
-        let mut gone = Vec::new();
-        if let Some(old) = self.by_peer.get(peer).copied() {
-            gone.extend(self.remove(&old));
-        }
-        if self.capacity > 0 && self.tickets.len() >= self.capacity {
-            if let Some(oldest) = self.tickets.iter().min_by_key(|(_, (_, _, s, _))| *s).map(|(k, _)| *k) {
-                gone.extend(self.remove(&oldest));
-            }
-        }
-        self.seq += 1;
-        let expires = self.lifetime.map(|l| Instant::now() + l);
-        self.by_peer.insert(peer.to_vec(), ticket.id);
-        self.by_peer_half.insert(ticket.peer_half(), ticket.id);
-        self.tickets.insert(ticket.id, (peer.to_vec(), ticket, self.seq, expires));
-        gone
-    }
-    /// Drop the tickets whose lifetime ran out; returns them.
-    pub fn purge_expired(&mut self) -> Vec<ResumeTicket> {
-        let now = Instant::now();
-        let old: Vec<_> = self.tickets.iter().filter(|(_, e)| e.3.is_some_and(|x| x <= now)).map(|(k, _)| *k).collect();
-        old.iter().filter_map(|k| self.remove(k)).collect()
-    }
-    fn remove(&mut self, id: &[u8; RESUME_ID_LEN]) -> Option<ResumeTicket> {
-        let (peer, t, _, _) = self.tickets.remove(id)?;
-        self.by_peer.remove(&peer);
-        self.by_peer_half.remove(&t.peer_half());
-        Some(t)
-    }
-    /// Active opener: take the ticket for a peer to offer resumption (§3.5: the lowest
-    /// unused i; it counts as used whether or not resumption succeeds).
-    pub fn take_for_peer(&mut self, peer: &[u8]) -> Option<ResumeTicket> {
-        let id = *self.by_peer.get(peer)?;
-        let expired = self.tickets.get(&id).and_then(|e| e.3).is_some_and(|x| x <= Instant::now());
-        let t = self.remove(&id);
-        if expired {
-            return None;
-        }
-        t
-    }
-    /// Passive opener: take the ticket named by the identifier half the peer sent. Expiry is
-    /// not checked here: a passive opener's SYN-ACK agreed (or not) when the SYN came, by
-    /// what [`SessionCache::purge_expired`] had left; the key schedule must follow the wire.
-    pub fn take_by_peer_half(&mut self, half: &[u8; RESUME_HALF_LEN], tep: Tep) -> Option<ResumeTicket> {
-        let id = *self.by_peer_half.get(half)?;
-        if self.tickets.get(&id).map(|(_, t, _, _)| t.tep) != Some(tep) {
-            return None;
-        }
-        self.remove(&id)
-    }
-    /// Drop everything (the API's "flush the cache").
-    pub fn clear(&mut self) {
-        self.tickets.clear();
-        self.by_peer.clear();
-        self.by_peer_half.clear();
-    }
 }
 
 /// The SYN-form option an active opener sends: our TEPs (least preferred first, so that a
@@ -377,10 +276,6 @@ pub fn negotiate(
 mod tests {
     use super::*;
 
-    fn ticket(b: u8) -> ResumeTicket {
-        ResumeTicket::new(Tep::Curve25519, Aead::Aes128Gcm, Role::A, 1, Secret::from_bytes([b; K_LEN]))
-    }
-
     /// RFC 8548 §3.5: data of more than 9 + 8 bytes, or two resumption offers for one TEP,
     /// make the TEP unusable (the inputs on which fuzz_eno_diff found eno-bpf disagreeing).
     #[test]
@@ -405,27 +300,5 @@ mod tests {
         synack.extend([0x11; 18]);
         let syn = [eno::KIND, 3, 0x23];
         assert_eq!(negotiate(&syn, &synack, false, true, &[Tep::Curve25519], &[]).err(), Some(Fallback::NoCommonTep));
-    }
-
-    #[test]
-    fn expired_tickets_are_not_offered_and_purge_returns_them() {
-        let mut c = SessionCache::new(8);
-        c.lifetime = Some(Duration::ZERO);
-        assert!(c.insert(b"p", ticket(1)).is_empty());
-        assert!(c.take_for_peer(b"p").is_none(), "an expired ticket must not be offered");
-        assert!(c.is_empty());
-        c.insert(b"q", ticket(2));
-        assert_eq!(c.purge_expired().len(), 1);
-        assert!(c.is_empty());
-        c.lifetime = Some(Duration::from_secs(600));
-        c.insert(b"r", ticket(3));
-        assert!(c.purge_expired().is_empty());
-        // a second ticket for one peer replaces the first and hands it back (to unaccept it)
-        let gone = c.insert(b"r", ticket(4));
-        assert_eq!(gone.len(), 1);
-        assert_eq!(gone[0].id, ticket(3).id);
-        // single use
-        assert_eq!(c.take_for_peer(b"r").map(|t| t.id), Some(ticket(4).id));
-        assert!(c.take_for_peer(b"r").is_none());
     }
 }

@@ -722,7 +722,8 @@ impl Drop for Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resume::{self, SessionCache};
+    use crate::resume;
+    use crate::successors::Acceptor;
     use rand_core::OsRng;
     use std::collections::HashSet;
 
@@ -763,15 +764,17 @@ mod tests {
         let mut ta = a.take_ticket().unwrap();
         let mut tb = b.take_ticket().unwrap();
         let mut all = vec![a, b];
-        // Three resumptions in a row (ss[1], ss[2], ss[3]), roles swapped each time.
+        // B's acceptor starts the chain at ss[1] and derives ss[2], ss[3] itself.
+        let mut acceptor = Acceptor::new(4);
+        acceptor.insert(b"peer", tb.clone());
+        // Three resumptions in a row (ss[1], ss[2], ss[3]).
         for i in 0..3 {
-            let mut cache_a = SessionCache::new(4);
-            cache_a.insert(b"peer", tb);
-            let (active_ticket, passive_cache) = (ta, &mut cache_a);
+            let (active_ticket, passive_cache) = (ta, &mut acceptor);
             let nonce = [i as u8; 8];
             let syn = resume::syn_option(&cfg.teps, Some(&active_ticket.suboption(&nonce))).unwrap();
             let (synack, pt) = resume::synack_option(&syn, &cfg.teps, Some(passive_cache), 8, &mut OsRng);
             let pt = pt.expect("passive side resumes");
+            assert_eq!((pt.id, pt.index), (tb.id, i + 1), "the acceptor's ss[i] is the passive session's");
             let pa = resume::negotiate(&syn, &synack, false, true, &cfg.teps, &[&active_ticket]).unwrap();
             let pb = resume::negotiate(&syn, &synack, true, true, &cfg.teps, &[&pt]).unwrap();
             assert!(matches!(pa.mode, KeyMode::Resume { .. }));

@@ -73,6 +73,10 @@ impl Proposer {
     /// (replacing the peer's old one: its unused links are erased); any other successor is
     /// dropped (see the module's doc). Returns whether it was kept.
     pub fn insert(&mut self, peer: &[u8], ticket: ResumeTicket) -> bool {
+        self.insert_at(peer, ticket, Instant::now())
+    }
+    /// [`Proposer::insert`] as at `now` (a clock of the caller's: tests, fuzzing).
+    pub fn insert_at(&mut self, peer: &[u8], ticket: ResumeTicket, now: Instant) -> bool {
         if !ticket.starts_chain() {
             return false;
         }
@@ -82,7 +86,7 @@ impl Proposer {
             }
         }
         self.seq += 1;
-        let expires = self.lifetime.map(|l| Instant::now() + l);
+        let expires = self.lifetime.map(|l| now + l);
         self.chains.insert(peer.to_vec(), (ticket, expires, self.seq));
         true
     }
@@ -90,12 +94,16 @@ impl Proposer {
     /// (successfully or not). The chain keeps ss[n+1] for the next proposal; the connection
     /// erases ss[n] once its keys are set.
     pub fn propose(&mut self, peer: &[u8]) -> Option<ResumeTicket> {
+        self.propose_at(peer, Instant::now())
+    }
+    /// [`Proposer::propose`] as at `now`.
+    pub fn propose_at(&mut self, peer: &[u8], now: Instant) -> Option<ResumeTicket> {
         let (t, expires, _) = self.chains.remove(peer)?;
-        if expires.is_some_and(|x| x <= Instant::now()) {
+        if expires.is_some_and(|x| x <= now) {
             return None;
         }
         self.seq += 1;
-        let expires = self.lifetime.map(|l| Instant::now() + l);
+        let expires = self.lifetime.map(|l| now + l);
         self.chains.insert(peer.to_vec(), (t.successor(), expires, self.seq));
         Some(t)
     }
@@ -105,7 +113,10 @@ impl Proposer {
     }
     /// Drop chains whose lifetime ran out.
     pub fn purge_expired(&mut self) {
-        let now = Instant::now();
+        self.purge_at(Instant::now())
+    }
+    /// [`Proposer::purge_expired`] as at `now`.
+    pub fn purge_at(&mut self, now: Instant) {
         self.chains.retain(|_, e| !e.1.is_some_and(|x| x <= now));
     }
     /// Drop everything.
@@ -201,6 +212,10 @@ impl Acceptor {
     /// Cache a session's successor from `peer`: a fresh key exchange's ss[1] starts a chain whose
     /// ss[1..=ahead] are published; any other successor is dropped (see the module's doc).
     pub fn insert(&mut self, peer: &[u8], ticket: ResumeTicket) -> Changes {
+        self.insert_at(peer, ticket, Instant::now())
+    }
+    /// [`Acceptor::insert`] as at `now` (a clock of the caller's: tests, fuzzing).
+    pub fn insert_at(&mut self, peer: &[u8], ticket: ResumeTicket, now: Instant) -> Changes {
         let mut ch = Changes::default();
         if !ticket.starts_chain() || self.windows.contains_key(&ticket.lineage) {
             return ch;
@@ -223,7 +238,7 @@ impl Acceptor {
         self.by_half.insert(ticket.peer_half(), (lineage, hi));
         let mut entries = BTreeMap::new();
         entries.insert(hi, (ticket, None));
-        let expires = self.lifetime.map(|l| Instant::now() + l);
+        let expires = self.lifetime.map(|l| now + l);
         self.windows.insert(lineage, Window { peer: peer.to_vec(), entries, hi, expires, seq: self.seq });
         ch.extend(self.fill(&lineage, hi + self.ahead.max(1) - 1));
         ch
@@ -258,6 +273,10 @@ impl Acceptor {
     /// (single use); the window moves on to j + ahead, and the unused secrets below j are erased
     /// after the grace period. None if not held for `tep`.
     pub fn take(&mut self, half: &[u8; RESUME_HALF_LEN], tep: Tep) -> (Option<ResumeTicket>, Changes) {
+        self.take_at(half, tep, Instant::now())
+    }
+    /// [`Acceptor::take`] as at `now`.
+    pub fn take_at(&mut self, half: &[u8; RESUME_HALF_LEN], tep: Tep, now: Instant) -> (Option<ResumeTicket>, Changes) {
         let mut ch = Changes::default();
         let Some(&(lineage, j)) = self.by_half.get(half) else { return (None, ch) };
         let Some(w) = self.windows.get(&lineage) else { return (None, ch) };
@@ -268,7 +287,7 @@ impl Acceptor {
         let upto = j + self.ahead.max(1);
         ch.extend(self.fill(&lineage, upto));
         self.seq += 1;
-        let (now, grace, seq, lifetime) = (Instant::now(), self.grace, self.seq, self.lifetime);
+        let (grace, seq, lifetime) = (self.grace, self.seq, self.lifetime);
         let Some(w) = self.windows.get_mut(&lineage) else { return (None, ch) };
         let Some((t, _)) = w.entries.remove(&j) else { return (None, ch) };
         self.by_half.remove(half);
@@ -287,7 +306,7 @@ impl Acceptor {
         self.purge_at(Instant::now())
     }
 
-    /// [`Acceptor::purge_expired`] as at `now` (tests).
+    /// [`Acceptor::purge_expired`] as at `now`.
     pub fn purge_at(&mut self, now: Instant) -> Changes {
         let mut ch = Changes::default();
         let dead: Vec<_> = self.windows.iter().filter(|(_, w)| w.expires.is_some_and(|x| x <= now)).map(|(k, _)| *k).collect();
@@ -361,6 +380,24 @@ mod tests {
         let (a2, _) = pair(2);
         assert!(p.insert(b"www", a2.clone()));
         assert_eq!(p.propose(b"www").map(|t| t.id), Some(a2.id));
+    }
+
+    /// A chain's lifetime runs from its start or from its last proposal.
+    #[test]
+    fn an_expired_chain_is_not_proposed_and_purge_drops_it() {
+        let t0 = Instant::now();
+        let mut p = Proposer::new(8);
+        p.lifetime = Some(Duration::from_secs(10));
+        p.insert_at(b"p", pair(1).0, t0);
+        assert_eq!(p.propose_at(b"p", t0 + Duration::from_secs(9)).map(|t| t.index), Some(1));
+        // The proposal renewed it: 9 s later it is still alive; 10 s after that, gone.
+        assert_eq!(p.propose_at(b"p", t0 + Duration::from_secs(18)).map(|t| t.index), Some(2));
+        assert!(p.propose_at(b"p", t0 + Duration::from_secs(28)).is_none(), "an expired chain must not be proposed");
+        assert!(p.is_empty());
+        p.insert_at(b"q", pair(2).0, t0);
+        p.insert_at(b"r", pair(3).0, t0 + Duration::from_secs(5));
+        p.purge_at(t0 + Duration::from_secs(10));
+        assert_eq!((p.len(), p.next_index(b"q"), p.next_index(b"r")), (1, None, Some(1)));
     }
 
     #[test]

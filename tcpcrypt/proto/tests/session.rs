@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use rand_core::OsRng;
 use tcpcrypt_proto::msgs::{FrameRef, Init1, Init2, Parse, Plaintext};
 use tcpcrypt_proto::resume::{self, KeyMode};
-use tcpcrypt_proto::{eno, Aead, Config, Error, Event, Fallback, Role, Session, SessionCache, Tep};
+use tcpcrypt_proto::{eno, Acceptor, Aead, Config, Error, Event, Fallback, Role, Session, Tep};
 
 fn cfg(tep: Tep, aead: Aead) -> Config {
     Config { teps: vec![tep], aeads: vec![aead], ..Config::default() }
@@ -297,18 +297,13 @@ fn automatic_rekey_by_volume() {
     assert_eq!(b.generations().0, b.generations().1);
 }
 
-fn resume_once(
-    ta: tcpcrypt_proto::ResumeTicket,
-    tb: tcpcrypt_proto::ResumeTicket,
-    a_cfg: &Config,
-) -> (Session, Session) {
-    let mut cache = SessionCache::new(8);
-    cache.insert(b"10.0.0.1", tb);
+/// Resume with `ta` against a passive opener whose acceptor holds the chain of `ta`'s partner.
+fn resume_once(ta: tcpcrypt_proto::ResumeTicket, cache: &mut Acceptor, a_cfg: &Config) -> (Session, Session) {
     let syn = resume::syn_option(&a_cfg.teps, Some(&ta.suboption(&[7; 8]))).unwrap();
     assert!(syn.len() <= 40);
-    let (synack, held) = resume::synack_option(&syn, &a_cfg.teps, Some(&mut cache), 8, &mut OsRng);
+    let (synack, held) = resume::synack_option(&syn, &a_cfg.teps, Some(&mut *cache), 8, &mut OsRng);
     let held = held.expect("B resumes");
-    assert!(cache.is_empty(), "ticket taken");
+    assert!(cache.take(&held.peer_half(), held.tep).0.is_none(), "ticket taken");
     let pa = resume::negotiate(&syn, &synack, false, true, &a_cfg.teps, &[&ta]).unwrap();
     let pb = resume::negotiate(&syn, &synack, true, true, &a_cfg.teps, &[&held]).unwrap();
     assert!(matches!(pa.mode, KeyMode::Resume { .. }));
@@ -327,8 +322,12 @@ fn resumption_with_role_swap_and_chain() {
     let (ta, tb) = (a.take_ticket().unwrap(), b.take_ticket().unwrap());
     assert_eq!(ta.id, tb.id);
     assert_eq!(ta.index, 1);
+    // Each host's acceptor holds the chain from ss[1] (the other host's ss[1] is its partner).
+    let (mut acc_a, mut acc_b) = (Acceptor::new(8), Acceptor::new(8));
+    acc_a.insert(b"10.0.0.2", ta);
+    acc_b.insert(b"10.0.0.1", tb.clone());
     // Resume with the original B as the active opener (roles swap).
-    let (mut x, mut y) = resume_once(tb, ta, &c);
+    let (mut x, mut y) = resume_once(tb, &mut acc_a, &c);
     assert_eq!(x.role(), Role::A);
     assert!(x.is_established() && y.is_established());
     assert!(!x.has_outgoing(), "no Init messages when resuming");
@@ -343,8 +342,9 @@ fn resumption_with_role_swap_and_chain() {
     assert_eq!(y.take_plaintext(), b"from original B");
     assert_eq!(x.take_plaintext(), b"from original A");
     let (tx, ty) = (x.take_ticket().unwrap(), y.take_ticket().unwrap());
-    assert_eq!(tx.index, 2);
-    let (mut p, mut q) = resume_once(ty, tx, &c);
+    assert_eq!((tx.index, tx.id), (2, ty.id));
+    // ss[2] the other way: the original B (x) is the passive opener; its acceptor derived ss[2].
+    let (mut p, mut q) = resume_once(ty, &mut acc_b, &c);
     p.send(b"again").unwrap();
     pump(&mut p, &mut q, 100);
     assert_eq!(q.take_plaintext(), b"again");
@@ -359,7 +359,7 @@ fn resumption_declined_or_mismatched_falls_to_fresh_or_off() {
     let ta = a.take_ticket().unwrap();
     // B has no ticket: it answers fresh; A negotiates fresh key exchange.
     let syn = resume::syn_option(&c.teps, Some(&ta.suboption(&[1; 8]))).unwrap();
-    let mut empty = SessionCache::new(8);
+    let mut empty = Acceptor::new(8);
     let (synack, held) = resume::synack_option(&syn, &c.teps, Some(&mut empty), 8, &mut OsRng);
     assert!(held.is_none());
     let pa = resume::negotiate(&syn, &synack, false, true, &c.teps, &[&ta]).unwrap();
@@ -377,7 +377,7 @@ fn resumption_declined_or_mismatched_falls_to_fresh_or_off() {
     let (mut a, mut b) = pair(c.clone(), c.clone());
     pump(&mut a, &mut b, 1 << 20);
     let (t1, t2) = (a.take_ticket().unwrap(), b.take_ticket().unwrap());
-    let mut cache = SessionCache::new(8);
+    let mut cache = Acceptor::new(8);
     cache.insert(b"p", t2);
     let syn = resume::syn_option(&c.teps, Some(&t1.suboption(&[]))).unwrap();
     let (synack, held) = resume::synack_option(&syn, &c.teps, Some(&mut cache), 0, &mut OsRng);
@@ -483,7 +483,7 @@ proptest! {
             }
         }
         let _ = resume::negotiate(&opt, &bytes, false, true, &Tep::ALL, &[]);
-        let _ = resume::synack_option(&opt, &Tep::ALL, Some(&mut SessionCache::new(1)), 8, &mut OsRng);
+        let _ = resume::synack_option(&opt, &Tep::ALL, Some(&mut Acceptor::new(1)), 8, &mut OsRng);
     }
 
     #[test]
