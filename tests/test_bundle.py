@@ -17,9 +17,12 @@ import csv
 import json
 import os
 import pwd
+import hashlib
 import shutil
+import stat
 import struct
 import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -48,6 +51,97 @@ def test_the_bundle_refuses_container_nodes_naming_root(monkeypatch):
     monkeypatch.setenv("WEARLAB_BUNDLE", "/somewhere/wearlab-bundle")
     with pytest.raises(EnvironmentProblem, match="container nodes .* need root on the host"):
         check_runnable(plan(exp))
+
+
+def test_capture_from_the_bundle_refuses_before_asking_any_run(monkeypatch):
+    """From the bundle the run to capture is always in another guest (each command boots its
+    own): the capture says so at once, and never sends the request (which would start tcpdumps
+    in that run that wait for a client that cannot come)."""
+    from wearlab.run import live_capture
+
+    def ask(req):
+        raise AssertionError(f"asked the run {req}")
+
+    monkeypatch.setenv("WEARLAB_BUNDLE", "/somewhere/wearlab-bundle")
+    with pytest.raises(EnvironmentProblem, match="does not work from the bundle: each BUNDLE/wearlab command boots"):
+        live_capture.capture(ask, ["watch"], "/somewhere/else/watch.pcapng")
+
+
+def _manifest(bundle: Path) -> dict[str, str]:
+    return dict(l.split("=", 1) for l in (bundle / "manifest").read_text().splitlines())
+
+
+def _tarball() -> tuple[Path, str]:
+    """`make bundle-tar`'s file beside the bundle, and the directory it holds."""
+    name = f"wearlab-bundle-{_manifest(_bundle())['wearlab']}"
+    tb = BUNDLE.parent / f"{name}.tar.gz"
+    assert tb.is_file(), f"no {tb}: run `make bundle-tar` (`make test` does)"
+    return tb, name
+
+
+def test_the_bundles_tarball_holds_plain_relative_members_and_its_checksum():
+    """What a user extracting it unprivileged can trust: every member under the one directory,
+    no absolute name, no `..`, no device node, FIFO or hard link, no set-id bit; the image sparse
+    (its 1.3 GB length, not its ~0.9 GB of data, would otherwise be written out). Its .sha256 is
+    the file's (`sha256sum -c` format)."""
+    tb, name = _tarball()
+    h = hashlib.sha256()
+    with tb.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    assert (tb.parent / f"{tb.name}.sha256").read_text() == f"{h.hexdigest()}  {tb.name}\n"
+    names = set()
+    # "r:gz", not the stream mode "r|gz": the file is two gzip members (the image's part is
+    # compressed once and cached: images/bundle/tar.sh), which gzip, GNU tar, busybox and
+    # libarchive read as one stream and tarfile's stream mode stops after the first.
+    with tarfile.open(tb, "r:gz") as t:
+        for m in t:
+            parts = m.name.split("/")
+            assert not m.name.startswith("/") and ".." not in parts and parts[0] == name, m.name
+            assert m.isreg() or m.isdir(), f"{m.name}: type {m.type!r} (only files and directories)"
+            assert not m.mode & (stat.S_ISUID | stat.S_ISGID), f"{m.name}: mode {m.mode:o}"
+            assert (m.uid, m.gid) == (0, 0), m.name   # numeric 0: nothing to restore, nothing to depend on
+            names.add(m.name)
+            if m.name == f"{name}/rootfs.img":
+                assert m.issparse() and m.size == (_bundle() / "rootfs.img").stat().st_size
+    assert {f"{name}/{f}" for f in ("wearlab", "linux", "rootfs.img", "manifest", "lib/wearlab/__init__.py")} <= names
+
+
+@pytest.mark.root
+def test_nobody_extracts_the_tarball_anywhere_and_the_guest_answers(tmp_path):
+    """The tarball extracted by `nobody` (GNU tar, from standard input: the file need not be
+    readable by them) into a fresh directory, `env -i PATH=/usr/bin:/bin`: the files are theirs,
+    the image still sparse, and its launcher boots the guest, whose wearlab says its version."""
+    tb, name = _tarball()
+    nobody = pwd.getpwnam("nobody")
+    where = Path(tempfile.mkdtemp(prefix="wearlab-tarball-test-", dir="/var/tmp"))
+    try:
+        where.chmod(0o755)
+        for d in ("x", "tmp"):
+            (where / d).mkdir()
+            os.chown(where / d, nobody.pw_uid, nobody.pw_gid)
+        user = [need_tool("setpriv"), f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
+                "--inh-caps=-all", "env", "-i", "PATH=/usr/bin:/bin", "HOME=/nonexistent", f"TMPDIR={where}/tmp"]
+        t0 = time.monotonic()
+        with tb.open("rb") as f:
+            r = subprocess.run([*user, "tar", "-xzf", "-", "-C", f"{where}/x"], stdin=f, capture_output=True,
+                               text=True, timeout=120, check=False)
+        took = time.monotonic() - t0
+        assert r.returncode == 0, r.stderr
+        b = where / "x" / name
+        img = (b / "rootfs.img").stat()
+        assert img.st_uid == nobody.pw_uid and (b / "wearlab").stat().st_uid == nobody.pw_uid
+        assert img.st_size == (_bundle() / "rootfs.img").stat().st_size and img.st_blocks * 512 < img.st_size
+        t1 = time.monotonic()
+        r = subprocess.run([*user, "sh", "-c", f"cd {where}/tmp && exec {b}/wearlab --version"], capture_output=True,
+                           text=True, timeout=60, check=False)
+        booted = time.monotonic() - t1
+        assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        assert r.stdout.strip().splitlines()[-1] == f"wearlab {_manifest(b)['wearlab']}", r.stdout
+        print(f"tarball {tb.stat().st_size / 2**20:.0f} MB extracted by nobody in {took:.1f} s; guest answered in "
+              f"{booted:.1f} s")
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def _in_namespace(script: str, timeout: float) -> subprocess.CompletedProcess:
@@ -342,3 +436,14 @@ def test_an_ordinary_user_submits_from_the_bundle_to_slurm_and_the_merge_equals_
     # The jobs' guests and the launchers are gone with the jobs.
     assert hidden.leftovers() == "tmp=0 procs=0"
     print(f"bundle on Slurm as nobody, 2 tasks and the merge: {took:.1f} s")
+
+
+@pytest.mark.root
+def test_capture_from_the_bundle_exits_2_naming_why(hidden):
+    """`BUNDLE/wearlab capture` as nobody: one clear line and exit 2 from the guest, no
+    traceback, no file (the deployment or run it would tap lives in another guest)."""
+    r = hidden.run(f"exec sh {hidden.bundle}/wearlab capture watch -w caps.pcapng --duration 1", timeout=60)
+    assert r.returncode == 2, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    said = r.stdout + r.stderr     # the guest's stderr reaches the launcher's console, its stdout
+    assert "does not work from the bundle" in said and "Traceback" not in said, said
+    assert not (hidden.work / "caps.pcapng").exists()

@@ -62,6 +62,17 @@ GO_TIMEOUT_S = 15.0
 LINES = range(63, 31, -1)                # the guest's serial lines a capture may take
 SOCKET_DIR = Path("/run/wearlab/capture")
 WHERE = "<command line>"
+# From the bundle (its launcher sets WEARLAB_BUNDLE) every command boots a guest of its own, and
+# the run or deployment to capture lives in another guest: its deployment record and ledger are
+# that guest's, and both channels need a process on the host that the bundle does not have (a
+# Unix socket is one kernel's; the serial line's host pty is found through the host's mconsole
+# socket, which a guest cannot open over hostfs). So capture refuses before asking anything
+# (a request would start tcpdumps that wait for a client that cannot come).
+FROM_BUNDLE = ("wearlab capture does not work from the bundle: each BUNDLE/wearlab command boots a UML guest of "
+               "its own, and the run or deployment to capture lives in another guest, which this one cannot reach "
+               "(a capture's channel needs wearlab on the host: a Unix socket, or the guest's serial line through "
+               "the host's mconsole). The run's own captures are in its results (captures/: the workload's "
+               "client pcaps); a live capture needs a checkout and root on the host (.venv/bin/wearlab capture)")
 
 
 # -- what to capture ----------------------------------------------------------------------------
@@ -362,6 +373,8 @@ def capture(ask, targets: list[str], out: str, *, count: int | None = None,
     `ask(request)`: the live run's answer (run.control.request for its results directory)."""
     from wearlab.runtime import signals
 
+    if os.environ.get("WEARLAB_BUNDLE"):
+        raise EnvironmentProblem(FROM_BUNDLE)
     if out == "-" and sys.stdout.isatty():
         raise InputError([Problem(WHERE, None, "-w", "standard output is a terminal: give -w FILE, or pipe it "
                                   "(wearlab capture ... -w - | wireshark -k -i -)")])
