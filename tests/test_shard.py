@@ -240,3 +240,23 @@ def test_merge_flags_noisy_shards_and_names_the_unprobed(tmp_path, plan_doc):
     assert meta["shards"][1]["fidelity"]["median_ms"] == 12.5 and meta["shards"][2]["fidelity"] is None
     out = " ".join(res.stdout.split())
     assert "noisy shards: 2-of-3" in out and "3-of-3" in out and "not probed" in out
+
+
+def test_status_prints_each_shards_fidelity_and_the_noisy_ones(tmp_path, plan_doc):
+    """`wearlab status` from a submission's files alone (no job ids: Slurm is not asked)."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "submission.json").write_text(json.dumps({"tasks": 2, "experiment": "sharded", "runs": 6}))
+    for i, (samples, runs) in enumerate([([10.2] * 10, [1, 2, 3]), ([12.5] * 10, [4, 5, 6])], start=1):
+        d = _fake_shard(tmp_path, f"s{i}", plan_doc, runs, f"{i}/2", {"probe": "ping", **fidelity.judge(10.0, samples)})
+        (sub / "shards" / str(i) / "sharded").mkdir(parents=True)
+        (sub / "shards" / str(i) / "sharded" / "latest").symlink_to(d)
+    res = wearlab("merge", str(sub / "merged"), *[str(sub / "shards" / str(i) / "sharded" / "latest") for i in (1, 2)],
+                  timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    st = wearlab("status", str(sub), timeout=60)
+    out = " ".join(st.stdout.split())
+    assert st.returncode == 0, st.stdout + st.stderr
+    assert "shard 1/2: 3 of 3 runs ok (complete); fidelity trusted: RTT median 10.2 ms" in out, out
+    assert "shard 2/2: 3 of 3 runs ok (complete); fidelity noisy: RTT median 12.5 ms" in out, out
+    assert "noisy shards (their node failed the fidelity probe): 2-of-2" in out, out
