@@ -209,11 +209,12 @@ def test_reproduce_slurm_submits_the_whole_suite_with_one_script(tmp_path):
 
 
 # The fidelity rule by hand (measure.fidelity): trusted when configured - 0.05 ms <= median <=
-# configured + max(1 ms, 5 % of configured).
+# configured + max(2 ms, 5 % of configured).
 @pytest.mark.parametrize("configured, samples, trusted", [
     (10.0, [10.1, 10.2, 10.3], True),            # 0.2 ms above: a quiet netem link (docs/fidelity.md)
-    (10.0, [10.9, 10.95, 30.0], True),           # median 0.95 ms above (< 1 ms); one late echo does not count
-    (10.0, [11.0, 11.1, 11.2], False),           # median 1.1 ms above: noisy
+    (10.0, [11.0, 11.0, 11.0], True),            # 1.0 ms above: the 6.12 UML guest at rest
+    (10.0, [11.9, 11.95, 30.0], True),           # median 1.95 ms above (< 2 ms); one late echo does not count
+    (10.0, [12.0, 12.1, 12.2], False),           # median 2.1 ms above: noisy
     (10.0, [9.9, 9.94, 10.0], False),            # median 9.94 < 10 - 0.05: below the physics
     (10.0, [9.96, 9.97, 9.98], True),            # 0.03 ms below: ping's resolution
     (100.0, [104.8, 104.9, 105.0], True),        # 5 % of 100 ms = 5 ms allowed: 4.9 above

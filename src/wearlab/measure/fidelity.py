@@ -14,10 +14,13 @@ ABOVE_FRACTION x configured).
   ping's own resolution (it prints 3 digits; the link physics tests allow the same 0.05 ms).
 - Above: wearlab's goal is max(0.3 ms, 2 %) for what it reports, but a ping's RTT also holds the
   ping program's own system calls in two namespaces (in a UML guest ~100 us each, docs/fidelity.md)
-  and, on a guest with 10 ms ticks, an occasional late wake-up. A quiet node measures 0.1-0.3 ms
-  above configured; 1 ms (or 5 % of a long RTT) is three times that, so a median past it means
-  the node delays most packets by more than the goal allows - its runs' timings are not the
-  path's. The goal is recorded beside the verdict so that a reader sees both.
+  and the guest's timers. What a quiet node measures is the baseline: 10.1 ms for 10 ms on the
+  6.1 UML guest (bench/results/link.json), and 11.0 ms for 10 ms on the 6.12 UML guest here
+  (2026-11-26, load average 0.9; 8 of 10 echoes at exactly 11.0 ms: a quantum of the guest's
+  timers, not noise). ABOVE_MS = 2 ms is twice the larger quiet excess, so a median past it means
+  the node delayed most packets by more than its kernel does at rest - its runs' timings are not
+  the path's. 5 % of a long RTT likewise. A calibration from those two measurements, not physics;
+  the goal is recorded beside the verdict so that a reader sees both.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ COUNT = 10
 INTERVAL_S = 0.05
 WAIT_S = 2.0               # per echo (ping -W): a lost or late echo is a missing sample, not a hang
 BELOW_MS = 0.05
-ABOVE_MS = 1.0
+ABOVE_MS = 2.0
 ABOVE_FRACTION = 0.05
 GOAL = "within max(0.3 ms, 2 %) of the emulated path's physics (docs/fidelity.md)"
 RULE = (f"trusted when configured - {BELOW_MS} ms <= median <= configured + max({ABOVE_MS} ms, "
