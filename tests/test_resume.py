@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, WEARLAB, wearlab
+from conftest import ROOT, WEARLAB, timing_bound, wearlab
 from slurm_cluster import single_node_slurm
 
 SIZE = 300_000
@@ -178,6 +178,17 @@ def test_a_slurm_job_array_merged_gives_the_runs_of_one_straight_through(tmp_pat
     meta = json.loads((merged / "metadata.json").read_text())
     assert meta["status"] == "complete" and meta["merge"]["missing_runs"] == []
     assert [s["shard"]["runs"] for s in meta["shards"]] == [[1, 2], [3, 4]]
+    # Each shard's fidelity probe (measure.fidelity): pings watch -> server, whose path is 5 ms each
+    # way = 10 ms RTT by hand. Nothing early (ping prints 3 digits: 0.05 ms); above, the physics
+    # tests' bound for a busy machine (test_link_physics). The verdict itself is not asserted: a
+    # busy CI node may rightly be flagged.
+    rtt_ms = 2 * DELAY * 1000
+    for s in meta["shards"]:
+        f = s["fidelity"]
+        assert f["configured_rtt_ms"] == rtt_ms and f["path"] == ["watch", "server"], f
+        assert rtt_ms - 0.05 <= f["median_ms"] <= rtt_ms + 1000 * timing_bound(2 * DELAY) + 0.2, f
+        assert s["trust"] in ("trusted", "noisy") and (s["shard"]["index"] in [int(x.split("-")[0]) for x in
+                                                        meta["merge"]["noisy_shards"]]) is (s["trust"] == "noisy")
     assert (merged / "shards" / "2-of-2" / "captures" / "watch-eth0.pcap").exists()
     # What `check`/`report` read is there as for one run: the summary's cells with their runs.
     cells = json.loads((merged / "summary.json").read_text())["cells"]

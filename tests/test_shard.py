@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wearlab
+from wearlab.measure import fidelity
 from wearlab.run.shard import Shard
 
 EXPERIMENT = """
@@ -52,8 +53,10 @@ def test_run_refuses_a_bad_shard_before_anything(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def _fake_shard(tmp_path: Path, name: str, plan: dict, runs: list[int], shard: str) -> Path:
-    """A shard's results directory as a run writes it, with `runs` ok (no measurements)."""
+def _fake_shard(tmp_path: Path, name: str, plan: dict, runs: list[int], shard: str,
+                fidelity: dict | None = None) -> Path:
+    """A shard's results directory as a run writes it, with `runs` ok (no measurements) and its
+    fidelity probe's verdict when given (None: written by a wearlab before the probe)."""
     d = tmp_path / name
     (d / "series").mkdir(parents=True)
     (d / "plan.json").write_text(json.dumps(plan))
@@ -61,7 +64,8 @@ def _fake_shard(tmp_path: Path, name: str, plan: dict, runs: list[int], shard: s
     (d / "metadata.json").write_text(json.dumps({"experiment": plan["experiment"], "status": "complete",
                                                  "shard": {"index": i, "count": n},
                                                  "machine": {"kernel": f"kernel of {name}"},
-                                                 "columns": {"params": ["protocol"], "metrics": {}}}))
+                                                 "columns": {"params": ["protocol"], "metrics": {}},
+                                                 **({"fidelity": fidelity} if fidelity else {})}))
     # 2 cells x 3 repetitions: run n is repetition (n-1)//2+1, cell (n-1)%2 (the schedule's order).
     with (d / "runs.csv").open("w", newline="") as f:
         w = csv.writer(f)
@@ -202,3 +206,58 @@ def test_reproduce_slurm_submits_the_whole_suite_with_one_script(tmp_path):
     assert [(e["experiment"], e["array_job"], e["merge_job"]) for e in record["experiments"]] == \
         [("one", "100", "101"), ("two", "102", "103")]
     assert subprocess.run(["sh", "-n", str(out / "submit.sh")]).returncode == 0
+
+
+# The fidelity rule by hand (measure.fidelity): trusted when configured - 0.05 ms <= median <=
+# configured + max(2 ms, 5 % of configured).
+@pytest.mark.parametrize("configured, samples, trusted", [
+    (10.0, [10.1, 10.2, 10.3], True),            # 0.2 ms above: a quiet netem link (docs/fidelity.md)
+    (10.0, [11.0, 11.0, 11.0], True),            # 1.0 ms above: the 6.12 UML guest at rest
+    (10.0, [11.9, 11.95, 30.0], True),           # median 1.95 ms above (< 2 ms); one late echo does not count
+    (10.0, [12.0, 12.1, 12.2], False),           # median 2.1 ms above: noisy
+    (10.0, [9.9, 9.94, 10.0], False),            # median 9.94 < 10 - 0.05: below the physics
+    (10.0, [9.96, 9.97, 9.98], True),            # 0.03 ms below: ping's resolution
+    (100.0, [104.8, 104.9, 105.0], True),        # 5 % of 100 ms = 5 ms allowed: 4.9 above
+    (100.0, [105.1, 105.2, 105.3], False),       # 5.2 above
+    (10.0, [], False),                           # no echo came back
+])
+def test_fidelity_rule_trusts_a_median_within_its_bounds(configured, samples, trusted):
+    v = fidelity.judge(configured, samples)
+    assert v["trusted"] is trusted, v
+    assert v["configured_rtt_ms"] == configured and ("reason" in v) is (not trusted)
+
+
+def test_merge_flags_noisy_shards_and_names_the_unprobed(tmp_path, plan_doc):
+    quiet = {"probe": "ping", **fidelity.judge(10.0, [10.2] * 10)}
+    noisy = {"probe": "ping", **fidelity.judge(10.0, [12.5] * 10)}
+    a = _fake_shard(tmp_path, "a", plan_doc, [1, 2], "1/3", quiet)
+    b = _fake_shard(tmp_path, "b", plan_doc, [3, 4], "2/3", noisy)
+    c = _fake_shard(tmp_path, "c", plan_doc, [5, 6], "3/3")              # older: no fidelity
+    res = wearlab("merge", str(tmp_path / "m"), str(a), str(b), str(c), timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr                  # flagged, not failed
+    meta = json.loads((tmp_path / "m" / "metadata.json").read_text())
+    assert meta["merge"]["noisy_shards"] == ["2-of-3"] and meta["merge"]["unprobed_shards"] == ["3-of-3"]
+    assert [s["trust"] for s in meta["shards"]] == ["trusted", "noisy", "not probed"]
+    assert meta["shards"][1]["fidelity"]["median_ms"] == 12.5 and meta["shards"][2]["fidelity"] is None
+    out = " ".join(res.stdout.split())
+    assert "noisy shards: 2-of-3" in out and "3-of-3" in out and "not probed" in out
+
+
+def test_status_prints_each_shards_fidelity_and_the_noisy_ones(tmp_path, plan_doc):
+    """`wearlab status` from a submission's files alone (no job ids: Slurm is not asked)."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "submission.json").write_text(json.dumps({"tasks": 2, "experiment": "sharded", "runs": 6}))
+    for i, (samples, runs) in enumerate([([10.2] * 10, [1, 2, 3]), ([12.5] * 10, [4, 5, 6])], start=1):
+        d = _fake_shard(tmp_path, f"s{i}", plan_doc, runs, f"{i}/2", {"probe": "ping", **fidelity.judge(10.0, samples)})
+        (sub / "shards" / str(i) / "sharded").mkdir(parents=True)
+        (sub / "shards" / str(i) / "sharded" / "latest").symlink_to(d)
+    res = wearlab("merge", str(sub / "merged"), *[str(sub / "shards" / str(i) / "sharded" / "latest") for i in (1, 2)],
+                  timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    st = wearlab("status", str(sub), timeout=60)
+    out = " ".join(st.stdout.split())
+    assert st.returncode == 0, st.stdout + st.stderr
+    assert "shard 1/2: 3 of 3 runs ok (complete); fidelity trusted: RTT median 10.2 ms" in out, out
+    assert "shard 2/2: 3 of 3 runs ok (complete); fidelity noisy: RTT median 12.5 ms" in out, out
+    assert "noisy shards (their node failed the fidelity probe): 2-of-2" in out, out

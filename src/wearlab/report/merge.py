@@ -29,6 +29,7 @@ from typing import Any
 from rich.console import Console
 
 from wearlab.errors import InputError, Problem
+from wearlab.measure import fidelity
 from wearlab.model.columns import Ratio
 from wearlab.plan.plan import document_digest, run_order
 from wearlab.plan.seeds import RunSeeds
@@ -168,15 +169,25 @@ def merge(out: Path, dirs: Sequence[Path], console: Console) -> int:
                        "status": s.metadata.get("status"), "started_utc": s.metadata.get("started_utc"),
                        "finished_utc": s.metadata.get("finished_utc"), "command": s.metadata.get("command"),
                        "git_commit": s.metadata.get("git_commit"), "machine": s.metadata.get("machine"),
-                       "runs_ok": sorted(int(r["run"]) for r in s.rows if r.get("status") == "ok")}
+                       "runs_ok": sorted(int(r["run"]) for r in s.rows if r.get("status") == "ok"),
+                       "fidelity": s.metadata.get("fidelity"), "trust": fidelity.trust(s.metadata)}
                       for s in shards]
+    noisy = [s.label for s in shards if fidelity.trust(s.metadata) == "noisy"]
+    unprobed = [s.label for s in shards if fidelity.trust(s.metadata) == "not probed"]
     meta["merge"] = {"merged_utc": datetime.now(timezone.utc).isoformat(), "runs": total, "runs_ok": len(ok),
-                     "missing_runs": missing, "from": [str(s.path) for s in shards]}
+                     "missing_runs": missing, "from": [str(s.path) for s in shards],
+                     "noisy_shards": noisy, "unprobed_shards": unprobed}
     meta["status"] = "complete" if not missing else f"incomplete: {len(missing)} of {total} runs missing"
     results.write_json(out / "metadata.json", meta)
     machines = sorted({(s.metadata.get("machine") or {}).get("kernel", "?") for s in shards})
     console.print(f"merged {len(shards)} shards of {first.plan.get('experiment')}: {len(ok)} of {total} runs ok "
                   f"(kernels: {'; '.join(machines)}) into {out}")
+    for s in shards:
+        if fidelity.trust(s.metadata) != "trusted":
+            console.print(f"[yellow]shard {s.label} ({s.path}): {fidelity.describe(s.metadata)}[/yellow]")
+    if noisy:
+        console.print(f"[yellow]noisy shards: {', '.join(noisy)} - their node's link physics were outside the "
+                      f"probe's bound ({fidelity.RULE}); their runs are merged but their timings are suspect[/yellow]")
     if missing:
         console.print(f"[red]missing runs: {_ranges(missing)} - run the shard(s) holding them again "
                       "(`wearlab run ... --shard I/N --resume DIR` runs only what is missing)[/red]")

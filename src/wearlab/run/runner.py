@@ -36,6 +36,7 @@ from typing import Any
 
 from rich.console import Console
 
+from wearlab.measure import fidelity
 from wearlab.model.needs import Files
 from wearlab.nodes.node_kind import NodeContext, NodeKind
 from wearlab.nodes.tcpcrypt import key_log_path
@@ -52,6 +53,7 @@ from wearlab.report.table import print_claims, print_summary
 from wearlab.run import timeline_player
 from wearlab.run.state import RunState, SeriesFiles
 from wearlab.run.control import ControlServer
+from wearlab.run.estimate import find_path
 from wearlab.run.progress import Progress
 from wearlab.run.resume import Kept, keep_finished, schedule, sort_runs
 from wearlab.run.shard import Shard
@@ -227,6 +229,11 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
                        addresses={n: [vars(i) for i in intfs] for n, intfs in net.addresses.interfaces.items()},
                        routes=net.addresses.routes)
             setup["dumps_s"] = round(time.monotonic() - t, 3)
+            if shard:
+                # A shard may run on a busy cluster node: check its link physics before its runs (flag only).
+                t = time.monotonic()
+                record.set(fidelity=_fidelity(plan, net, todo[0][2]))
+                setup["fidelity_s"] = round(time.monotonic() - t, 3)
             setup["total_s"] = round(time.monotonic() - t0, 3)
             group_of = {c.index: [g for g in plan.groups() if c in g][0] for c in plan.cells}
             warmups = [workload.warm_up([dict(c.values) for c in group_of[todo[0][2].index]])]
@@ -474,6 +481,18 @@ def _finish(state: RunState, p: _Pending, runs: results.RunsCsv, progress) -> di
     runs.append(row)
     progress.advance(row)
     return row
+
+
+def _fidelity(plan: RunPlan, net, cell: CellPlan) -> dict[str, Any]:
+    """The shard's fidelity probe (measure.fidelity) on the path its first cell's workload uses."""
+    ends = plan.endpoints
+    client, server = ends.get("client"), ends.get("server")
+    if not client or not server:
+        return fidelity.not_probed("the workload names no client and server to probe between")
+    path = find_path(plan, client, dict(cell.values).get("path"), server)
+    if path is None:
+        return fidelity.not_probed(f"no path from {client} to {server} in the topology")
+    return fidelity.probe(net, client, server, path.nodes, path.rtt_s)
 
 
 def _write_summary(out_dir: Path, plan: RunPlan, rows: list[dict[str, Any]], console: Console) -> None:

@@ -39,6 +39,7 @@ from typing import Any
 from rich.console import Console
 
 from wearlab.errors import EnvironmentProblem, InputError, Problem
+from wearlab.measure import fidelity
 from wearlab.report import results
 from wearlab.run.shard import Shard
 
@@ -325,13 +326,16 @@ def status(sub_dir: Path, console: Console) -> int:
         ok = _ok_rows(latest / "runs.csv")
         state = _meta_status(latest / "metadata.json")
         done += ok
-        console.print(f"shard {i}/{n}: {ok} of {want} runs ok ({state})")
+        console.print(f"shard {i}/{n}: {ok} of {want} runs ok ({state})" + _fidelity_note(latest / "metadata.json"))
     jobs = {**read_jobs(sub_dir), **{k: doc[k] for k in ("array_job", "merge_job") if doc.get(k)}}
     for key in ("array_job", "merge_job"):
         if jobs.get(key):
             console.print(f"{key.replace('_', ' ')} {jobs[key]}: {_slurm_state(str(jobs[key]))}")
     merged = _meta_status(sub_dir / "merged" / "metadata.json")
     console.print(f"{done} of {doc['runs']} runs ok; merged: {merged}")
+    noisy = _noisy(sub_dir / "merged" / "metadata.json")
+    if noisy:
+        console.print(f"noisy shards (their node failed the fidelity probe): {', '.join(noisy)}")
     return 0 if merged == "complete" else 3
 
 
@@ -343,6 +347,20 @@ def _ok_rows(path: Path) -> int:
             return sum(1 for r in csv.DictReader(f) if r.get("status") == "ok")
     except OSError:
         return 0
+
+
+def _fidelity_note(path: Path) -> str:
+    try:
+        return "; fidelity " + fidelity.describe(json.loads(path.read_text()))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def _noisy(path: Path) -> list[str]:
+    try:
+        return list(json.loads(path.read_text()).get("merge", {}).get("noisy_shards") or [])
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def _meta_status(path: Path) -> str:
