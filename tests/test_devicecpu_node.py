@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import BUSY_SLACK_S
 from wearlab.errors import EnvironmentProblem, InputError
 from wearlab.model.devices import builtin_devices, resolve_devices, specs_from_mapping
 from wearlab.nodes.devicecpu import (
@@ -323,9 +324,12 @@ def test_a_resumed_tls13_handshake_pays_the_resumption_cost(tmp_path, tls13_serv
     assert c["platform:resumed-handshake"].device_s == pytest.approx(5 * 0.047332, rel=1e-4)
     x25519 = 0.8085 / 215.4
     want = {"full": 0.110383 + 2 * x25519 + 3 * 0.0025, "resumed": 0.047332 + 2 * x25519}
+    # Above: what this machine spends on its own, and - the padded client sleeps the device's time
+    # (pad:sleep) where the bare one computes - a busy machine's late wake-up (BUSY_SLACK_S,
+    # conftest: the guest's one CPU shared with the server; CI failed by 0.9 ms without it).
     for kind, w in want.items():
         got, here = statistics.median(r[kind] for r in slow), statistics.median(r[kind] for r in bare)
-        assert w * (1 - TOLERANCE) <= got <= w * (1 + TOLERANCE) + here, (kind, slow, bare, w)
+        assert w * (1 - TOLERANCE) <= got <= w * (1 + TOLERANCE) + here + BUSY_SLACK_S, (kind, slow, bare, w)
 
 
 MANY = r"""
