@@ -162,7 +162,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--json", type=Path, help="write the comparison as JSON")
 
     ck = sub.add_parser("check", help="are the experiments' claims (expect:) reproduced by their runs? "
-                                      "(exit 1 when a calibration or prediction is not)")
+                                      "(exit 1 when a calibration or prediction is not; runs from a noisy shard are "
+                                      "flagged, not re-judged)")
     ck.add_argument("results", type=Path, nargs="+", metavar="RESULTS",
                     help="results directories: a run, an experiment's (its latest), or a suite's (each experiment's latest)")
     ck.add_argument("--json", action="store_true", help="print the verdicts as JSON (claims.json of each directory)")
@@ -481,7 +482,7 @@ def dispatch(args: argparse.Namespace) -> int:
     if cmd == "check":
         from wearlab.report.check import check_command
 
-        return check_command(args.results, as_json=args.json, console=console)
+        return check_command(args.results, as_json=args.json, console=console, err_console=err_console)
     if cmd == "submit":
         from wearlab.plan.plan import plan
         from wearlab.run.start import RunOptions

@@ -11,10 +11,14 @@ groups) and runs.csv (the runs that succeeded), and scores each claim (docs/clai
 - the band: the paper's [low, high] widened by the tolerance (a trend: rho <= -0.8 or >= 0.8);
 - the verdict: `reproduced` when the interval lies inside the band, `not reproduced` when wholly
   outside, `inconclusive` across its edge, with fewer than MIN_RUNS runs in a group, or with
-  nothing to measure; an `input` is `not scored` (shown beside ours).
+  nothing to measure; an `input` is `not scored` (shown beside ours);
+- the machines behind it: given the directory's metadata.json, how many of its runs came from a
+  machine whose fidelity probe was noisy (report.machine_trust) - flagged beside the verdict,
+  never re-judged: the probe says the timings are suspect, not what they should have been.
 Writes claims.json in each directory (a list of rows: ClaimResult's fields) and prints a table;
 exit 1 when a calibration or a prediction is not reproduced, else 0; bad input is exit 2
-(InputError). A run's own end (run.runner) prints the same table and writes the same file.
+(InputError). Noisy or unprobed shards are warned about on stderr and leave the exit status alone
+(check_command says why). A run's own end (run.runner) prints the same table and writes the same file.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import csv
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,7 @@ from rich.console import Console
 
 from wearlab.errors import InputError, Problem
 from wearlab.model.choices import Evidence, Verdict
-from wearlab.report import results
+from wearlab.report import machine_trust, results
 from wearlab.report.statistics import SEED, finite, interval, resample, spearman, statistic
 from wearlab.report.table import print_claims
 
@@ -71,6 +75,8 @@ class ClaimResult:
     verdict: str
     runs: int                        # ok runs behind ours, all groups together
     remark: str                      # the check's: why inconclusive, runs left out
+    noisy_runs: int = 0              # of `runs`, those from a machine whose fidelity probe was noisy
+    noisy_from: list[str] = field(default_factory=list)   # those machines (a shard's I-of-N, or the host)
 
 
 # -- finding results ---------------------------------------------------------------------------
@@ -137,9 +143,11 @@ def load(d: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
 # -- scoring -----------------------------------------------------------------------------------
 
 
-def evaluate(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[ClaimResult]:
+def evaluate(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+             meta: Mapping[str, Any] | None = None) -> list[ClaimResult]:
     """Every claim of a plan document (plan.json, or RunPlan.to_document()) scored on `rows` (runs.csv's,
-    or a run's own)."""
+    or a run's own); with the directory's metadata (`meta`), each claim also names the noisy
+    machines its runs came from (its verdict stays as scored)."""
     by_cell: dict[int, list[Mapping[str, Any]]] = {}
     failed: dict[int, int] = {}
     cells = plan.get("cells") or []
@@ -151,7 +159,21 @@ def evaluate(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list
             by_cell.setdefault(i, []).append(r)
         else:
             failed[i] = failed.get(i, 0) + 1
-    return [_score(c, str(plan.get("experiment", "")), by_cell, failed) for c in plan.get("claims") or []]
+    scored = [_score(c, str(plan.get("experiment", "")), by_cell, failed) for c in plan.get("claims") or []]
+    if meta:
+        for c, out in zip(plan.get("claims") or [], scored, strict=True):
+            from_noisy = machine_trust.noisy_runs(meta, _runs_behind(c, by_cell))
+            out.noisy_runs, out.noisy_from = sum(from_noisy.values()), sorted(from_noisy)
+    return scored
+
+
+def _runs_behind(c: Mapping[str, Any], by_cell: Mapping[int, Sequence[Mapping[str, Any]]]) -> set[int]:
+    """The run numbers whose measurement of the claim's metric went into ours (as _score pools them)."""
+    metric = c.get("metric")
+    if metric is None:
+        return set()
+    return {int(r["run"]) for g in c.get("groups") or [] for i in g["cells"] for r in by_cell.get(i, [])
+            if str(r.get("run", "")).isdigit() and finite([r], metric)}
 
 
 def _cell_of(row: Mapping[str, Any], cells: Sequence[Mapping[str, Any]]) -> int | None:
@@ -317,17 +339,24 @@ def write_claims(d: Path, rows: Sequence[ClaimResult]) -> None:
 # -- the command -------------------------------------------------------------------------------
 
 
-def check_command(paths: Sequence[Path], *, as_json: bool, console: Console) -> int:
+def check_command(paths: Sequence[Path], *, as_json: bool, console: Console, err_console: Console | None = None) -> int:
     dirs = find_results(paths)
-    loaded = [(d, *load(d)) for d in dirs]     # every directory readable before any is written
+    loaded = [(d, *load(d), machine_trust.read_metadata(d)) for d in dirs]   # all readable before any is written
     everything: list[tuple[Path, str, list[ClaimResult]]] = []
-    for d, plan, rows in loaded:
-        scored = evaluate(plan, rows)
+    for d, plan, rows, meta in loaded:
+        scored = evaluate(plan, rows, meta)
         write_claims(d, scored)
         everything.append((d, str(plan.get("experiment", d.name)), scored))
+    # Suspect timings are a warning, on stderr (so --json stays one JSON document), before the verdicts.
+    warn = err_console or console
+    for d, plan, _, meta in loaded:
+        for w in machine_trust.warnings(meta):
+            warn.print(f"[yellow]warning: {plan.get('experiment', d.name)} ({d}): {w}[/yellow]")
     if as_json:
-        console.out(json.dumps([{"results": str(d), "experiment": name, "claims": [asdict(r) for r in rs]}
-                                for d, name, rs in everything], indent=2), highlight=False)
+        console.out(json.dumps([{"results": str(d), "experiment": name, "fidelity": machine_trust.summary(meta),
+                                 "claims": [asdict(r) for r in rs]}
+                                for (d, name, rs), (_, _, _, meta) in zip(everything, loaded, strict=True)], indent=2),
+                    highlight=False)
     else:
         for d, name, rs in everything:
             if rs:
@@ -336,6 +365,13 @@ def check_command(paths: Sequence[Path], *, as_json: bool, console: Console) -> 
                 console.print(f"{name}: no claims (its experiment has no expect:) ({d})")
         if len(everything) > 1:
             console.print(headline([r for _, _, rs in everything for r in rs], f"{len(everything)} results"))
+    # The exit status is the verdicts' (docs/claims.md: 1 when a calibration or a prediction is not
+    # reproduced) and a noisy or unprobed shard does not change it. A suspect timing is flagged, not
+    # re-judged, so the status would change with nothing the claims say; and mature checkers keep
+    # warnings out of the status unless asked to (gcc's warnings without -Werror, pytest's
+    # warnings summary without -W error): a CI job gating on `check` must not pass or fail with a
+    # cluster node's load. Who refuses suspect timings reads `fidelity` (and
+    # each claim's `noisy_from`) in --json.
     return 1 if any(failing(rs) for _, _, rs in everything) else 0
 
 

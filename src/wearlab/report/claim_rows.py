@@ -54,6 +54,8 @@ class Claim:
     cells: dict[str, Any] = field(default_factory=dict)
     contrast: dict[str, Any] | None = None     # {kind, over, numerator, denominator}
     trend: dict[str, Any] | None = None        # {over, direction}
+    noisy_runs: int = 0                        # of `runs`, those from a node whose fidelity probe was noisy
+    noisy_from: list[str] = field(default_factory=list)    # those nodes (report.machine_trust)
 
     def quantity(self) -> quantities.Unit | None:
         """The unit its numbers are in: none for ratios and trends (plain numbers)."""
@@ -166,7 +168,8 @@ def from_row(row: dict[str, Any], spec: dict[str, Any] | None = None) -> Claim:
         difference=number(row.get("difference")), difference_rel=number(row.get("difference_rel")),
         verdict=str(row.get("verdict") or NOT_CHECKED),
         runs=int(runs) if isinstance(runs, (int, float)) and not isinstance(runs, bool) else None,
-        cells=dict(get("cells") or {}), contrast=contrast, trend=trend)
+        cells=dict(get("cells") or {}), contrast=contrast, trend=trend,
+        noisy_runs=int(row.get("noisy_runs") or 0), noisy_from=[str(x) for x in row.get("noisy_from") or []])
 
 
 def planned(results: Path) -> list[dict[str, Any]]:
@@ -186,11 +189,11 @@ def _checked(results: Path) -> list[dict[str, Any]] | None:
     """report.check's verdicts for a directory without claims.json (nothing written)."""
     from dataclasses import asdict
 
-    from wearlab.report import check
+    from wearlab.report import check, machine_trust
 
     try:
         plan, rows = check.load(results)
-        return [asdict(r) for r in check.evaluate(plan, rows)]
+        return [asdict(r) for r in check.evaluate(plan, rows, machine_trust.read_metadata(results))]
     except Exception:   # `wearlab check` says what is wrong with the directory; the page shows them unchecked
         return None
 
@@ -205,11 +208,26 @@ def load(results: Path) -> list[Claim]:
     if path.is_file():
         doc = json.loads(path.read_text())
         rows = doc.get("claims", []) if isinstance(doc, dict) else doc
+        rows = _with_noisy_runs(results, rows) if specs else rows
     elif specs:
         rows = _checked(results)
     if rows is None:
         return [from_row({"verdict": NOT_SCORED if s.get("evidence") == "input" else NOT_CHECKED}, s) for s in specs]
     return [from_row(r, by_id.get(str(r.get("id")))) for r in rows if isinstance(r, dict)]
+
+
+def _with_noisy_runs(results: Path, rows: list[Any]) -> list[Any]:
+    """claims.json's rows, each with the noisy nodes behind it: as written by a check that knew
+    (report.check), else counted now from metadata.json (a claims.json from before the probe's flags)."""
+    from wearlab.report import machine_trust
+
+    if all(isinstance(r, dict) and "noisy_from" in r for r in rows):
+        return rows
+    if not machine_trust.noisy(machine_trust.read_metadata(results)):
+        return rows
+    checked = {str(r.get("id")): r for r in _checked(results) or []}
+    return [{**r, **{k: checked[str(r.get("id"))][k] for k in ("noisy_runs", "noisy_from")}}
+            if isinstance(r, dict) and str(r.get("id")) in checked else r for r in rows]
 
 
 def verdict_counts(claims: list[Claim]) -> dict[str, int]:

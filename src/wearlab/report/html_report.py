@@ -3,7 +3,9 @@ an index for the suite (docs/results.md#the-report).
 
 A page shows, for one experiment: every claim (ours, the paper's, the difference, the kind of
 evidence, the verdict and why they differ), the figures of `plots.draw` inline as base64 PNG,
-the medians per cell, and what makes the result reproducible (metadata.json: kernel, runtime,
+the medians per cell, each machine's fidelity probe (report.machine_trust: configured beside
+measured RTT, trusted or noisy; the claims with runs from a noisy one are marked), and what makes
+the result reproducible (metadata.json: kernel, runtime,
 versions, seeds, the plan's digest, qdiscs, sysctls, offloads, assumed values). The index lists
 every experiment with its claims' verdict counts and, where the experiments come with a claims
 index (`claims.yaml` beside them, experiments/seeds/), every claim of the map - run or not yet
@@ -24,15 +26,18 @@ from ruamel.yaml import YAML
 
 from wearlab.errors import InputError, Problem
 from wearlab.model import quantities
-from wearlab.report import claim_rows, plots
+from wearlab.measure import fidelity
+from wearlab.report import claim_rows, machine_trust, plots
 from wearlab.report.claim_rows import Claim
 from wearlab.report.results import read_runs
 from wearlab.report.summary import summarize
+from wearlab.report.table import noisy_note
 
 INDEX = "index.html"
 CLAIMS_INDEX = "claims.yaml"        # beside the suite's experiments: every claim of seeds.md
 VERDICT_CLASS = {"reproduced": "ok", "not reproduced": "bad", "inconclusive": "meh", "not scored": "info",
-                 "not checked": "none", "not run": "none", "not yet expressible": "none"}
+                 "not checked": "none", "not run": "none", "not yet expressible": "none",
+                 "trusted": "ok", "noisy": "bad", "not probed": "none"}
 EVIDENCE_TEXT = {"input": "input: a number the model takes from the paper (shown, not scored)",
                  "calibration": "calibration: holds by construction once the inputs are right",
                  "prediction": "prediction: the model was not tuned to it"}
@@ -64,6 +69,7 @@ pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;overflow-wrap:anywhere;f
 dl.meta{display:grid;grid-template-columns:220px minmax(0,1fr);gap:2px 12px;font-size:13px}
 dl.meta dt{font-weight:600;color:#333}dl.meta dd{margin:0;word-break:break-all}
 .counts span{margin-right:10px}th .v{white-space:normal;font-size:12px}
+.noisy{color:#713f12;font-weight:600}
 """
 
 
@@ -182,6 +188,9 @@ def claims_table(claims: list[Claim]) -> str:
             why_html = f'<span class="why">{_e(why)}</span>'
         tol = f"<br><small>tolerance {_e(c.tolerance)}</small>" if c.tolerance not in ("", "0") else ""
         remark = f"<br><small>{_e(c.remark)}</small>" if c.remark else ""
+        if c.noisy_runs:
+            remark = (f'<br><small class="noisy">{_e(noisy_note(c.noisy_runs, c.runs, c.noisy_from))}</small>'
+                      + remark)
         rows.append(
             f'<tr class="claim" id="claim-{_e(c.id)}">'
             f'<td class="claimtext"><b>{_e(c.id)}</b><br>{_e(c.claim or "–")}<br>'
@@ -224,6 +233,43 @@ def _cells_table(p: Page) -> str:
         body.append(f"<tr>{tds}</tr>")
     return (f"<p>Median [IQR] over each cell's successful runs.</p><table><thead><tr>{head}</tr></thead><tbody>"
             + "".join(body) + "</tbody></table>")
+
+
+def _ms(doc: dict[str, Any], key: str) -> str:
+    v = doc.get(key)
+    return f"{v} ms" if isinstance(v, (int, float)) and not isinstance(v, bool) else "–"
+
+
+def fidelity_section(p: Page) -> str:
+    """Each node's fidelity probe: the path's configured RTT beside the median it measured, the
+    verdict by the probe's rule, and the runs it contributed."""
+    nodes = machine_trust.machines(p.meta)
+    if all(m.probe is None for m in nodes) and not machine_trust.merged(p.meta):
+        return ('<p class="missing-figs">No fidelity probe in metadata.json (a wearlab before the probe): '
+                "nothing says whether the node was quiet.</p>")
+    rows = []
+    for m in nodes:
+        f = m.probe or {}
+        runs = "all" if m.runs is None else str(len(m.runs))
+        reason = f.get("reason") or ("no fidelity in its metadata: a wearlab before the probe" if m.probe is None else "")
+        rows.append(f'<tr class="probe" id="probe-{_e(m.label)}"><td>{_e(m.label)}</td><td>{_e(f.get("probe") or "–")}</td>'
+                    f'<td class="num">{_e(_ms(f, "configured_rtt_ms"))}</td><td class="num">{_e(_ms(f, "median_ms"))}</td>'
+                    f'<td class="num">{_e(_ms(f, "max_ms"))}</td><td class="num">{_e(_ms(f, "allowed_excess_ms"))}</td>'
+                    f"<td>{_verdict(m.trust)}</td><td>{_e(reason or '–')}</td><td class=\"num\">{_e(runs)}</td></tr>")
+    touched = [c for c in p.claims if c.noisy_runs]
+    noisy = [m.label for m in nodes if m.trust == "noisy"]
+    after = ""
+    if noisy:
+        after = (f'<p class="noisy">Noisy: {_e(", ".join(noisy))}. Their runs are kept and no verdict is re-judged; '
+                 f"their timings are suspect. Claims with runs from them: "
+                 + (", ".join(f'<a href="#claim-{_e(c.id)}">{_e(c.id)}</a>' for c in touched) or "none")
+                 + ".</p>")
+    return (f"<p>Before its first run each node pings from the workload's client to its server and compares the "
+            f"median round trip with the path's configured RTT: {_e(fidelity.RULE)} (calibrated on quiet nodes: "
+            f"<code>src/wearlab/measure/fidelity.py</code>).</p>"
+            '<table><thead><tr><th>node</th><th>probe</th><th>configured RTT</th><th>median RTT</th><th>max RTT</th>'
+            "<th>allowed above</th><th>verdict</th><th>why</th><th>runs</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>" + after)
 
 
 def _figures(p: Page) -> str:
@@ -400,8 +446,18 @@ def _contents(p: Page) -> str:
     if p.drawing is not None:
         links += [(sec, title) for sec, title in plots.SECTIONS.items()
                   if any(f.section == sec for f, _ in p.figures_png)]
-    links += [("cells", "per cell"), ("reproduce", "reproducibility")]
+    links += [("cells", "per cell"), ("fidelity", "fidelity"), ("reproduce", "reproducibility")]
     return '<nav class="contents">' + " · ".join(f'<a href="#{k}">{_e(t)}</a>' for k, t in links) + "</nav>"
+
+
+def _fidelity_warning(p: Page) -> str:
+    noisy = [m.label for m in machine_trust.noisy(p.meta)]
+    quiet = [m.label for m in machine_trust.unprobed(p.meta)]
+    parts = ([f"runs from noisy nodes ({', '.join(noisy)}): their timings are suspect"] if noisy else []) + \
+        ([f"shards not probed ({', '.join(quiet)})"] if quiet else [])
+    if not parts:
+        return ""
+    return f'<p class="noisy">Fidelity: {_e("; ".join(parts))} - see <a href="#fidelity">fidelity</a>.</p>'
 
 
 def page_html(p: Page) -> str:
@@ -418,10 +474,11 @@ def page_html(p: Page) -> str:
            f"<h1>{_e(p.experiment)}</h1>",
            f'<p class="desc">{_e(p.plan.get("description", ""))}</p>',
            f'<p class="facts">{_e(" · ".join(facts))}<br>results: <code>{_e(p.results)}</code></p>',
-           _contents(p),
+           _contents(p), _fidelity_warning(p),
            '<h2 id="claims">Claims: ours beside the paper\'s</h2>', claims_table(p.claims),
            '<h2 id="figures">Figures</h2>', _figures(p),
            '<h2 id="cells">Per cell</h2>', _cells_table(p),
+           '<h2 id="fidelity">Fidelity: was each node quiet?</h2>', fidelity_section(p),
            '<h2 id="reproduce">What makes it reproducible</h2>', reproducibility(p),
            "</body></html>\n"]
     return "\n".join(out)

@@ -33,7 +33,7 @@ from wearlab.measure import fidelity
 from wearlab.model.columns import Ratio
 from wearlab.plan.plan import document_digest, run_order
 from wearlab.plan.seeds import RunSeeds
-from wearlab.report import check, results
+from wearlab.report import check, machine_trust, results
 from wearlab.report.summary import ratios, summarize, to_document
 
 WHERE = "wearlab merge"
@@ -52,8 +52,7 @@ class ShardDir:
 
     @property
     def label(self) -> str:
-        s = self.metadata.get("shard")
-        return f"{s['index']}-of-{s['count']}" if isinstance(s, dict) else self.path.name
+        return machine_trust.shard_label(self.metadata.get("shard"), self.path.name)
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -161,8 +160,6 @@ def merge(out: Path, dirs: Sequence[Path], console: Console) -> int:
             shutil.copy2(s.path / "metadata.json", dst / "metadata.json")
             for p in extra:
                 _link_tree(p, dst / p.name)
-    _write_summary(out, first.plan, first.metadata.get("columns") or {}, [r for r in rows if r.get("status") == "ok"])
-
     meta = {k: v for k, v in first.metadata.items() if k not in {"shard", "run_id", "started_utc", "finished_utc",
                                                                    "status", "sessions", "resumed"}}
     meta["shards"] = [{"dir": str(s.path), "shard": s.metadata.get("shard"), "run_id": s.metadata.get("run_id"),
@@ -179,6 +176,9 @@ def merge(out: Path, dirs: Sequence[Path], console: Console) -> int:
                      "noisy_shards": noisy, "unprobed_shards": unprobed}
     meta["status"] = "complete" if not missing else f"incomplete: {len(missing)} of {total} runs missing"
     results.write_json(out / "metadata.json", meta)
+    # After the metadata: each claim names the noisy shards its runs came from (report.check).
+    _write_summary(out, first.plan, first.metadata.get("columns") or {}, [r for r in rows if r.get("status") == "ok"],
+                   meta)
     machines = sorted({(s.metadata.get("machine") or {}).get("kernel", "?") for s in shards})
     console.print(f"merged {len(shards)} shards of {first.plan.get('experiment')}: {len(ok)} of {total} runs ok "
                   f"(kernels: {'; '.join(machines)}) into {out}")
@@ -229,7 +229,8 @@ def _merge_series(out: Path, dirs: Sequence[Path], runs: set[int]) -> None:
             w.writerows(rows)
 
 
-def _write_summary(out: Path, plan: dict[str, Any], columns: dict[str, Any], rows: list[dict[str, str]]) -> None:
+def _write_summary(out: Path, plan: dict[str, Any], columns: dict[str, Any], rows: list[dict[str, str]],
+                   meta: dict[str, Any]) -> None:
     """summary.json and the claims, from the plan document and the metadata's columns - what the
     runner writes from its RunPlan."""
     params = list(columns.get("params") or plan.get("columns", {}).get("params") or [])
@@ -241,7 +242,7 @@ def _write_summary(out: Path, plan: dict[str, Any], columns: dict[str, Any], row
     cells = summarize(rows, params, [m for m in metrics if m in wanted])
     results.write_json(out / "summary.json", to_document(cells, ratios(cells, declared)))
     if plan.get("claims"):
-        check.write_claims(out, check.evaluate(plan, rows))
+        check.write_claims(out, check.evaluate(plan, rows, meta))
 
 
 def _link_tree(src: Path, dst: Path) -> None:

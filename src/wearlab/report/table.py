@@ -99,10 +99,14 @@ def print_claims(console: Console, rows: list, title: str, footer: str = "", wid
             ours += f"\n[{_value(r.ours_low, r.unit, r.kind)}, {_value(r.ours_high, r.unit, r.kind)}]"
         paper = r.paper_text + (f"\n± {r.tolerance}" if r.tolerance not in ("", "0") else "")
         verdict = f"[{colour.get(r.verdict, 'white')}]{r.verdict}[/]"
+        if r.noisy_runs:
+            verdict += "\n[yellow]noisy node[/]"
         t.add_row(f"{r.id}\n[dim]{r.evidence}[/]", ours, paper, _difference(r), verdict, str(r.runs))
     console.print(t, width=min(console.width, width))
     for r in rows:
         why = r.remark or (r.note if r.verdict == "not reproduced" else "")
+        if r.noisy_runs:
+            why = "; ".join(w for w in (noisy_note(r.noisy_runs, r.runs, r.noisy_from), why) if w)
         if why:
             console.print(f"  {r.id}: {why}", width=min(console.width, width), soft_wrap=False)
     if footer:
@@ -128,3 +132,12 @@ def _difference(r) -> str:
     if r.difference_rel is not None:
         return f"{r.difference_rel * 100:+.0f} %" if abs(r.difference_rel) >= 0.1 else f"{r.difference_rel * 100:+.1f} %"
     return _value(r.difference, r.unit, "difference")
+
+
+def noisy_note(noisy: int, runs: int | None, machines: list[str]) -> str:
+    """A claim's flag for runs from a machine its fidelity probe did not trust (report.machine_trust)."""
+    of = f" of {runs}" if runs is not None else ""
+    many = (runs if runs is not None else noisy) != 1
+    # "node": a shard's (I-of-N) or the one machine's (its host name) - the probe judged the node.
+    return (f"{noisy}{of} run{'s' * many} from noisy {'node' if len(machines) == 1 else 'nodes'} "
+            f"{', '.join(machines)}: timings suspect, verdict not re-judged")

@@ -48,7 +48,7 @@ from wearlab.realize.linkctl import LinkControl
 from wearlab.report import results
 from wearlab.report.metadata import RunRecord
 from wearlab.report.summary import ratios, summarize, to_document
-from wearlab.report import check
+from wearlab.report import check, machine_trust
 from wearlab.report.table import print_claims, print_summary
 from wearlab.run import timeline_player
 from wearlab.run.state import RunState, SeriesFiles
@@ -509,7 +509,8 @@ def _write_summary(out_dir: Path, plan: RunPlan, rows: list[dict[str, Any]], con
         shown = {p.name: p.shown for p in W.params}
         print_summary(console, plan.name, cells, ratio_rows, varied or param_cols[:1], metrics, shown, declared)
     if plan.claims:   # the experiment's `expect:` beside ours, as `wearlab check` scores them
-        scored = check.evaluate(plan.to_document(), rows)
+        # The metadata as saved so far: a noisy fidelity probe (this shard's node) flags the claims.
+        scored = check.evaluate(plan.to_document(), rows, machine_trust.read_metadata(out_dir))
         check.write_claims(out_dir, scored)
         print_claims(console, scored, f"{plan.name}: claims beside ours",
                      check.headline(scored, plan.name))
