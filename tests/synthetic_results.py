@@ -58,7 +58,7 @@ def _claim_row(**kw) -> dict[str, Any]:
            "evidence": "prediction", "why": "", "note": "", "metric": None, "statistic": "median", "kind": "value",
            "unit": "", "ours": None, "ours_low": None, "ours_high": None, "paper_low": None, "paper_high": None,
            "paper_text": "", "tolerance": "", "band_low": None, "band_high": None, "difference": None,
-           "difference_rel": None, "verdict": "inconclusive", "runs": 0, "remark": ""}
+           "difference_rel": None, "verdict": "inconclusive", "runs": 0, "remark": "", "noisy_runs": 0, "noisy_from": []}
     row.update(kw)
     return row
 
