@@ -121,6 +121,7 @@ def _check(d: Path, *, as_json: bool) -> tuple[int, str, str]:
 @pytest.mark.parametrize("median_ms, trust", EDGES)
 def test_check_flags_the_claims_of_a_noisy_shard_and_keeps_their_verdicts(tmp_path, plan_doc, median_ms, trust):
     d = _merged(tmp_path, plan_doc, median_ms)
+    assert "fidelity" not in json.loads((d / "metadata.json").read_text())   # each shard's is in `shards`
     rc, out, err = _check(d, as_json=True)
     doc, = json.loads(out)                                   # warnings on stderr: stdout is JSON alone
     claims = {c["id"]: c for c in doc["claims"]}
@@ -195,7 +196,8 @@ def _row_text(page: str, claim_id: str) -> str:
 
 def test_the_report_shows_each_shards_probe_and_marks_the_claims_it_touched(tmp_path, plan_doc):
     d = _merged(tmp_path, plan_doc, 12.05)
-    page = html_report.write_report([d], tmp_path / "report", draw=False)[0].read_text()
+    page, index = (f.read_text() for f in html_report.write_report([d], tmp_path / "report", draw=False))
+    assert "runs from noisy nodes: 3-of-4" in index
     section = page.split('<h2 id="fidelity">')[1].split("<h2")[0]
     assert "Fidelity" in section and fidelity.RULE in section.replace("&lt;", "<").replace("&gt;", ">")
     probe = section.split(f'id="probe-{NOISY}"')[1].split("</tr>")[0]

@@ -370,8 +370,8 @@ def check_command(paths: Sequence[Path], *, as_json: bool, console: Console, err
     # re-judged, so the status would change with nothing the claims say; and mature checkers keep
     # warnings out of the status unless asked to (gcc's warnings without -Werror, pytest's
     # warnings summary without -W error): a CI job gating on `check` must not pass or fail with a
-    # cluster node's load. Who refuses suspect timings reads `fidelity` (and
-    # each claim's `noisy_from`) in --json.
+    # cluster node's load. Who refuses suspect timings reads `fidelity` (and each claim's
+    # `noisy_from`) in --json.
     return 1 if any(failing(rs) for _, _, rs in everything) else 0
 
 

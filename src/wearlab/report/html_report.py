@@ -525,8 +525,10 @@ def index_html(pages: list[Page]) -> str:
         for v, n in counts.items():
             totals[v] += n
         tds = "".join(f'<td class="num">{_count(v, n)}</td>' for v, n in counts.items())
+        noisy = [m.label for m in machine_trust.noisy(p.meta)]
+        flag = (f'<br><small class="noisy">runs from noisy nodes: {_e(", ".join(noisy))}</small>' if noisy else "")
         rows.append(f'<tr><td><a href="{_e(p.file)}">{_e(p.experiment)}</a><br><small>'
-                    f'{_e(p.plan.get("description", ""))}</small></td>'
+                    f'{_e(p.plan.get("description", ""))}</small>{flag}</td>'
                     f"<td>{_e(p.meta.get('workload', ''))}</td>"
                     f'<td class="num">{p.ok} / {len(p.runs)}</td>{tds}<td class="num">{len(p.figures_png)}</td>'
                     f"<td><small>{_e(_when(p.meta.get('started_utc')))}</small></td></tr>")

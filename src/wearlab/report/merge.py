@@ -160,8 +160,9 @@ def merge(out: Path, dirs: Sequence[Path], console: Console) -> int:
             shutil.copy2(s.path / "metadata.json", dst / "metadata.json")
             for p in extra:
                 _link_tree(p, dst / p.name)
+    # A shard's own facts stay in `shards` (its probe judged its node, not the merge's).
     meta = {k: v for k, v in first.metadata.items() if k not in {"shard", "run_id", "started_utc", "finished_utc",
-                                                                   "status", "sessions", "resumed"}}
+                                                                   "status", "sessions", "resumed", "fidelity"}}
     meta["shards"] = [{"dir": str(s.path), "shard": s.metadata.get("shard"), "run_id": s.metadata.get("run_id"),
                        "status": s.metadata.get("status"), "started_utc": s.metadata.get("started_utc"),
                        "finished_utc": s.metadata.get("finished_utc"), "command": s.metadata.get("command"),
