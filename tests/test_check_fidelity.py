@@ -197,7 +197,7 @@ def _row_text(page: str, claim_id: str) -> str:
 def test_the_report_shows_each_shards_probe_and_marks_the_claims_it_touched(tmp_path, plan_doc):
     d = _merged(tmp_path, plan_doc, 12.05)
     page, index = (f.read_text() for f in html_report.write_report([d], tmp_path / "report", draw=False))
-    assert "runs from noisy nodes: 3-of-4" in index
+    assert "runs from noisy node: 3-of-4" in index
     section = page.split('<h2 id="fidelity">')[1].split("<h2")[0]
     assert "Fidelity" in section and fidelity.RULE in section.replace("&lt;", "<").replace("&gt;", ">")
     probe = section.split(f'id="probe-{NOISY}"')[1].split("</tr>")[0]
@@ -209,7 +209,7 @@ def test_the_report_shows_each_shards_probe_and_marks_the_claims_it_touched(tmp_
     assert 'href="#claim-https-total"' in section and 'href="#claim-http-total"' not in section
     assert "1 of 3 runs from noisy node 3-of-4" in _row_text(page, "https-total")
     assert "noisy" not in _row_text(page, "http-total")
-    assert '<p class="noisy">Fidelity: runs from noisy nodes (3-of-4)' in page
+    assert '<p class="noisy">Fidelity: runs from noisy node (3-of-4)' in page
 
 
 def test_the_report_marks_the_claims_from_a_claims_json_written_before_the_flags(tmp_path, plan_doc):
@@ -225,5 +225,5 @@ def test_the_report_marks_the_claims_from_a_claims_json_written_before_the_flags
 def test_a_quiet_merge_has_no_warning_on_the_page(tmp_path, plan_doc):
     d = _merged(tmp_path, plan_doc, 11.95)
     page = html_report.page_html(html_report.load(d))
-    assert '<p class="noisy">' not in page.replace('<p class="noisy">Fidelity: shards not probed (4-of-4)', "")
+    assert '<p class="noisy">' not in page.replace('<p class="noisy">Fidelity: shard not probed (4-of-4)', "")
     assert "runs from noisy" not in page

@@ -267,7 +267,8 @@ def fidelity_section(p: Page) -> str:
     return (f"<p>Before its first run each node pings from the workload's client to its server and compares the "
             f"median round trip with the path's configured RTT: {_e(fidelity.RULE)} (calibrated on quiet nodes: "
             f"<code>src/wearlab/measure/fidelity.py</code>).</p>"
-            '<table><thead><tr><th>node</th><th>probe</th><th>configured RTT</th><th>median RTT</th><th>max RTT</th>'
+            '<table class="fixed"><colgroup>' + "".join(f'<col style="width:{w}%">' for w in (8, 19, 9, 9, 9, 9, 10, 21, 6))
+            + '</colgroup><thead><tr><th>node</th><th>probe</th><th>configured RTT</th><th>median RTT</th><th>max RTT</th>'
             "<th>allowed above</th><th>verdict</th><th>why</th><th>runs</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>" + after)
 
@@ -453,8 +454,8 @@ def _contents(p: Page) -> str:
 def _fidelity_warning(p: Page) -> str:
     noisy = [m.label for m in machine_trust.noisy(p.meta)]
     quiet = [m.label for m in machine_trust.unprobed(p.meta)]
-    parts = ([f"runs from noisy nodes ({', '.join(noisy)}): their timings are suspect"] if noisy else []) + \
-        ([f"shards not probed ({', '.join(quiet)})"] if quiet else [])
+    parts = ([f"runs from noisy node{'s' * (len(noisy) > 1)} ({', '.join(noisy)}): their timings are suspect"]
+             if noisy else []) + ([f"shard{'s' * (len(quiet) > 1)} not probed ({', '.join(quiet)})"] if quiet else [])
     if not parts:
         return ""
     return f'<p class="noisy">Fidelity: {_e("; ".join(parts))} - see <a href="#fidelity">fidelity</a>.</p>'
@@ -526,7 +527,8 @@ def index_html(pages: list[Page]) -> str:
             totals[v] += n
         tds = "".join(f'<td class="num">{_count(v, n)}</td>' for v, n in counts.items())
         noisy = [m.label for m in machine_trust.noisy(p.meta)]
-        flag = (f'<br><small class="noisy">runs from noisy nodes: {_e(", ".join(noisy))}</small>' if noisy else "")
+        flag = (f'<br><small class="noisy">runs from noisy node{"s" * (len(noisy) > 1)}: {_e(", ".join(noisy))}</small>'
+                if noisy else "")
         rows.append(f'<tr><td><a href="{_e(p.file)}">{_e(p.experiment)}</a><br><small>'
                     f'{_e(p.plan.get("description", ""))}</small>{flag}</td>'
                     f"<td>{_e(p.meta.get('workload', ''))}</td>"
