@@ -155,7 +155,8 @@ def test_check_says_so_on_the_verdict_line_and_in_claims_json(tmp_path, plan_doc
     text = " ".join(out.split())
     assert "https-total: 1 of 3 runs from noisy node 3-of-4: timings suspect, verdict not re-judged" in text, text
     assert "http-total:" not in text                         # untouched: no line of its own
-    assert out.count("noisy node") == 2                      # under its verdict in the table, and its line
+    assert out.count("noisy node") == 3                      # under its verdict, its line, the headline
+    assert "2 reproduced, 0 not reproduced" in text and "1 with runs from a noisy node (flagged, not re-judged)" in text
     assert f"noisy shards: {NOISY}" in err
 
 

@@ -379,6 +379,8 @@ def headline(rows: Sequence[ClaimResult], what: str) -> str:
     count = {v.value: sum(1 for r in rows if r.verdict == v.value) for v in Verdict}
     bad = failing(rows)
     head = f"NOT REPRODUCED: {', '.join(r.id for r in bad)}" if bad else "no claim failed"
+    suspect = sum(1 for r in rows if r.noisy_runs)
     return (f"{head} - {what}: {len(rows)} claims, {count['reproduced']} reproduced, "
             f"{count['not reproduced']} not reproduced, {count['inconclusive']} inconclusive, "
-            f"{count['not scored']} inputs (not scored)")
+            f"{count['not scored']} inputs (not scored)"
+            + (f"; {suspect} with runs from a noisy node (flagged, not re-judged)" if suspect else ""))
