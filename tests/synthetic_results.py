@@ -12,7 +12,7 @@ from typing import Any
 
 HTTP_PARAMS = ["protocol", "size", "path", "tls_version", "cipher", "cert"]
 STREAM_PARAMS = ["pattern", "rate", "message_size", "direction", "duration", "bytes", "path", "reconnect",
-                 "mptcp", "tcpcrypt", "watch.handover"]
+                 "mptcp", "tcpcrypt", "watch.interface_policy"]
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str] | None = None) -> None:
@@ -182,7 +182,7 @@ STREAM_CLAIMS = [
                paper_text="[0 s, 0.6 s]", tolerance="0%", band_low=0.0, band_high=0.6, difference=0.0,
                difference_rel=0.0, verdict="reproduced", runs=2, source={"where": "lab sheet"}),
 ]
-STREAM_SPECS = {"t-p1": {"cells": {"watch.handover": "reactive"}}, "t-owd-max": {"cells": {"watch.handover": "proactive"}}}
+STREAM_SPECS = {"t-p1": {"cells": {"watch.interface_policy": "reactive"}}, "t-owd-max": {"cells": {"watch.interface_policy": "proactive"}}}
 
 
 def stream_results(d: Path, *, owd: bool = True) -> Path:
@@ -197,12 +197,12 @@ def stream_results(d: Path, *, owd: bool = True) -> Path:
                "handover_p3_s": _metric("s")}
     base = {"pattern": "cbr", "rate": 150000, "message_size": 3000, "direction": "down", "duration": 60.0,
             "bytes": "", "path": "phone", "reconnect": "rtapp", "mptcp": "True", "tcpcrypt": "False"}
-    cells = [{"cell": i, "values": {**base, "watch.handover": h}} for i, h in enumerate(("reactive", "proactive"))]
+    cells = [{"cell": i, "values": {**base, "watch.interface_policy": h}} for i, h in enumerate(("reactive", "proactive"))]
     runs, owd_rows, gp_rows, split_rows, radio_rows, change_rows, ho_rows, n = [], [], [], [], [], [], [], 0
     for rep in (1, 2):
         for h in ("reactive", "proactive"):
             n += 1
-            key = {"run": n, "repetition": rep, **base, "watch.handover": h}
+            key = {"run": n, "repetition": rep, **base, "watch.interface_policy": h}
             gap = GAP if h == "reactive" else None
             delivered = []
             for seq in range(600):

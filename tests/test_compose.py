@@ -290,7 +290,7 @@ repetitions: 3
 seed: 2
 timeout: 60s
 nodes:
-  watch: {{handover: reactive, walk_start: 1s, walk_speed: 5, p1: 1s, p2: 1s, p3: 0.5s}}
+  watch: {{interface_policy: reactive, walk_start: 1s, walk_speed: 5, p1: 1s, p2: 1s, p3: 0.5s}}
 workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
            rate: 150kbit, message_size: 3000, duration: 12s, reconnect: rtapp}}
 """,

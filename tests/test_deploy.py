@@ -390,7 +390,7 @@ def test_kill9_is_healed_by_the_next_command():
 RADIO_WALK = """
 name: radio-walk
 nodes:
-  watch:  {role: wearable, radio: bt, sniff_timer: 30s, phone_timer: 30s, handover: reactive, walk_start: manual,
+  watch:  {role: wearable, radio: bt, sniff_timer: 30s, phone_timer: 30s, interface_policy: reactive, walk_start: manual,
            walk_speed: 20}
   phone:  {role: phone, kind: host}
   ap:     {role: ap}

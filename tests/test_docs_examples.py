@@ -546,7 +546,7 @@ BASES = {
     "sniff": ("bt-sniff", {**_WEARABLE_STREAM, "rate": "500kbit"}, {}),
     "page": ("pages-wifi", {"kind": "page-load", "client": "watch", "page": "exp3-java"}, {}),
     "handover": ("handover", {**_WEARABLE_STREAM, "mptcp": True, "reconnect": "rtapp"},
-                 {"watch": {"handover": "reactive", "walk_start": "1s", "p1": "2s", "p2": "2s", "p3": "1s"}}),
+                 {"watch": {"interface_policy": "reactive", "walk_start": "1s", "p1": "2s", "p2": "2s", "p3": "1s"}}),
     "multipath": ("handover", {**_WEARABLE_STREAM, "direction": "up"}, {"watch": {"multipath": "minrtt"}}),
     "interface": ("handover", _WEARABLE_STREAM, {"watch": {"interface_policy": "adaptive"}}),
     "characterizer": ("wearable-basic", {"kind": "characterizer", "client": "watch", "server": "server", "path": "ap",
@@ -616,8 +616,7 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "watch.recovery_max": ("sniff", ["1.2s", "2s"], {}),
     "watch.watch_wake": ("sniff", ["100ms", "200ms"], {}),
     "watch.uplink_keepalive": ("sniff", [False, True], {}),
-    "watch.handover": ("handover", ["reactive", "proactive"], {}),
-    "watch.proactive_dbm": ("handover", [-66, -70], {"watch.handover": "proactive"}),
+    "watch.proactive_dbm": ("handover", [-66, -70], {"watch.interface_policy": "proactive"}),
     "watch.walk_start": ("handover", ["5s", "manual"], {}),
     "watch.walk_speed": ("handover", [1, 3], {}),
     "watch.rssi_1m": ("handover", [-50, -45], {}),
@@ -633,6 +632,7 @@ SWEEPS: dict[str, tuple[str, list, dict]] = {
     "watch.multipath_chunk": ("multipath", [1400, "4KB"], {}),
     "watch.multipath_window": ("multipath", ["64KB", "256KB"], {}),
     "watch.interface_policy": ("interface", ["bt", "adaptive"], {}),
+    "watch.policy_transport": ("interface", ["route", "chunked"], {"watch.interface_policy": "bt"}),
     "watch.policy_backlog": ("interface", ["10KB", "20KB"], {}),
     "watch.policy_t1": ("interface", ["500ms", "1s"], {}),
     "watch.policy_t2": ("interface", ["5s", "1s"], {}),
@@ -704,7 +704,7 @@ DOCS_KEYS = docs_matrix_keys()
 def test_every_key_the_docs_name_has_a_sweep():
     missing = {k: w[:2] for k, w in DOCS_KEYS.items() if k not in SWEEPS}
     assert not missing, f"matrix keys the docs name without two values in SWEEPS: {missing}"
-    assert {"phone.kind", "protocol", "timeline", "watch.handover"} <= set(DOCS_KEYS)
+    assert {"phone.kind", "protocol", "timeline", "watch.interface_policy"} <= set(DOCS_KEYS)
 
 
 def test_sweeps_name_real_keys():

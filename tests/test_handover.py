@@ -42,12 +42,12 @@ workload: {{kind: stream, client: watch, server: server, path: phone, direction:
 nodes:
   watch: {{walk_start: 1s, walk_speed: 10, p1: {P1}s, p2: {P2}s, p3: {P3}s}}
 matrix:
-  watch.handover: [reactive, wifi-always]
+  watch.interface_policy: [reactive, wifi-always]
 """)
     res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     with (tmp_path / "r" / "ho" / "latest" / "runs.csv").open() as f:
-        rows = {r["watch.handover"]: r for r in csv.DictReader(f)}
+        rows = {r["watch.interface_policy"]: r for r in csv.DictReader(f)}
     r = rows["reactive"]
     p = [float(r[f"handover_p{i}_s"]) for i in (1, 2, 3)]
     assert within(p[0], P1) and within(p[1], P2) and within(p[2], P3), p
@@ -69,7 +69,7 @@ topology: {ROOT / "topologies" / "bt-sniff.yaml"}
 repetitions: 1
 workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, duration: 5s}}
 nodes:
-  watch: {{handover: reactive}}
+  watch: {{interface_policy: reactive}}
 """)
     res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
     assert res.returncode == 2 and "needs a BT path and a WiFi path" in res.stderr, res.stdout + res.stderr
@@ -88,7 +88,7 @@ seed: 2
 workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
            rate: 150kbit, message_size: 3000, duration: {duration}s, mptcp: true}}
 nodes:
-  watch: {{handover: proactive, walk_start: 1s, walk_speed: 4, p1: {P1}s, p3: {P3}s}}
+  watch: {{interface_policy: proactive, walk_start: 1s, walk_speed: 4, p1: {P1}s, p3: {P3}s}}
 """)
     res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr

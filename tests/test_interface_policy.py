@@ -280,7 +280,9 @@ def planned(tmp_path, nodes: str, catalog=None):
     ("  watch: {interface_policy: adaptiv}", "interface_policy", "did you mean 'adaptive'"),
     ("  watch: {interface_policy: adaptive, multipath: minrtt}", "interface_policy", "set one of them"),
     ("  watch: {interface_policy: adaptive, multipath_paths: [wifi]}", "multipath_paths", "must list both"),
-    ("  watch: {interface_policy: adaptive, handover: reactive}", "interface_policy", "set one of them"),
+    ("  watch: {interface_policy: adaptive, handover: reactive}", "handover", "no longer takes 'handover'"),
+    ("  watch: {interface_policy: adaptive, policy_transport: route}", "policy_transport", "carried out by chunked"),
+    ("  watch: {interface_policy: proactive}", "interface_policy", "needs mptcp: true"),
     ("  watch: {interface_policy: adaptive, policy_backlog: 0}", "policy_backlog", "more than 0"),
     ("  watch: {interface_policy: adaptive, policy_t2: -5s}", "policy_t2", "negative"),
     ("  watch: {interface_policy: adaptive, policy_wifi_low: fast}", "policy_wifi_low", ""),
@@ -318,7 +320,7 @@ def test_a_users_policy_registers_through_the_catalog(tmp_path):
     from wearlab.catalog import CATALOG
     from wearlab.report.terminal import kinds
 
-    assert sorted(CATALOG.interface_policies) == ["adaptive", "bt", "wifi"]
+    assert sorted(CATALOG.interface_policies) == ["adaptive", "bt", "proactive", "reactive", "wifi", "wifi-always"]
     mine = CATALOG.extended(interface_policies=[CellularFirst])
     p = planned(tmp_path, "  watch: {interface_policy: wifi-first}", mine)
     assert p.interface_policies["wifi-first"] == f"{__name__}:CellularFirst"
@@ -328,7 +330,8 @@ def test_a_users_policy_registers_through_the_catalog(tmp_path):
         mine.extended(interface_policies=[CellularFirst])
     console = Console(width=200, record=True)
     kinds(mine, console)
-    assert "wifi-first │ WiFi from the start" in console.export_text()     # `wearlab kinds` lists it
+    (row,) = [line for line in console.export_text().splitlines() if line.startswith("│ wifi-first ")]  # `wearlab kinds`
+    assert [c.strip() for c in row.split("│")][1:6] == ["wifi-first", "WiFi from the start", "load", "wifi", "chunked"]
 
 
 # -- in the guest: the adaptive policy against netem --------------------------------------------

@@ -159,7 +159,7 @@ seed: 3
 workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
            rate: 150kbit, message_size: 3KB, duration: 12s, reconnect: rtapp}}
 nodes:
-  watch: {{radio: bt, uplink_keepalive: true, handover: reactive, walk_start: manual, walk_speed: 20,
+  watch: {{radio: bt, uplink_keepalive: true, interface_policy: reactive, walk_start: manual, walk_speed: 20,
           p1: 1s, p2: 1s, p3: 1s}}
 """
 

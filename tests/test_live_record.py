@@ -50,7 +50,7 @@ def wearable(radio: RadioState) -> Wearable:
     w = Wearable.__new__(Wearable)     # its live() reads only what a started one has
     w.controller = SimpleNamespace(radio=SimpleNamespace(state=radio))
     w.handover = SimpleNamespace(last_event=lambda: {"event": "BT down", "t_s": 7.25})
-    w.settings = {"handover": "reactive"}
+    w.settings = {"interface_policy": "reactive"}
     return w
 
 

@@ -60,11 +60,13 @@ def test_quickstart():
     assert e.timeout_s == 120.0
     assert (e.workload.kind, e.workload.client, e.workload.server) == ("http-get", "watch", "server")
     assert e.topology.name == "wearable-basic"
-    assert e.matrix == {"protocol": ["http", "https"], "size": [1000, 100_000, 1_000_000], "path": ["ap", "phone"]}
+    assert e.matrix == {"protocol": ["http", "https"], "size": [1000, 100_000, 1_000_000],
+                        "watch.interface_policy": ["wifi", "bt"]}
     assert e.fixed == {"tls_version": "1.3", "cipher": "default", "cert": "rsa2048"}
     cells = e.cells()
     assert len(cells) == 12
-    assert all(set(c) == set(PARAMS) for c in cells)
+    assert all(set(c) == set(PARAMS) | {"watch.interface_policy"} for c in cells)
+    assert {(c["watch.interface_policy"], c["path"]) for c in cells} == {("wifi", "ap"), ("bt", "phone")}
     https = [c for c in cells if c["protocol"] == "https"]
     assert len(https) == 6 and all(c["tls_version"] == "1.3" for c in https)
     assert all(c["tls_version"] == c["cipher"] == c["cert"] == "" for c in cells if c["protocol"] == "http")

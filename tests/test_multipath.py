@@ -442,7 +442,7 @@ def planned(tmp_path, nodes: str, catalog=None):
     ("  watch: {multipath: minrtt, multipath_paths: [wifi, wifi]}", 13, "nodes.watch.multipath_paths",
      "names a medium twice"),
     ("  watch: {multipath: minrtt, multipath_chunk: 8}", 13, "nodes.watch.multipath_chunk", "16 B to 65536 B"),
-    ("  watch: {multipath: minrtt, handover: reactive}", 13, "nodes.watch.multipath", "set one of them"),
+    ("  watch: {multipath: minrtt, interface_policy: reactive}", 13, "nodes.watch.interface_policy", "set one of them"),
 ])
 def test_bad_multipath_options_name_file_line_and_field(tmp_path, nodes, line, field, message):
     from wearlab.errors import InputError

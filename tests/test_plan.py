@@ -54,9 +54,9 @@ def test_a_handover_needs_a_declared_wifi_link(write_yaml):
     """The watch-AP link has explicit values and no profile: its medium is not declared, so it is
     no WiFi path (wearlab never infers a medium from a name)."""
     write_yaml("ho.yaml", HANDOVER_TOPO)
-    exp = write_yaml("e.yaml", f"topology: ho.yaml\n{STREAM}nodes:\n  watch: {{handover: reactive}}\n")
+    exp = write_yaml("e.yaml", f"topology: ho.yaml\n{STREAM}nodes:\n  watch: {{interface_policy: reactive}}\n")
     p = one(exp)
-    assert (p.file, p.line, p.field) == (str(exp), 4, "nodes.watch.handover")
+    assert (p.file, p.line, p.field) == (str(exp), 4, "nodes.watch.interface_policy")
     assert "BT path and a WiFi path" in p.message and "declare no medium" in p.message and "ap" in p.message
     # Declaring it is all it takes.
     write_yaml("ho.yaml", HANDOVER_TOPO.replace("rate: 10Mbit, delay: 5ms", "rate: 10Mbit, delay: 5ms, medium: wifi"))
@@ -92,9 +92,9 @@ workload: {kind: http-get, client: watch, server: server, protocol: https}
 
 def test_a_proactive_handover_without_mptcp(write_yaml):
     exp = write_yaml("e.yaml", f"topology: {ROOT}/topologies/handover.yaml\n{STREAM.replace('true', 'false')}"
-                               "nodes:\n  watch: {handover: proactive}\n")
+                               "nodes:\n  watch: {interface_policy: proactive}\n")
     p = one(exp)
-    assert (p.line, p.field) == (4, "nodes.watch.handover") and "mptcp: true" in p.message
+    assert (p.line, p.field) == (4, "nodes.watch.interface_policy") and "mptcp: true" in p.message
 
 
 def test_a_radio_needs_one_bt_link_to_a_phone(write_yaml):
@@ -150,15 +150,15 @@ workload: {kind: stream, client: watch, server: server, duration: 5s}
 
 def test_validate_and_run_refuse_before_touching_anything(write_yaml, tmp_path):
     exp = write_yaml("e.yaml", f"topology: {ROOT}/topologies/handover.yaml\n{STREAM.replace('true', 'false')}"
-                               "nodes:\n  watch: {handover: proactive}\n")
+                               "nodes:\n  watch: {interface_policy: proactive}\n")
     res = wearlab("validate", "--no-kernel", str(exp))
-    assert res.returncode == 2 and f"{exp}:4: nodes.watch.handover:" in res.stderr, res.stderr
+    assert res.returncode == 2 and f"{exp}:4: nodes.watch.interface_policy:" in res.stderr, res.stderr
     # Its own ledger (WEARLAB_LEDGER), so other wearlab runs on the machine cannot blur the check:
     # a refused run records nothing - the ledger's directory is never even made.
     own = tmp_path / "ledger"
     res = wearlab("run", str(exp), "--out", str(tmp_path / "results"),
                   env={**os.environ, "WEARLAB_LEDGER": str(own)})
-    assert res.returncode == 2 and f"{exp}:4: nodes.watch.handover:" in res.stderr, res.stderr
+    assert res.returncode == 2 and f"{exp}:4: nodes.watch.interface_policy:" in res.stderr, res.stderr
     assert not (tmp_path / "results").exists()                 # no results directory
     assert not own.exists()                                    # no guest, no network in the ledger
 

@@ -139,7 +139,7 @@ topology:
     - {between: [phone, ap], medium: wifi, rate: 100Mbit, delay: 1ms}
     - {between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}
 repetitions: 1
-workload: {kind: stream, client: watch, server: server, path: phone, direction: down, pattern: bulk, bytes: 1MB}
+workload: {kind: stream, client: watch, server: server, direction: down, pattern: bulk, bytes: 1MB}
 matrix: {watch.interface_policy: [bt, wifi, adaptive]}
 """
 
@@ -147,7 +147,7 @@ matrix: {watch.interface_policy: [bt, wifi, adaptive]}
 def test_an_interface_policy_moves_the_transfer_and_a_stream_pays_no_device_per_byte(write_yaml):
     e = estimate(plan(load_experiment(write_yaml("policies.yaml", POLICIES), CATALOG)), C)
     bt, wifi, adaptive = (c.work_s for c in e.cells)
-    # 1 MB = 691 frames. BT, the workload's path (watch-phone-ap-server): 1 Mbit/s, RTT 24 ms, a
+    # 1 MB = 691 frames. `bt`: through the phone (watch-phone-ap-server): 1 Mbit/s, RTT 24 ms, a
     # frame 12.112 ms, the path holds < 10 frames (no slow start): 8.369392 s + 2 RTTs.
     assert bt == pytest.approx(0.048 + 691 * 0.012112, abs=1e-6)
     # `wifi`: watch-ap-server, 10 Mbit/s, RTT 12 ms: 0.8369392 s + 2 RTTs - not the watch's ~3.2 s

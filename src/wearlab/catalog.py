@@ -13,7 +13,7 @@ from __future__ import annotations
 from wearlab.model.declarations import Catalog
 from wearlab.model.roles import Role
 from wearlab.nodes.caddy import Caddy
-from wearlab.nodes.interface_policies import Adaptive, StaticBt, StaticWifi
+from wearlab.nodes.interface_policies import Adaptive, Proactive, Reactive, StaticBt, StaticWifi, WifiAlways
 from wearlab.nodes.multipath_schedulers import MinRtt, Redundant, RoundRobin
 from wearlab.nodes.host import Host
 from wearlab.nodes.nginx import Nginx
@@ -31,5 +31,5 @@ CATALOG = Catalog.of(
     default_kinds={Role.WEARABLE: "wearable", Role.PHONE: "relay", Role.AP: "host", Role.ROUTER: "host",
                    Role.SERVER: "nginx"},
     schedulers=[MinRtt, RoundRobin, Redundant],
-    interface_policies=[StaticBt, StaticWifi, Adaptive],
+    interface_policies=[StaticBt, StaticWifi, Adaptive, Reactive, WifiAlways, Proactive],
 )

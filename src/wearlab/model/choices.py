@@ -1,5 +1,5 @@
 """The closed sets of names a user writes or a run reports, each listed once: runtimes, shapers,
-live link actions, handover policies, the BT radio's states, a claim's evidence, statistic and
+live link actions, how an interface policy's choice is carried out, the BT radio's states, a claim's evidence, statistic and
 verdict. Everything else (the CLI's choices, the experiment schema, the exporter's labels,
 `wearlab top`, `wearlab check`) reads them from here, so a producer and its readers cannot drift
 apart. StrEnums: each is written as its plain value."""
@@ -41,13 +41,14 @@ class NodeAction(StrEnum):
     HANDOVER = "handover"
 
 
-class HandoverPolicy(StrEnum):
-    """How a wearable moves from BT to WiFi (seed 003 section 6)."""
+class PolicyTransport(StrEnum):
+    """How a wearable's interface policy (`interface_policy:`) carries its choice out
+    (wearlab.nodes.interface_policies): the wearable's `policy_transport`."""
 
-    NONE = "none"
-    REACTIVE = "reactive"
-    WIFI_ALWAYS = "wifi-always"
-    PROACTIVE = "proactive"
+    AUTO = "auto"         # the policy's own first choice
+    ROUTE = "route"       # the app's connection routed through the chosen interface's neighbour
+    MPTCP = "mptcp"       # the kernel's MPTCP subflows, moved by priority
+    CHUNKED = "chunked"   # wearlab's chunked multipath transport (seed 003 section 5)
 
 
 class RadioState(StrEnum):

@@ -64,7 +64,8 @@ class NodeView:
     cell: Mapping[str, Any]              # the cell's workload parameters
     endpoints: Mapping[str, str]         # the workload's roles -> nodes (client, server)
     schedulers: tuple[str, ...] = ()     # the catalog's multipath schedulers, by name
-    interface_policies: tuple[str, ...] = ()   # the catalog's interface-selection policies, by name
+    # the catalog's interface-selection policies: name -> class (its initial medium, moves_on, transports)
+    interface_policies: Mapping[str, type[InterfacePolicyDecl]] = field(default_factory=dict)
 
     def links_of(self, medium: Medium, peer_role: Role) -> list[LinkEnd]:
         return [l for l in self.links if l.medium == medium and l.peer_role == peer_role]
@@ -84,6 +85,24 @@ class NodeKindDecl:
     in_container: ClassVar[bool] = False
     series: ClassVar[tuple[Series, ...]] = ()     # what it records per run (take_series)
     metrics: ClassVar[tuple[Metric, ...]] = ()    # what it adds to each run's row (run_metrics)
+    # Options it no longer takes -> what to write instead (the error a file using one gets).
+    renamed: ClassVar[Mapping[str, str]] = {}
+    # The option by which a node of this kind, as a workload's client, chooses its own first hop
+    # (a wearable's interface_policy, first_medium): the workload's `path` is then not written.
+    first_hop_option: ClassVar[str | None] = None
+
+    @classmethod
+    def resolved(cls, options: Mapping[str, Any], catalog: Catalog) -> dict[str, Any]:
+        """Plan time: its options with every `auto` made what it stands for (the plan holds what
+        runs, not what it was written as). By default: as they are."""
+        return dict(options)
+
+    @classmethod
+    def first_medium(cls, options: Mapping[str, Any], catalog: Catalog) -> Medium | None:
+        """The medium a workload whose client is this node starts on, when the kind chooses it (a
+        wearable's `interface_policy:`): the workload's first hop is then the neighbour across
+        the node's link of that medium. None: the workload's `path` chooses."""
+        return None
 
     @classmethod
     def accepts(cls, need: Need) -> bool:
@@ -231,10 +250,15 @@ class SchedulerDecl(Protocol):
 class InterfacePolicyDecl(Protocol):
     """A wearable's interface-selection policy as the catalog lists it (the running class:
     `wearlab.nodes.interface_policies.InterfacePolicy`): its name, as `interface_policy:` names it,
-    and a line of doc; its module and class are what the run imports."""
+    a line of doc, the medium its flow starts on (`initial`: the workload's first hop follows it),
+    what moves the flow (`moves_on`) and the transports that can carry it (`transports`, values of
+    PolicyTransport, the first the default); its module and class are what the run imports."""
 
     name: ClassVar[str]
     doc: ClassVar[str]
+    initial: ClassVar[str]
+    moves_on: ClassVar[str]
+    transports: ClassVar[tuple[str, ...]]
     __module__: str
     __qualname__: str
 

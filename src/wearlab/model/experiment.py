@@ -140,7 +140,7 @@ class Experiment(BaseModel):
         for combo in itertools.product(*(self.matrix[k] for k in keys)):
             cell = dict(zip(keys, combo, strict=True))
             cell.update({k: v for k, v in self.fixed.items() if k not in cell})
-            cell = self.workload_class.expand_cell(cell)
+            cell = self._first_hop(self.workload_class.expand_cell(cell))
             for p in params:
                 if p.applies is not None and p.name in cell and not p.applies(cell):
                     cell[p.name] = ""
@@ -149,6 +149,29 @@ class Experiment(BaseModel):
                 seen.add(key)
                 out.append(cell)
         return out
+
+    def _first_hop(self, cell: dict[str, Any]) -> dict[str, Any]:
+        """A client that chooses its own first hop (a wearable's `interface_policy`: its kind's
+        first_medium) gets the workload's `path` from it: the neighbour across its one link of
+        that medium (the plan checks there is one)."""
+        client = getattr(self.workload, "client", None)
+        if "path" not in self.workload_class.params or client not in self.topology.nodes:
+            return cell
+        kind, options = self.node_settings(client, cell)
+        medium = self.catalog.node_kinds[kind].first_medium(options, self.catalog)
+        if medium is None:
+            return cell
+        hops = [l.other(client) for l in self.topology.links if client in (l.a, l.b) and l.medium == medium]
+        if len(hops) == 1:
+            cell["path"] = hops[0]
+        return cell
+
+    def _chooses_first_hop(self) -> bool:
+        """Whether the client picks its first hop itself in some cell (then `path` is not written)."""
+        client = getattr(self.workload, "client", None)
+        return client in self.topology.nodes and any(
+            self.catalog.node_kinds[k].first_medium(o, self.catalog) is not None
+            for k, o in (self.node_settings(client, c) for c in self.cells()))
 
     def node_settings(self, node: str, cell: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """(kind, options) of `node` in `cell`: the topology's, overridden by the experiment's
@@ -192,7 +215,8 @@ class Experiment(BaseModel):
             "repetitions": self.repetitions,
             "seed": self.seed,
             "timeout": quantities.format_duration(self.timeout_s),
-            "workload": {**self.workload.model_dump(), **{k: doc(k, v) for k, v in self.fixed.items()}},
+            "workload": {**self.workload.model_dump(), **{k: doc(k, v) for k, v in self.fixed.items()
+                                                          if not (k == "path" and self._chooses_first_hop())}},
             "nodes": {n: {k: v if k == "kind" else doc(f"{n}.{k}", v) for k, v in s.items()}
                       for n, s in self.nodes.items()},
             "matrix": {k: [doc(k, v) for v in vs] for k, vs in self.matrix.items()},

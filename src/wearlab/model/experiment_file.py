@@ -417,7 +417,10 @@ def _resolve_parameters(src: YamlSource, data: dict, wclass, fields, topo: Topol
             problem(("matrix", p.name), f"varying {p.name} has no effect: it only applies when {p.applies_doc}, "
                                         "and no cell has that")
     if topo is not None and fields is not None:
+        problems += _path_of_a_chooser(fields, topo, wl, raw_matrix, nodes, problem, catalog)
         problems += wclass.check(fields, fixed, matrix, where, topo, src)
+        if "path" not in written and "path" not in raw_matrix and _chooses_everywhere(fields, topo, raw_matrix, nodes, catalog):
+            fixed.pop("path", None)    # not shared by every cell: each gets its client's (Experiment._first_hop)
     # Keep the declared parameter order in `fixed`.
     fixed = {p.name: fixed[p.name] for p in params if p.name in fixed}
     return fixed, matrix, nodes, problems, {f"{k}={v}": path for (k, v), path in where.items()}
@@ -503,9 +506,69 @@ def _node_matrix(key: str, values: Any, at: YamlPath, topo: Topology | None,
             return v.strip()
         return _values(values, at, normalize, problem)
     kind = catalog.node_kinds.get(base_kind)
+    if kind is not None and opt in kind.renamed:
+        problem(at, f"kind {base_kind} no longer takes '{opt}': {kind.renamed[opt]}")
+        return None
     if kind is None or opt not in kind.options:
         takes = ", ".join(kind.options.names()) if kind else ""
         problem(at, f"kind {base_kind} of node {node} has no option '{opt}'"
                     f"{did_you_mean(opt, kind.options.names()) if kind else ''} (it takes: {takes or 'none'})")
         return None
     return _values(values, at, kind.options[opt].normalize, problem)
+
+
+def _path_of_a_chooser(fields, topo: Topology, wl: dict, raw_matrix: dict, nodes: dict[str, dict[str, Any]],
+                       problem, catalog: Catalog) -> list[Problem]:
+    """`path` written for a client that chooses its own first hop (a wearable: its
+    `interface_policy`, one concept): beside a policy it is refused unless it names the policy's
+    own first hop, with what to write instead. Alone it is the older spelling of `interface_policy: bt|wifi` by route, and means the same
+    (the shipped files and docs use the policy: tests/test_one_name.py)."""
+    client = getattr(fields, "client", None)
+    written = [("workload", "path")] if "path" in wl else [("matrix", "path")] if "path" in raw_matrix else []
+    if not written or client not in topo.nodes:
+        return []
+    kinds = {split_kind(str(nodes.get(client, {}).get("kind", topo.nodes[client].kind)))[0]}
+    kinds |= {split_kind(str(k))[0] for k in raw_matrix.get(f"{client}.kind") or [] if isinstance(k, str)}
+    options = {catalog.node_kinds[k].first_hop_option for k in kinds if k in catalog.node_kinds} - {None}
+    if not options:
+        return []
+    option = sorted(options)[0]
+    chosen = [v for v in (nodes.get(client, {}).get(option), topo.nodes[client].options.get(option),
+                          *(raw_matrix.get(f"{client}.{option}") or [])) if v not in (None, "none")]
+    if not chosen:
+        return []
+    values = wl["path"] if "path" in wl else raw_matrix["path"]
+    hops = values if isinstance(values, list) else [values]
+    media = {l.other(client): l.medium for l in topo.links if client in (l.a, l.b)}
+    # The same first hop written twice is redundant, not wrong; a different one contradicts.
+    fixed = {**topo.nodes[client].options, **{k: v for k, v in nodes.get(client, {}).items() if k != "kind"}}
+    agree, derived = set(), False
+    for kind in kinds & set(catalog.node_kinds):
+        for policy in chosen:
+            medium = catalog.node_kinds[kind].first_medium({**fixed, option: policy}, catalog)
+            derived |= medium is not None
+            agree |= {h for h, m in media.items() if medium is not None and m == medium}
+    if not derived or (all(h in agree for h in hops) and len(agree) == 1):
+        return []    # (an unknown policy is the plan's to report)
+    said = [f"path: {h} is {option}: {media[h].value}" for h in hops
+            if isinstance(h, str) and media.get(h) is not None]
+    problem(written[0], f"{client} chooses its own first hop with its {option} ({', '.join(map(str, chosen))}); "
+                        f"path names another: remove path (one name for which interface a wearable uses)"
+                        + (f"; {'; '.join(said)}" if said else ""))
+    return []
+
+
+def _chooses_everywhere(fields, topo: Topology, raw_matrix: dict, nodes: dict[str, dict[str, Any]],
+                        catalog: Catalog) -> bool:
+    """Whether the workload's client chooses its own first hop in every cell (a wearable whose
+    `interface_policy` is never none)."""
+    client = getattr(fields, "client", None)
+    if client not in topo.nodes or f"{client}.kind" in raw_matrix:
+        return False
+    kind = catalog.node_kinds.get(split_kind(str(nodes.get(client, {}).get("kind", topo.nodes[client].kind)))[0])
+    option = kind.first_hop_option if kind is not None else None
+    if option is None:
+        return False
+    values = raw_matrix.get(f"{client}.{option}") or [nodes.get(client, {}).get(
+        option, topo.nodes[client].options.get(option, kind.options[option].default))]
+    return all(v not in (None, "none") for v in values)

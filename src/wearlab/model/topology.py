@@ -499,6 +499,9 @@ def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, 
                                  f"nodes, not on a {role.value}"))
     options: dict[str, Any] = {k: v for k, v in (normalised or {}).items() if k in kind.options}
     for key, value in given.items():
+        if key in kind.renamed:
+            problems.append((key, f"kind {kind_name} no longer takes '{key}': {kind.renamed[key]}"))
+            continue
         if key not in kind.options:
             allowed = ["role", "kind", "image", "device", "tcpcrypt", "tcpcrypt_resumption", "tcpcrypt_key_log", "sysctls", *kind.options.names()]
             hint = did_you_mean(key, allowed) or f" (kind {kind_name} takes: {', '.join(kind.options.names()) or 'no options'})"

@@ -41,11 +41,12 @@ import time
 from typing import Any
 
 from wearlab.model.timeline import LinkChange
+from wearlab.nodes.interface_policies import WalkPolicy
 from wearlab.realize.linkctl import TcBatch
 
 POLL_S = 0.02
 RSSI_STEP_S = 0.1
-POLICIES = ("reactive", "wifi-always", "proactive")
+POLICIES = tuple(p.name for p in WalkPolicy.__subclasses__())   # the policies this module runs
 KALMAN_Q = 0.5
 WIFI_TABLE = 100                # the watch's routing table for sources on its WiFi address
 
@@ -103,7 +104,7 @@ class HandoverController:
         self.t0_ns, self.server_ip = t0_ns, server_ip
         self.taken: list[dict[str, Any]] = []
         self._stop.clear()
-        wifi_on = self.s["handover"] == "wifi-always"
+        wifi_on = self.s["interface_policy"] == "wifi-always"
         self.net.sh(self.watch, f"ip link set {self.wifi_dev} {'up' if wifi_on else 'down'}")
         # Each run starts with fresh neighbour caches on both ends of the watch's links: the last
         # run's teardown (its BT link still dropping everything until the links are reset) can
@@ -112,7 +113,7 @@ class HandoverController:
         for node, peer in ((self.watch, self.phone), (self.phone, self.watch), (self.watch, self.ap),
                            (self.ap, self.watch)):
             self.net.sh(node, f"ip neigh flush dev {self.net.addresses.interface_to(node, peer).name}", check=False)
-        if self.s["handover"] == "proactive":
+        if self.s["interface_policy"] == "proactive":
             server = self.kind.ctx.plan.endpoints["server"]
             wifi_ip = self.net.addresses.interface_to(self.watch, self.ap).ip
             for node in (self.watch, server):
@@ -130,7 +131,7 @@ class HandoverController:
             th.join(timeout=5)
         # Back to the start: BT up (its routes return with it), WiFi down, the server via the phone.
         self.net.sh(self.watch, f"ip link set {self.bt_dev} up && ip link set {self.wifi_dev} down")
-        if self.s["handover"] == "proactive":
+        if self.s["interface_policy"] == "proactive":
             self.net.sh(self.watch, "ip mptcp endpoint flush", check=False)
         phone_ip = self.net.addresses.interface_to(self.watch, self.phone).peer_ip
         self.net.sh(self.watch, f"ip route replace {self.server_ip}/32 via {phone_ip} dev {self.bt_dev}")
@@ -154,13 +155,13 @@ class HandoverController:
     def phases(self) -> dict[str, float | None]:
         """P1-P3 of the run that just ended, from what the interfaces showed (the reactive path's
         phases; a proactive handover has none: the app's gap is its measure)."""
-        if self.s["handover"] == "proactive":
+        if self.s["interface_policy"] == "proactive":
             return {f"handover_p{i}_s": None for i in (1, 2, 3)}
         with self.lock:
             seen = {e["event"]: e["t_ns"] for e in [*self.taken, *self.events] if e["event"].startswith("seen:")}
         marks = [seen.get("seen: BT last reception"), seen.get("seen: BT DOWN"), seen.get("seen: WiFi UP"),
                  seen.get("seen: WiFi first reception")]
-        if self.s["handover"] == "wifi-always":
+        if self.s["interface_policy"] == "wifi-always":
             marks[2] = marks[1]   # WiFi was up all along: P2 = 0, P3 = BT down -> first reception
         out = {}
         for i in range(3):
@@ -204,7 +205,7 @@ class HandoverController:
         crossing = next((t for t, r in trace if r < s["bt_unusable"] and t >= s["walk_start"]), None)
         self._log("walk", f"from {s['walk_start']:g} s at {s['walk_speed']:g} m/s; BT below "
                           f"{s['bt_unusable']:g} dBm at {crossing if crossing is None else round(crossing, 1)} s")
-        if s["handover"] == "proactive" and not self._proactive(trace, s):
+        if s["interface_policy"] == "proactive" and not self._proactive(trace, s):
             return
         if crossing is None or not self._sleep_until(crossing):
             return
@@ -215,9 +216,9 @@ class HandoverController:
             return
         self.net.sh(self.watch, f"ip link set {self.bt_dev} down")
         self._log("BT disconnected", "the OS gives up on BT (end of P1)")
-        if s["handover"] == "proactive":
+        if s["interface_policy"] == "proactive":
             return   # the flow is on WiFi already; BT's end changes nothing
-        if s["handover"] == "reactive":
+        if s["interface_policy"] == "reactive":
             t += s["p2"]
             if not self._sleep_until(t):
                 return

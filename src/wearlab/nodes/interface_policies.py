@@ -1,9 +1,23 @@
-"""Interface-selection policies of a wearable (seed 003 section 5.2, "Fast Interface Switch on
-Wearables"): which ONE of the watch's interfaces carries its app's flow now. The flow rides the
-chunked multipath transport (wearlab.nodes.multipath_agent), so a switch moves the next chunks to
-the other path's connection, already open, instead of reconnecting the app.
+"""Interface-selection policies of a wearable: which ONE of the watch's interfaces carries its
+app's flow now - the one concept `interface_policy:` names (docs/interface-selection.md). Each
+policy says which interface the flow starts on (`initial`, and so the workload's first hop), what
+moves it, and by which transport it can be moved (`transports`, the first the default; the
+wearable's `policy_transport` picks another):
 
-A policy is a state machine over samples and nothing else (no I/O: wearlab.nodes.interface_selection
+- `route`: the app's own connection goes out the chosen interface, routed through its neighbour
+  (a phone proxies, an AP routes); a move breaks the connection and the app reconnects;
+- `mptcp`: the kernel's MPTCP: a subflow per interface, the flow moved by subflow priority;
+- `chunked`: wearlab's chunked multipath transport (wearlab.nodes.multipath_agent, seed 003 §5):
+  one connection per path, both open all run, so a switch moves the next chunks to the other
+  path's connection instead of reconnecting the app (seed 003 section 5.2, "Fast Interface Switch
+  on Wearables").
+
+What moves the flow (`moves_on`): nothing (`bt`, `wifi`); the load (`adaptive`, and a user's own:
+the backlog at the phone and WiFi's throughput, below); or the user walking away from the phone
+(`reactive`, `wifi-always`, `proactive`: Wear OS's BT -> WiFi handover and the paper's proactive
+one, seed 003 section 6, run by wearlab.nodes.handover).
+
+A load policy is a state machine over samples and nothing else (no I/O: wearlab.nodes.interface_selection
 measures and applies): each `Sample` gives the bytes waiting at the phone to cross BT toward the
 watch and the watch's WiFi throughput over the last sample interval; `observe` answers a `Switch`
 or None.
@@ -18,9 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from wearlab.model.choices import PolicyTransport
 from wearlab.model.columns import Series
 
 BT, WIFI = "bt", "wifi"
+ROUTE, MPTCP, CHUNKED = PolicyTransport.ROUTE.value, PolicyTransport.MPTCP.value, PolicyTransport.CHUNKED.value
+STILL, LOAD, WALK = "nothing", "load", "walk"   # what moves the flow (module doc)
 EPSILON_S = 1e-9     # clocks compared as floats: 4.52 - 4.02 is 0.4999999999999991, and that is 500 ms
 INTERFACE_SERIES = Series("interface", ("t_s", "t_ns", "event", "active", "backlog_bytes", "backlog_at", "wifi_bps",
                                         "from", "to", "reason"),
@@ -63,6 +80,9 @@ class InterfacePolicy:
     doc: ClassVar[str] = ""
     initial: ClassVar[str] = BT
     radios_on: ClassVar[frozenset[str]] = frozenset({BT, WIFI})
+    # A policy of one's own reads samples, so only the chunked transport can carry its switches.
+    transports: ClassVar[tuple[str, ...]] = (CHUNKED,)
+    moves_on: ClassVar[str] = LOAD
 
     def __init__(self, options: PolicyOptions = PolicyOptions()) -> None:
         self.options = options
@@ -84,6 +104,10 @@ class StaticBt(InterfacePolicy):
     # Wear OS's default: "when BT is connected, WiFi is not available (i.e., its interface is
     # turned off by the OS)" (seed 003 §6.3), so WiFi's base power is saved.
     radios_on = frozenset({BT})
+    # By route: what a watch's app does (the workload's first hop is the phone). Over the chunked
+    # transport: beside `adaptive`, each paying the transport's framing (seed 003 §5's Fig. 12).
+    transports = (ROUTE, CHUNKED)
+    moves_on = STILL
 
     def observe(self, s: Sample) -> Switch | None:
         return None
@@ -96,6 +120,8 @@ class StaticWifi(InterfacePolicy):
     # BT stays connected to the phone (the watch keeps its companion link; the transport keeps
     # the BT path's connection open), as under every policy: its base power is in the baseline.
     radios_on = frozenset({BT, WIFI})
+    transports = (ROUTE, CHUNKED)
+    moves_on = STILL
 
     def observe(self, s: Sample) -> Switch | None:
         return None
@@ -137,3 +163,35 @@ class Adaptive(InterfacePolicy):
             return self._switch(s.t, BT, f"WiFi at {s.wifi_bps / 1e3:.0f} kbit/s, at most "
                                          f"{o.wifi_low_bps / 1e3:g} kbit/s for {o.t2_s:g} s")
         return None
+
+
+class WalkPolicy(InterfacePolicy):
+    """Base of the policies the user's walk away from the phone drives (seed 003 section 6):
+    wearlab.nodes.handover runs them - the mobility model, the phases P1-P3 and the moves - and
+    their `observe` is never called. They start on BT."""
+
+    initial = BT
+    moves_on = WALK
+
+    def observe(self, s: Sample) -> Switch | None:
+        return None
+
+
+class Reactive(WalkPolicy):
+    name = "reactive"
+    doc = ("Wear OS's BT -> WiFi handover as the user walks away: BT until the OS gives up on it (P1), no "
+           "network (P2), WiFi's association (P3), then the app reconnects (the workload's reconnect)")
+    transports = (ROUTE,)
+
+
+class WifiAlways(WalkPolicy):
+    name = "wifi-always"
+    doc = "reactive, with WiFi associated all along: after P1 the route moves to WiFi at once (no P2, P3)"
+    transports = (ROUTE,)
+
+
+class Proactive(WalkPolicy):
+    name = "proactive"
+    doc = ("the paper's proactive handover (§6.3): when the Kalman-smoothed BT RSSI falls below proactive_dbm, "
+           "WiFi comes up and an MPTCP subflow over it takes the flow before BT fails (needs mptcp: true)")
+    transports = (MPTCP,)

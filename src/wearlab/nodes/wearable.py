@@ -1,9 +1,12 @@
 """The `wearable` kind: a watch (or glasses) with its Bluetooth radio's state machine.
 
-With `handover: reactive` (or `wifi-always`) the watch walks away from its phone during each run
-and moves from BT to WiFi as Wear OS does (seed 003 section 6; wearlab.nodes.handover documents
-the mobility and quality model and the phases); it needs a BT link to a phone and a WiFi link
-to an AP.
+Which of its interfaces carries its app's flow is its `interface_policy` (one concept,
+wearlab.nodes.interface_policies, docs/interface-selection.md): `bt` or `wifi` for the whole run,
+`adaptive` on the load (wearlab.nodes.interface_selection), or - the user walking away from the
+phone - `reactive`, `wifi-always` or `proactive`, the BT -> WiFi handovers of seed 003 section 6
+(wearlab.nodes.handover documents the mobility and quality model and the phases; they need a BT
+link to a phone and a WiFi link to an AP). The workload's first hop is the neighbour across the
+link of the policy's first medium; `policy_transport` says how a choice is carried out.
 
 With `radio: bt` the BT link to the wearable's phone runs the Active/Sniff state machine of
 seed 003 section 3 (wearlab.nodes.radio documents the model): `sniff_timer` (the watch's
@@ -20,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from wearlab.model import params as P
-from wearlab.model.choices import HandoverPolicy, values
+from wearlab.model.choices import PolicyTransport, values
 from wearlab.model.columns import Metric, Series
 from wearlab.model.features import KernelFeature
 from wearlab.model.declarations import NodeView
@@ -31,12 +34,13 @@ from wearlab.model.quantities import format_duration, format_size
 from wearlab.model.yamlsrc import did_you_mean
 from wearlab.model.needs import Need
 from wearlab.model.ports import MULTIPATH_LOCAL
-from wearlab.nodes.interface_policies import INTERFACE_SERIES
+from wearlab.nodes.interface_policies import CHUNKED, INTERFACE_SERIES, MPTCP, ROUTE, STILL, WALK
 from wearlab.nodes.multipath_endpoints import MULTIPATH_SERIES
 from wearlab.nodes.node_kind import NodeKind
 
 HANDOVER_SERIES = Series("handover", ("t_s", "t_ns", "event", "detail"),
-                         "the handover's actions and what the watch's interfaces showed (handover: ...)")
+                         "the handover's actions and what the watch's interfaces showed (interface_policy: "
+                         "reactive, wifi-always, proactive)")
 RADIO_SERIES = Series("radio", ("t_s", "t_ns", "link", "state", "reason", "recovery_s"),
                       "the BT radio's state changes (wearable kind, radio: bt)")
 
@@ -77,8 +81,8 @@ def _scheduler(v: Any) -> str:
 def _policy(v: Any) -> str:
     """An interface policy's name (checked against the catalog's at plan time) or none."""
     if not isinstance(v, str) or not v.strip():
-        raise ValueError(f"interface_policy names a policy (bt, wifi, adaptive, or one registered in the catalog) "
-                         f"or none; got {v!r}")
+        raise ValueError(f"interface_policy names a policy (bt, wifi, adaptive, reactive, wifi-always, proactive, "
+                         f"or one registered in the catalog) or none; got {v!r}")
     return v.strip().lower()
 
 
@@ -126,8 +130,14 @@ def _positive_number(name: str):
 
 
 def transport_on(settings: Mapping[str, Any]) -> bool:
-    """The chunked multipath transport runs: for a scheduler (`multipath`) or an interface policy."""
-    return settings.get("multipath", "none") != "none" or settings.get("interface_policy", "none") != "none"
+    """The chunked multipath transport runs: for a scheduler (`multipath`) or an interface policy
+    it carries (settings as planned: `policy_transport` resolved, Wearable.resolved)."""
+    return settings.get("multipath", "none") != "none" or (
+        settings.get("interface_policy", "none") != "none" and settings.get("policy_transport") == CHUNKED)
+
+
+def policy_chosen(settings: Mapping[str, Any]) -> bool:
+    return settings.get("interface_policy", "none") != "none"
 
 
 class Wearable(NodeKind):
@@ -154,10 +164,6 @@ class Wearable(NodeKind):
               to_doc=_dur, shown=_dur),
         Param("uplink_keepalive", P.flag("uplink_keepalive"), False, "the paper's fix: a small uplink packet "
               "just before the watch's timer expires"),
-        Param("handover", P.choice("handover", values(HandoverPolicy)), "none",
-              "reactive: Wear OS's BT->WiFi handover with phases P1-P3 from timers; wifi-always: WiFi "
-              "associated all along (no P2/P3); proactive: predicted from Kalman-smoothed RSSI, the flow "
-              "moves to an MPTCP subflow over WiFi before BT fails (needs mptcp: true); none: stays put"),
         Param("proactive_dbm", _number("proactive_dbm"), -66.0, "proactive: smoothed RSSI that brings WiFi up "
               "(the paper's -66 dBm)"),
         Param("walk_start", _walk_start, 5.0, "when the user starts walking away from the phone; manual: "
@@ -184,9 +190,16 @@ class Wearable(NodeKind):
               "acknowledged by the other end); a scheduler sends on a path only while it has room",
               to_doc=format_size),
         Param("interface_policy", _policy, "none",
-              "which ONE interface carries the watch's flow, switched over the multipath transport without "
-              "reconnecting (seed 003 section 5.2): bt, wifi (static), adaptive (the paper's B/T1/T2 rule), or one "
-              "registered in the catalog; none: off. docs/interface-selection.md"),
+              "which ONE interface carries the watch's flow: bt, wifi (all run); adaptive (seed 003 section 5.2's "
+              "B/T1/T2 rule, over the chunked transport); reactive, wifi-always, proactive (the BT->WiFi handover "
+              "of a user walking away, seed 003 section 6); or one registered in the catalog. The workload's first "
+              "hop is the neighbour across the policy's first medium. none: the client's first neighbour in link "
+              "order. docs/interface-selection.md"),
+        Param("policy_transport", P.choice("policy_transport", values(PolicyTransport)), "auto",
+              "how the policy's choice is carried out: route (the app's own connection through the chosen "
+              "neighbour), mptcp (kernel MPTCP subflows), chunked (the multipath transport: switches without "
+              "reconnecting); auto: the policy's own (bt, wifi, reactive, wifi-always: route; proactive: mptcp; "
+              "adaptive and one's own: chunked)"),
         Param("policy_backlog", P.positive_size, 10_000, "adaptive: B, the bytes waiting at the phone to cross BT "
               "above which the clock T1 runs (paper: 10 KB)", to_doc=format_size),
         Param("policy_t1", P.positive_duration, 0.5, "adaptive: T1, how long the backlog stays above B before "
@@ -197,7 +210,30 @@ class Wearable(NodeKind):
               "counts as idle (paper: 500 kbit/s)", to_doc=lambda v: f"{v / 1e3:g}kbit"),
     ))
 
+    first_hop_option = "interface_policy"
+    renamed = {"handover": "write interface_policy: reactive, wifi-always or proactive (the handover modes are "
+                           "interface policies now, docs/interface-selection.md)"}
+
     # -- plan time ---------------------------------------------------------------------------
+    @classmethod
+    def resolved(cls, options: Mapping[str, Any], catalog) -> dict[str, Any]:
+        """`policy_transport: auto` becomes the policy's own first transport."""
+        out = dict(options)
+        policy = (catalog.interface_policies or {}).get(out.get("interface_policy", "none"))
+        if policy is not None and out.get("policy_transport", PolicyTransport.AUTO.value) == PolicyTransport.AUTO.value:
+            out["policy_transport"] = policy.transports[0]
+        return out
+
+    @classmethod
+    def first_medium(cls, options: Mapping[str, Any], catalog) -> Medium | None:
+        """The policy's first medium; over the chunked transport BT: the app's own connection is
+        made as Wear OS makes it, through the phone, and the transport moves its chunks."""
+        policy = (catalog.interface_policies or {}).get(options.get("interface_policy", "none"))
+        if policy is None:
+            return None
+        transport = cls.resolved(options, catalog).get("policy_transport")
+        return Medium.BT if transport == CHUNKED else Medium(policy.initial)
+
     @classmethod
     def check(cls, view: NodeView) -> list[tuple[str, str]]:
         s, out = view.settings, []
@@ -208,46 +244,67 @@ class Wearable(NodeKind):
         if s["radio"] == "bt" and len(bt) != 1:
             out.append(("radio", f"radio: bt needs exactly one Bluetooth link (medium bt) to a phone; found "
                                  f"{len(bt)}{_undeclared(view)}"))
-        if s["handover"] != HandoverPolicy.NONE.value:
-            wifi = view.links_of(Medium.WIFI, Role.AP)
-            if len(bt) != 1 or len(wifi) != 1:
-                out.append(("handover", f"handover needs a BT path and a WiFi path: exactly one link with medium bt "
-                                        f"to a phone and one with medium wifi to an AP; found {len(bt)} and "
-                                        f"{len(wifi)}{_undeclared(view)}"))
-            if "server" not in view.endpoints:
-                out.append(("handover", "handover moves the path to the workload's server; this workload has none"))
-            if s["handover"] == HandoverPolicy.PROACTIVE.value and not view.cell.get("mptcp"):
-                out.append(("handover", "proactive handover moves the flow to an MPTCP subflow over WiFi: the "
-                                        "workload needs mptcp: true"))
-        if s["multipath"] != "none" or s["interface_policy"] != "none":
-            out += cls._check_multipath(view)
-        if s["interface_policy"] != "none":
+        if s["multipath"] != "none":
+            out += cls._check_multipath(view, "multipath")
+        if policy_chosen(s):
             out += cls._check_policy(view)
         return out
 
     @classmethod
     def _check_policy(cls, view: NodeView) -> list[tuple[str, str]]:
         s, out = view.settings, []
-        if s["interface_policy"] not in view.interface_policies:
-            out.append(("interface_policy", f"unknown interface policy '{s['interface_policy']}'"
-                                            f"{did_you_mean(s['interface_policy'], view.interface_policies)} "
-                                            f"(policies: {', '.join(view.interface_policies)}, or none)"))
-        if s["multipath"] != "none":
-            out.append(("interface_policy", "interface_policy puts the flow on one path at a time; multipath's "
-                                            "scheduler spreads it over several: set one of them"))
-        if not {"bt", "wifi"} <= set(s["multipath_paths"]):
-            out.append(("multipath_paths", "interface_policy switches between bt and wifi: multipath_paths must "
-                                           f"list both; it lists {list(s['multipath_paths'])}"))
-        if len(view.links_of(Medium.BT, Role.PHONE)) != 1:
-            out.append(("interface_policy", "interface_policy measures the backlog at the phone: the watch needs "
-                                            f"exactly one BT link to a phone{_undeclared(view)}"))
+        name = s["interface_policy"]
+        policy = view.interface_policies.get(name)
+        if policy is None:
+            return [("interface_policy", f"unknown interface policy '{name}'"
+                                         f"{did_you_mean(name, view.interface_policies)} "
+                                         f"(policies: {', '.join(view.interface_policies)}, or none)")]
+        transport = s["policy_transport"]
+        if transport not in policy.transports:
+            out.append(("policy_transport", f"interface_policy {name} is carried out by "
+                                            f"{' or '.join(policy.transports)}, not by {transport}"))
+        # A static policy by route beside a scheduler is the path of the scheduler's `none` cells.
+        if s["multipath"] != "none" and (transport != ROUTE or policy.moves_on != STILL):
+            out.append(("interface_policy", f"interface_policy {name} moves the flow or rides the chunked transport; "
+                                            "multipath's scheduler spreads it over several paths: set one of them"))
+        first = [l for l in view.links if l.medium == Medium(policy.initial)]
+        if len(first) != 1:
+            out.append(("interface_policy", f"interface_policy {name} starts on {policy.initial}: {view.name} needs "
+                                            f"exactly one link with medium {policy.initial}; found "
+                                            f"{len(first)}{_undeclared(view)}"))
+        if "server" not in view.endpoints and (transport != ROUTE or policy.moves_on != STILL):
+            out.append(("interface_policy", f"interface_policy {name} moves the connection {view.name} opens to "
+                                            "the workload's server; this workload has none (only bt or wifi by "
+                                            "route choose the first hop of a workload with several servers)"))
+        elif view.endpoints.get("client") != view.name:
+            out.append(("interface_policy", f"interface_policy chooses the path of the connections {view.name} "
+                                            f"opens; the workload's client is {view.endpoints.get('client')}"))
+        if out:
+            return out
+        if policy.moves_on == WALK:
+            wifi = view.links_of(Medium.WIFI, Role.AP)
+            if len(view.links_of(Medium.BT, Role.PHONE)) != 1 or len(wifi) != 1:
+                out.append(("interface_policy", f"interface_policy {name} walks the user away from the phone: it "
+                                                "needs a BT path and a WiFi path: exactly one link with medium bt "
+                                                f"to a phone and one with medium wifi to an AP{_undeclared(view)}"))
+            if transport == MPTCP and not view.cell.get("mptcp"):
+                out.append(("interface_policy", f"interface_policy {name} moves the flow to an MPTCP subflow over "
+                                                "WiFi: the workload needs mptcp: true"))
+        if transport == CHUNKED:
+            out += cls._check_multipath(view, "interface_policy")
+            if not {"bt", "wifi"} <= set(s["multipath_paths"]):
+                out.append(("multipath_paths", "interface_policy switches between bt and wifi: multipath_paths "
+                                               f"must list both; it lists {list(s['multipath_paths'])}"))
+            if len(view.links_of(Medium.BT, Role.PHONE)) != 1:
+                out.append(("interface_policy", "interface_policy measures the backlog at the phone: the watch "
+                                                f"needs exactly one BT link to a phone{_undeclared(view)}"))
         return out
 
     @classmethod
-    def _check_multipath(cls, view: NodeView) -> list[tuple[str, str]]:
-        """The transport's checks: for `multipath` (a scheduler) or `interface_policy` (one path at a time)."""
+    def _check_multipath(cls, view: NodeView, field: str) -> list[tuple[str, str]]:
+        """The chunked transport's checks: for `multipath` (a scheduler) or an interface policy it
+        carries (one path at a time)."""
         s, out = view.settings, []
-        field = "multipath" if s["multipath"] != "none" else "interface_policy"
         if s["multipath"] != "none" and s["multipath"] not in view.schedulers:
             out.append(("multipath", f"unknown scheduler '{s['multipath']}'{did_you_mean(s['multipath'], view.schedulers)} "
                                      f"(schedulers: {', '.join(view.schedulers)}, or none)"))
@@ -261,11 +318,9 @@ class Wearable(NodeKind):
         elif view.endpoints.get("client") != view.name:
             out.append((field, f"{field} carries the connections {view.name} opens; the workload's client "
                                f"is {view.endpoints.get('client')}"))
-        if s["handover"] != HandoverPolicy.NONE.value:
-            out.append((field, f"{field} and handover both choose the watch's paths; set one of them"))
         if view.cell.get("mptcp"):
             out.append((field, "the app's connection is carried by the chunked transport, not MPTCP: "
-                                     "drop mptcp: true"))
+                               "drop mptcp: true"))
         return out
 
     @classmethod
@@ -273,7 +328,7 @@ class Wearable(NodeKind):
         out = set()
         if settings.get("radio") == "bt":
             out |= {KernelFeature.PLUG, KernelFeature.HTB, KernelFeature.CLSACT}
-        if settings.get("handover") == HandoverPolicy.PROACTIVE.value:
+        if policy_chosen(settings) and settings.get("policy_transport") == MPTCP:
             out.add(KernelFeature.MPTCP)
         if transport_on(settings):
             out.add(KernelFeature.IPT_REDIRECT)
@@ -292,10 +347,11 @@ class Wearable(NodeKind):
             from wearlab.nodes.multipath_endpoints import MultipathEndpoints
             self.multipath = MultipathEndpoints(self)
             self.multipath.prepare()
-        if self.settings.get("interface_policy", "none") != "none":
+        if transport_on(self.settings) and policy_chosen(self.settings):
             from wearlab.nodes.interface_selection import InterfaceSelector
             self.selector = InterfaceSelector(self, self.multipath, phone=self._peer(Medium.BT, Role.PHONE))
-        if self.settings.get("handover", "none") != "none":
+        from wearlab.nodes.handover import POLICIES as WALK_POLICIES
+        if self.settings.get("interface_policy") in WALK_POLICIES:
             from wearlab.nodes.handover import HandoverController
             digest = hashlib.sha256(f"wearlab-walk:{self.seed}:{self.node}".encode()).digest()
             self.handover = HandoverController(self, bt_peer=self._peer(Medium.BT, Role.PHONE),
@@ -345,7 +401,7 @@ class Wearable(NodeKind):
             out["radio"] = self.controller.radio.state
         if getattr(self, "handover", None) is not None:
             last = self.handover.last_event()
-            out["handover"] = {"mode": self.settings["handover"], "last_event": last["event"] if last else None,
+            out["handover"] = {"mode": self.settings["interface_policy"], "last_event": last["event"] if last else None,
                                "at_s": last["t_s"] if last else None}
         if getattr(self, "selector", None) is not None:
             out["interface"] = self.selector.live()

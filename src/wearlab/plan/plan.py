@@ -270,7 +270,7 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
         nodes = {}
         for n in topo.nodes:
             kind, options = exp.node_settings(n, values)
-            nodes[n] = NodeSetting(catalog.node_kinds[kind], options)
+            nodes[n] = NodeSetting(catalog.node_kinds[kind], catalog.node_kinds[kind].resolved(options, catalog))
         group_key = tuple(sorted((n, s.key()) for n, s in nodes.items()))
         group = groups.setdefault(group_key, len(groups))
         cells.append(CellPlan(i, dict(values), nodes, exp.timeline_of(values), group, workload.describe_cell(values)))
@@ -303,7 +303,7 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
     for c in cells:
         for n, setting in c.nodes.items():
             view = NodeView(n, topo.nodes[n].role, setting.options, ends[n], c.values, endpoints,
-                            tuple(catalog.schedulers or ()), tuple(catalog.interface_policies or ()))
+                            tuple(catalog.schedulers or ()), dict(catalog.interface_policies or {}))
             for option, message in setting.kind.check(view):
                 problems.append(_at_option(exp, n, option, c.values, message))
     ports = _ports(exp, workload, cells, needs, problems)

@@ -155,7 +155,7 @@ class WorkloadState(_Record):
 
 
 class HandoverState(_Record):
-    mode: str                          # the wearable's `handover` setting
+    mode: str                          # the wearable's `interface_policy` (reactive, wifi-always, proactive)
     last_event: str | None = None      # what the handover did last in this run,
     at_s: float | None = None          # and when (s from the run's start)
 

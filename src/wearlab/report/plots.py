@@ -201,7 +201,7 @@ def _shown(param: str, value: str) -> str:
         return f"{short}={plain_number(v)}"
     if value in ("True", "False"):
         return f"{short}" if value == "True" else f"no {short}"
-    if param in ("protocol", "path", "pattern", "handover", "reconnect") or param.endswith(".handover"):
+    if param in ("protocol", "path", "pattern", "reconnect") or param.endswith(".interface_policy"):
         return value
     return f"{short}={value}"
 

@@ -64,10 +64,10 @@ def kinds(catalog: Catalog, console: Console) -> int:
     if catalog.interface_policies:
         m = Table(title="interface policies (`interface_policy:` on a wearable; docs/interface-selection.md)",
                   show_lines=True)
-        for col in ("policy", "which interface carries the flow"):
+        for col in ("policy", "which interface carries the flow", "moves on", "starts on", "policy_transport"):
             m.add_column(col)
         for k in catalog.interface_policies.values():
-            m.add_row(k.name, k.doc)
+            m.add_row(k.name, k.doc, k.moves_on, k.initial, ", ".join(k.transports))
         console.print(m)
     console.print(result_columns(catalog))
     console.print(units_table())
