@@ -584,9 +584,10 @@ def check_energy(run, iface, timeline) -> None:
 # 2 Mbit/s CBR (1000 B every 4 ms) crosses with no backlog. At BT_SLOW the timeline cuts the
 # watch->phone rate to 500 kbit/s: 1.5 Mbit/s (187.5 B/ms) more is written at the watch than
 # leaves it, all of it counted (qdisc + unsent; the agent's 64 KB window is far off), so the
-# backlog passes B = 10 KB 10 000 / 187.5 = 53 ms after the change, seen at the next poll
-# (20 ms) once that poll's own reads are done (up to 25 ms): 100 ms; UP_FILL_S = 150 ms
-# bounds it. Not sooner than the change: before it, the watch's queue holds a message or two.
+# backlog passes B = 10 KB at most 10 000 / 187.5 = 53 ms after the change (less what already
+# waited, a message or three: 3.2 KB at most, measured), seen at the next poll (20 ms) once
+# that poll's own reads are done (up to 20 ms): 93 ms; UP_FILL_S = 150 ms bounds it. Not
+# sooner than the change: before it the queue stays below B (4 Mbit/s carries the 2).
 # At WIFI_SLOW the timeline cuts WiFi's watch->ap rate to 300 kbit/s: the WiFi counter (tx,
 # read at the watch's own egress, no link delay) falls to the threshold over the trailing
 # 100 ms once 2 x (100 - x) + 0.3 x <= 50 kbit: x >= 88 ms, after what netem had already timed

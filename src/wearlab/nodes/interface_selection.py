@@ -29,17 +29,19 @@ know the workload's direction, and a matrix may sweep it):
   writes each chunk into its BT path's TCP socket, and the bytes wait in two places there, each
   counted once: the watch's BT link's egress queue (the root qdisc's `backlog` on the watch's
   device toward the phone: what TCP has sent) plus the bytes the BT path's sockets hold written
-  but not yet sent (tcpi_notsent_bytes, wearlab.nodes.tcp_diag). The latter are not small: after
-  BT slows, the agent writes up to its window (multipath_window, 64 KB) at the app's rate, while
-  TCP's congestion window grows by one segment per segment acknowledged (slow start; netem's
-  1000-packet limit never drops, so nothing stops it), i.e. at BT's rate: at 2 Mbit/s offered
-  over a 500 kbit/s BT, of the 1.5 Mbit/s that stays at the watch 1 Mbit/s waits unsent in the
-  socket and 0.5 Mbit/s in the qdisc, and the qdisc alone would pass B three times later. The
+  but not yet sent (tcpi_notsent_bytes, wearlab.nodes.tcp_diag). The latter are not small: the
+  agent writes up to its window (multipath_window, 64 KB) at the app's rate, but TCP sends only
+  within its congestion window, which grows by at most a segment per segment acknowledged, i.e.
+  at BT's rate. Measured (the guest test: 2 Mbit/s offered, BT cut from 4 Mbit/s to 500 kbit/s):
+  for the first ~100 ms the window left from the fast phase took everything into the qdisc (it
+  passed B alone, 43 ms after the cut); then the qdisc stayed at 35-42 KB and the unsent bytes
+  grew to 29 KB beside it (the two together the agent's 64 KB window, plus headers): a larger B,
+  or a window from a slower phase, and the unsent part decides when B is passed. The
   socket's tx_queue (/proc/net/tcp: write_seq - snd_una) is NOT used: it holds the qdisc's bytes
   too (sent, unacknowledged), so adding it to the qdisc would count them twice. Not counted:
-  bytes in the agent's user-space write buffer (asyncio's; the kernel's send buffer, autotuned
-  past the 64 KB window, takes them at once), and those in flight past the qdisc (past the
-  watch). A splitting phone changes nothing here: past BT, its sockets hold what has crossed;
+  bytes in the agent's user-space write buffer (asyncio's, what the kernel's send buffer has
+  not taken: invisible from outside the agent, as a splitting proxy's own buffer is), and those
+  in flight past the qdisc (past the watch). A splitting phone changes nothing here: past BT, its sockets hold what has crossed;
 - the sample's backlog is the larger of the two sides (`backlog_side` in the series says which;
   a tie, e.g. both empty, reads as the phone's): each BT direction is its own queue with its
   own rate here (netem shapes each egress), so B, a per-queue threshold (the paper's CPROXY
