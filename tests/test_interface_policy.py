@@ -2,8 +2,8 @@
 and interface_selection): the adaptive policy's state machine against synthetic traces worked out
 by hand, the measurements' arithmetic, the agents moving a flow between open paths without
 reconnecting, the options at plan time (file:line:field, exit 2), a user's policy through the
-catalog (host, about 3 s); and one guest test against netem (two cells: a phone that forwards, one that splits; its bounds
-beside it).
+catalog (host, about 3 s); and two guest tests against netem, their bounds beside them: a download (two cells: a
+phone that forwards, one that splits; about 21 s) and an upload (the bytes wait at the watch; about 13 s).
 """
 
 from __future__ import annotations
@@ -348,6 +348,16 @@ def test_bad_policy_options_name_file_line_and_field(tmp_path, nodes, field, mes
         planned(tmp_path, nodes)
     (p,) = [p for p in e.value.problems if message in p.message and p.field == f"nodes.watch.{field}"]
     assert (p.file, p.line) == (str(tmp_path / "exp.yaml"), 13), p
+
+
+@pytest.mark.parametrize("direction", ["up", "both"])
+def test_uploads_and_both_directions_plan_under_a_policy(tmp_path, direction, monkeypatch):
+    # The selector reads the backlog on both sides of BT (the larger counts), so no direction
+    # is refused: the plan holds the policy's options for the watch.
+    monkeypatch.setitem(globals(), "TOPOLOGY", TOPOLOGY.replace("direction: down", f"direction: {direction}"))
+    p = planned(tmp_path, "  watch: {interface_policy: adaptive}")
+    (cell,) = p.cells
+    assert (cell.values["direction"], cell.nodes["watch"].options["interface_policy"]) == (direction, "adaptive")
 
 
 def test_bad_policy_exits_2_without_traceback(tmp_path):
