@@ -297,7 +297,7 @@ def policy_results(d: Path) -> Path:
         for i in range(int(POLICY_DURATION_S / 0.5) + 1):
             t = i * 0.5
             iface.append({**key, "t_s": t, "t_ns": int(t * 1e9), "event": "sample", "active": active(t),
-                          "backlog_bytes": 0, "backlog_at": "qdisc", "wifi_bps": 0})
+                          "backlog_bytes": 0, "backlog_side": "phone", "backlog_at": "qdisc", "wifi_bps": 0})
         for ts, fr, to, why in switches:
             iface.append({**key, "t_s": ts, "t_ns": int(ts * 1e9), "event": "switch", "active": to, "from": fr,
                           "to": to, "reason": why})

@@ -2,8 +2,8 @@
 and interface_selection): the adaptive policy's state machine against synthetic traces worked out
 by hand, the measurements' arithmetic, the agents moving a flow between open paths without
 reconnecting, the options at plan time (file:line:field, exit 2), a user's policy through the
-catalog (host, about 3 s); and one guest test against netem (two cells: a phone that forwards, one that splits; its bounds
-beside it).
+catalog (host, about 3 s); and two guest tests against netem, their bounds beside them: a download (two cells: a
+phone that forwards, one that splits; about 21 s) and an upload (the bytes wait at the watch; about 13 s).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 from conftest import timing_bound, wearlab
 from wearlab.nodes.interface_policies import (BT, WIFI, Adaptive, InterfacePolicy, PolicyOptions, Sample,
                                               StaticBt, StaticWifi)
-from wearlab.nodes.interface_selection import WifiThroughput, proxy_backlog, root_backlog
+from wearlab.nodes.interface_selection import (Backlog, WifiThroughput, larger, proxy_backlog, root_backlog,
+                                               watch_backlog)
 
 POLL = 20        # ms: the selector's POLL_S
 
@@ -197,6 +198,61 @@ def test_backlog_is_the_root_qdiscs():
     assert root_backlog([]) == 0
 
 
+def test_an_uploads_backlog_is_the_watchs_qdisc_plus_its_unsent_bytes_and_the_larger_side_counts():
+    # At the watch: 6000 B sent into its BT qdisc + 5000 B its BT path's socket holds unsent
+    # (disjoint: sent vs. not yet sent) = 11 000 B, above B = 10 000 B.
+    up = watch_backlog(6000, 5000)
+    assert up == Backlog(11_000, "watch", "qdisc+unsent")
+    # The phone's side holds the upload's ACKs: the watch's side is the sample's; a download's
+    # 15 140 B at the phone beat the watch's ACKs; a tie (both empty) reads as the phone's.
+    assert larger(Backlog(132, "phone", "qdisc"), up) == up
+    down = Backlog(15_140, "phone", "qdisc")
+    assert larger(down, watch_backlog(66, 0)) == down
+    assert larger(Backlog(0, "phone", "sockets"), watch_backlog(0, 0)).side == "phone"
+    # The policy's reason names the side its backlog waited on.
+    p = Adaptive(PolicyOptions(t1_s=0.04))
+    assert p.observe(Sample(0.0, 11_000, 0.0, "watch")) is None
+    assert p.observe(Sample(0.04, 11_000, 0.0, "watch")).reason.startswith("11000 B waiting at the watch, above")
+
+
+def test_the_unsent_bytes_come_from_the_kernels_socket_diagnostics():
+    """tcp_diag parses sock_diag's answer (a synthetic one: an inet_diag_msg from 10.0.0.2:40000
+    to 10.0.3.2:7101 with a tcp_info whose tcpi_notsent_bytes, at byte 144, is 4321), and
+    against this kernel: a connection whose receiver reads nothing keeps what did not fit in the
+    receiver's small window unsent, so sock_diag reports more than 0 and at most what we wrote."""
+    import struct
+
+    from wearlab.nodes import tcp_diag
+
+    info = bytearray(232)
+    struct.pack_into("=I", info, tcp_diag.OFF_NOTSENT, 4321)
+    attr = struct.pack("=HH", 4 + len(info), tcp_diag.INET_DIAG_INFO) + bytes(info)
+    sockid = struct.pack(">HH", 40000, 7101) + socket.inet_aton("10.0.0.2") + bytes(12) \
+        + socket.inet_aton("10.0.3.2") + bytes(12) + bytes(12)
+    msg = struct.pack("=BBBB", socket.AF_INET, 1, 0, 0) + sockid + bytes(20) + attr
+    done = tcp_diag.NLMSG.pack(tcp_diag.NLMSG.size + 4, tcp_diag.NLMSG_DONE, 2, 1, 0) + bytes(4)
+    answer = tcp_diag.NLMSG.pack(tcp_diag.NLMSG.size + len(msg), tcp_diag.SOCK_DIAG_BY_FAMILY, 2, 1, 0) + msg
+    assert tcp_diag.parse(answer + done) == ([("10.0.0.2", "10.0.3.2", 7101, 4321)], True)
+
+    with socket.socket() as srv:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        c = socket.create_connection(srv.getsockname())
+        peer, _ = srv.accept()
+        with c, peer:
+            c.setblocking(False)
+            wrote = 0
+            try:
+                while True:
+                    wrote += c.send(bytes(65536))
+            except BlockingIOError:
+                pass
+            with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, tcp_diag.NETLINK_SOCK_DIAG) as nl:
+                (row,) = [r for r in tcp_diag.connections(nl, 1) if r[1:3] == srv.getsockname()]
+            assert 0 < row[3] <= wrote, (row, wrote)
+
+
 # -- the agents move the flow between open paths -------------------------------------------------
 def test_a_switch_moves_the_download_to_the_other_open_path(tmp_path):
     """A 400 KB download through both agents pinned to bt: the first 100 KB go on bt; a control
@@ -294,6 +350,16 @@ def test_bad_policy_options_name_file_line_and_field(tmp_path, nodes, field, mes
         planned(tmp_path, nodes)
     (p,) = [p for p in e.value.problems if message in p.message and p.field == f"nodes.watch.{field}"]
     assert (p.file, p.line) == (str(tmp_path / "exp.yaml"), 13), p
+
+
+@pytest.mark.parametrize("direction", ["up", "both"])
+def test_uploads_and_both_directions_plan_under_a_policy(tmp_path, direction, monkeypatch):
+    # The selector reads the backlog on both sides of BT (the larger counts), so no direction
+    # is refused: the plan holds the policy's options for the watch.
+    monkeypatch.setitem(globals(), "TOPOLOGY", TOPOLOGY.replace("direction: down", f"direction: {direction}"))
+    p = planned(tmp_path, "  watch: {interface_policy: adaptive}")
+    (cell,) = p.cells
+    assert (cell.values["direction"], cell.nodes["watch"].options["interface_policy"]) == (direction, "adaptive")
 
 
 def test_bad_policy_exits_2_without_traceback(tmp_path):
@@ -413,6 +479,16 @@ matrix:
     assert sorted(seen.values()) == ["qdisc", "sockets"], seen       # one phone forwards, one splits
 
 
+def began(samples, t_switch, cond):
+    """The first sample of the run of samples meeting `cond` that ends at the switch."""
+    start = None
+    for r in samples:
+        if float(r["t_s"]) > t_switch:
+            break
+        start = (start if start is not None else float(r["t_s"])) if cond(r) else None
+    return start
+
+
 def check_cell(iface, timeline, multipath) -> str:
     samples = [r for r in iface if r["event"] == "sample"]
     switches = [(float(r["t_s"]), r["from"], r["to"]) for r in iface if r["event"] == "switch"]
@@ -423,22 +499,17 @@ def check_cell(iface, timeline, multipath) -> str:
         if r["source"] == "timeline":
             changes.setdefault(r["link"], float(r["t_s"]))
     bt_slow, wifi_slow = changes["watch-phone"], changes["watch-ap"]
-    # where the backlog was read, one way while the session runs (a split phone's connections
-    # close with it, and it reads the qdisc again)
-    where = {r["backlog_at"] for r in samples if BT_SLOW <= float(r["t_s"]) <= to_bt}
+    # where the backlog was read at the phone, one way while the session runs (a split phone's
+    # connections close with it, and it reads the qdisc again); a download's waits at the phone
+    # (the watch's side holds its ACKs: a sample may read that side only while the phone's is
+    # smaller, i.e. not while it is above B)
+    where = {r["backlog_at"] for r in samples if BT_SLOW <= float(r["t_s"]) <= to_bt and r["backlog_side"] == "phone"}
     assert len(where) == 1, (where, [(r["t_s"], r["backlog_at"]) for r in samples][::10])
+    assert all(r["backlog_side"] == "phone" for r in samples if int(r["backlog_bytes"]) > 10_000), samples[::10]
 
     # The Done-when, from the measured inputs: each switch T1 (T2) after its condition began.
-    def began(t_switch, cond):
-        """The first sample of the run of samples meeting `cond` that ends at the switch."""
-        start = None
-        for r in samples:
-            if float(r["t_s"]) > t_switch:
-                break
-            start = (start if start is not None else float(r["t_s"])) if cond(r) else None
-        return start
-    crossed = began(to_wifi, lambda r: int(r["backlog_bytes"]) > 10_000)
-    fell = began(to_bt, lambda r: float(r["wifi_bps"]) <= 500_000)
+    crossed = began(samples, to_wifi, lambda r: int(r["backlog_bytes"]) > 10_000)
+    fell = began(samples, to_bt, lambda r: float(r["wifi_bps"]) <= 500_000)
     assert T1 - 1e-6 <= to_wifi - crossed <= T1 + POLICY_S, (crossed, to_wifi)
     assert T2 - 1e-6 <= to_bt - fell <= T2 + POLICY_S, (fell, to_bt)
 
@@ -518,6 +589,97 @@ def check_energy(run, iface, timeline) -> None:
     assert WATCH_BT_W * max(bt_s, wifi_s) + TAIL_J - 1e-6 <= watch_j \
         <= WATCH_BOTH_W * (bt_s + wifi_s) + TAIL_J * (len(switches) + 1) + 1e-6, (watch_j, bt_s, wifi_s)
     assert run["energy_relay_j"] == ""      # the phone names no device: no relay energy, not 0 J
+
+
+# An upload (watch -> server), the same policy and options, through a forwarding phone (kind
+# host): the bytes wait at the watch, in its BT qdisc toward the phone and, unsent, in its BT
+# path's socket (interface_selection's module doc). BT (5 ms one-way) starts at 4 Mbit/s: the
+# 2 Mbit/s CBR (1000 B every 4 ms) crosses with no backlog. At BT_SLOW the timeline cuts the
+# watch->phone rate to 500 kbit/s: 1.5 Mbit/s (187.5 B/ms) more is written at the watch than
+# leaves it, all of it counted (qdisc + unsent; the agent's 64 KB window is far off), so the
+# backlog passes B = 10 KB at most 10 000 / 187.5 = 53 ms after the change (less what already
+# waited, a message or three: 3.2 KB at most, measured), seen at the next poll (20 ms) once
+# that poll's own reads are done (up to 20 ms): 93 ms; UP_FILL_S = 150 ms bounds it. Not
+# sooner than the change: before it the queue stays below B (4 Mbit/s carries the 2).
+# At WIFI_SLOW the timeline cuts WiFi's watch->ap rate to 300 kbit/s: the WiFi counter (tx,
+# read at the watch's own egress, no link delay) falls to the threshold over the trailing
+# 100 ms once 2 x (100 - x) + 0.3 x <= 50 kbit: x >= 88 ms, after what netem had already timed
+# at 10 Mbit/s (at most the path's 64 KB window: 52 ms): FALL_S = 200 ms bounds it, as for the
+# download. Each switch T1 (T2) after its condition began, at most T1 (T2) + POLICY_S.
+UP_FILL_S = 0.15
+
+
+@pytest.mark.netem
+def test_adaptive_policy_switches_an_upload_on_the_watchs_backlog(tmp_path):
+    import csv
+
+    (tmp_path / "exp.yaml").write_text(f"""
+name: ifp-up
+topology:
+  nodes: {{watch: {{role: wearable}}, phone: {{role: phone, kind: host}}, ap: {{role: ap}}, server: {{role: server}}}}
+  links:
+    - {{between: [watch, phone], medium: bt, rate: 4Mbit, delay: 5ms}}
+    - {{between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}}
+    - {{between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}}
+    - {{between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}}
+repetitions: 1
+workload: {{kind: stream, client: watch, server: server, path: phone, direction: up, pattern: cbr,
+           rate: 2Mbit, message_size: 1000, duration: 4.5s}}
+nodes:
+  watch: {{interface_policy: adaptive, policy_backlog: 10KB, policy_t1: {T1}s, policy_t2: {T2}s,
+          policy_wifi_low: 500kbit}}
+timeline:
+  - {{at: {BT_SLOW}s, link: watch-phone, direction: watch->phone, set: {{rate: 500kbit}}}}
+  - {{at: {WIFI_SLOW}s, link: watch-ap, direction: watch->ap, set: {{rate: 300kbit}}}}
+  - {{at: {WIFI_BACK}s, link: watch-ap, reset: true}}
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    d = tmp_path / "r" / "ifp-up" / "latest"
+
+    def rows(name):
+        with (d / "series" / f"{name}.csv").open() as f:
+            return list(csv.DictReader(f))
+    with (d / "runs.csv").open() as f:
+        (run_row,) = list(csv.DictReader(f))
+    assert run_row["status"] == "ok", run_row
+    iface, multipath = rows("interface"), rows("multipath")
+    samples = [r for r in iface if r["event"] == "sample"]
+    switches = [(float(r["t_s"]), r["from"], r["to"]) for r in iface if r["event"] == "switch"]
+    assert [s[1:] for s in switches[:2]] == [("bt", "wifi"), ("wifi", "bt")], switches
+    (to_wifi, _, _), (to_bt, _, _) = switches[:2]
+    changes = {}
+    for r in rows("timeline"):
+        if r["source"] == "timeline":
+            changes.setdefault(r["link"], float(r["t_s"]))
+    bt_slow, wifi_slow = changes["watch-phone"], changes["watch-ap"]
+    # the backlog that moved it waited at the watch, read as its qdisc plus its unsent bytes
+    above = [r for r in samples if int(r["backlog_bytes"]) > 10_000 and float(r["t_s"]) <= to_wifi]
+    assert above and {(r["backlog_side"], r["backlog_at"]) for r in above} == {("watch", "qdisc+unsent")}, above
+
+    crossed = began(samples, to_wifi, lambda r: int(r["backlog_bytes"]) > 10_000)
+    fell = began(samples, to_bt, lambda r: float(r["wifi_bps"]) <= 500_000)
+    assert T1 - 1e-6 <= to_wifi - crossed <= T1 + POLICY_S, (crossed, to_wifi)
+    assert T2 - 1e-6 <= to_bt - fell <= T2 + POLICY_S, (fell, to_bt)
+    # ... and against the timeline's changes and the links' physics
+    assert bt_slow <= crossed <= bt_slow + UP_FILL_S + timing_bound(UP_FILL_S), (bt_slow, crossed)
+    assert bt_slow + T1 <= to_wifi <= bt_slow + UP_FILL_S + T1 + POLICY_S + timing_bound(T1), (bt_slow, to_wifi)
+    assert wifi_slow <= fell <= wifi_slow + FALL_S + timing_bound(FALL_S), (wifi_slow, fell)
+    assert wifi_slow + T2 <= to_bt <= wifi_slow + FALL_S + T2 + POLICY_S + timing_bound(T2), (wifi_slow, to_bt)
+
+    # The flow moved: what the server agent received over WiFi stays put until the first switch
+    # and grows within 100 ms and one series interval of it.
+    wifi_rx = [(float(r["t_s"]), int(r["bytes_received"])) for r in multipath
+               if r["side"] == "server" and r["path_name"] == "wifi"]
+    base = wifi_rx[0][1]
+    assert all(b == base for t, b in wifi_rx if t < to_wifi), wifi_rx[:40]
+    first_wifi = next(t for t, b in wifi_rx if b > base)
+    assert to_wifi <= first_wifi <= to_wifi + POLICY_S + 0.1 + timing_bound(0.1), (to_wifi, first_wifi)
+    print(f"upload: BT slowed {bt_slow:.3f} s, the watch's backlog > B {crossed:.3f} s "
+          f"(+{(crossed - bt_slow) * 1e3:.0f} ms), to WiFi {to_wifi:.3f} s (+{(to_wifi - crossed) * 1e3:.0f} ms), "
+          f"WiFi bytes at the server from {first_wifi:.3f} s; WiFi slowed {wifi_slow:.3f} s, <= 500 kbit/s "
+          f"{fell:.3f} s (+{(fell - wifi_slow) * 1e3:.0f} ms), to BT {to_bt:.3f} s (+{(to_bt - fell) * 1e3:.0f} ms); "
+          f"switches {switches}")
 
 
 def test_top_shows_the_active_interface():

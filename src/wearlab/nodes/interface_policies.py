@@ -13,14 +13,14 @@ wearable's `policy_transport` picks another):
   on Wearables").
 
 What moves the flow (`moves_on`): nothing (`bt`, `wifi`); the load (`adaptive`, and a user's own:
-the backlog at the phone and WiFi's throughput, below); or the user walking away from the phone
+the backlog waiting to cross BT and WiFi's throughput, below); or the user walking away from the phone
 (`reactive`, `wifi-always`, `proactive`: Wear OS's BT -> WiFi handover and the paper's proactive
 one, seed 003 section 6, run by wearlab.nodes.handover).
 
 A load policy is a state machine over samples and nothing else (no I/O: wearlab.nodes.interface_selection
-measures and applies): each `Sample` gives the bytes waiting at the phone to cross BT toward the
-watch and the watch's WiFi throughput over the last sample interval; `observe` answers a `Switch`
-or None.
+measures and applies): each `Sample` gives the bytes waiting to cross BT (in whichever direction
+the flow goes: at the phone toward the watch, or at the watch toward the phone; the larger) and
+the watch's WiFi throughput over the last sample interval; `observe` answers a `Switch` or None.
 
 Pluggable like the multipath schedulers: an `InterfacePolicy` subclass with a `name` and a `doc`,
 listed once in `wearlab.catalog` (`interface_policies=[...]`), a user's own registered with
@@ -38,18 +38,21 @@ from wearlab.model.columns import Series
 BT, WIFI = "bt", "wifi"
 ROUTE, MPTCP, CHUNKED = PolicyTransport.ROUTE.value, PolicyTransport.MPTCP.value, PolicyTransport.CHUNKED.value
 STILL, LOAD, WALK = "nothing", "load", "walk"   # what moves the flow (module doc)
+PHONE, WATCH = "phone", "watch"     # the BT link's two sides: where a backlog waits (toward the other)
 EPSILON_S = 1e-9     # clocks compared as floats: 4.52 - 4.02 is 0.4999999999999991, and that is 500 ms
-INTERFACE_SERIES = Series("interface", ("t_s", "t_ns", "event", "active", "backlog_bytes", "backlog_at", "wifi_bps",
-                                        "from", "to", "reason"),
-                          "the interface policy's samples (bytes waiting at the phone for BT, WiFi throughput, the "
-                          "active path) and switches, with why (interface_policy: ...)")
+INTERFACE_SERIES = Series("interface", ("t_s", "t_ns", "event", "active", "backlog_bytes", "backlog_side",
+                                        "backlog_at", "wifi_bps", "from", "to", "reason"),
+                          "the interface policy's samples (bytes waiting to cross BT, the side they wait on - phone "
+                          "or watch - and how they were read; WiFi throughput; the active path) and switches, with "
+                          "why (interface_policy: ...)")
 
 
 @dataclass(frozen=True)
 class Sample:
     t: float                 # seconds (any origin; the controller's: since the run began)
-    backlog_bytes: int       # bytes waiting at the phone to cross BT toward the watch
+    backlog_bytes: int       # bytes waiting to cross BT (the larger of the two directions)
     wifi_bps: float          # the watch's WiFi throughput over the interval ending at t
+    backlog_side: str = PHONE   # where they wait: the phone (toward the watch) or the watch (toward the phone)
 
 
 @dataclass(frozen=True)
@@ -129,8 +132,8 @@ class StaticWifi(InterfacePolicy):
 
 class Adaptive(InterfacePolicy):
     name = "adaptive"
-    doc = ("the paper's: BT through the phone; WiFi once more than policy_backlog (B) has waited at the phone for "
-           "policy_t1 (T1); back to BT once WiFi carried at most policy_wifi_low for policy_t2 (T2)")
+    doc = ("the paper's: BT through the phone; WiFi once more than policy_backlog (B) has waited to cross BT (at the "
+           "phone, or at the watch for an upload) for policy_t1 (T1); back to BT once WiFi carried at most policy_wifi_low for policy_t2 (T2)")
     initial = BT
     # §5.2: a switch moves the flow over the multipath framework, which keeps WiFi up all run.
     radios_on = frozenset({BT, WIFI})
@@ -150,7 +153,7 @@ class Adaptive(InterfacePolicy):
                 self.above_since = s.t
             if s.t - self.above_since >= o.t1_s - EPSILON_S:
                 self.above_since = None
-                return self._switch(s.t, WIFI, f"{s.backlog_bytes} B waiting at the phone, above "
+                return self._switch(s.t, WIFI, f"{s.backlog_bytes} B waiting at the {s.backlog_side}, above "
                                                f"{o.backlog_bytes} B for {o.t1_s:g} s")
             return None
         if s.wifi_bps > o.wifi_low_bps:

@@ -7,29 +7,53 @@ name to both multipath agents' control sockets, so the next chunks of either dir
 that path's connection, already open (wearlab.nodes.multipath_agent's `Pin`).
 
 What is measured, and where it really sits (seed 003 section 5.2 tracks "the bytes buffered at
-the CPROXY" from what goes in and out of it):
-- the backlog, when the phone FORWARDS the BT path (kind host, or a relay not intercepting the
-  transport's port 7101): the bytes waiting at the phone to cross BT toward the watch are its
-  BT link's egress queue, the root qdisc's `backlog` on the phone's device toward the watch
-  (`tc -s -j qdisc show`, in the phone's namespace; bytes on the wire, headers included). What
-  the sender has in flight beyond that sits in the links and the watch, not in the phone, so it
-  is not counted;
-- the backlog, when a relay SPLITS the path (its `intercept:` lists 7101; seen, not assumed:
-  the phone holds established TCP connections with the watch's BT address): the bytes sit in the
-  proxy's sockets, the receive queues of its connections from the server agent (arrived, not
-  yet read by the proxy) plus the send queues of its connections to the watch (written by the
-  proxy, not yet acknowledged by the watch: this includes what waits in the BT qdisc, so the
-  qdisc is not added, and the bytes in flight on BT, rate x RTT: 2.5 KB at 2 Mbit/s over a
-  10 ms RTT). Read from the phone's /proc/net/tcp (tx_queue, rx_queue), through a process in
-  the phone's namespace. The proxy's own user-space buffer is invisible from there and not
-  counted (the relay's `app_buffer` bounds it);
-- the direction: downloads (server -> watch), the paper's design and what a watch mostly
-  receives (notifications, media, app data); an upload's bytes wait at the watch, not at the
-  phone, and are not measured;
+the CPROXY" from what goes in and out of it): the bytes waiting to cross BT, in whichever
+direction the flow goes, read on both sides of the BT link every poll (the selector does not
+know the workload's direction, and a matrix may sweep it):
+- toward the watch (a download: server -> watch), at the phone:
+  - when the phone FORWARDS the BT path (kind host, or a relay not intercepting the transport's
+    port 7101): its BT link's egress queue, the root qdisc's `backlog` on the phone's device
+    toward the watch (`tc -s -j qdisc show`, in the phone's namespace; bytes on the wire,
+    headers included). What the sender has in flight beyond that sits in the links and the
+    watch, not in the phone, so it is not counted;
+  - when a relay SPLITS the path (its `intercept:` lists 7101; seen, not assumed: the phone
+    holds established TCP connections with the watch's BT address): the bytes sit in the
+    proxy's sockets, the receive queues of its connections from the server agent (arrived, not
+    yet read by the proxy) plus the send queues of its connections to the watch (written by
+    the proxy, not yet acknowledged by the watch: this includes what waits in the BT qdisc, so
+    the qdisc is not added, and the bytes in flight on BT, rate x RTT: 2.5 KB at 2 Mbit/s over
+    a 10 ms RTT). Read from the phone's /proc/net/tcp (tx_queue, rx_queue), through a process
+    in the phone's namespace. The proxy's own user-space buffer is invisible from there and not
+    counted (the relay's `app_buffer` bounds it);
+- toward the phone (an upload: watch -> server), at the watch (`watch_backlog`): the watch agent
+  writes each chunk into its BT path's TCP socket, and the bytes wait in two places there, each
+  counted once: the watch's BT link's egress queue (the root qdisc's `backlog` on the watch's
+  device toward the phone: what TCP has sent) plus the bytes the BT path's sockets hold written
+  but not yet sent (tcpi_notsent_bytes, wearlab.nodes.tcp_diag). The latter are not small: the
+  agent writes up to its window (multipath_window, 64 KB) at the app's rate, but TCP sends only
+  within its congestion window, which grows by at most a segment per segment acknowledged, i.e.
+  at BT's rate. Measured (the guest test: 2 Mbit/s offered, BT cut from 4 Mbit/s to 500 kbit/s):
+  for the first ~100 ms the window left from the fast phase took everything into the qdisc (it
+  passed B alone, 43 ms after the cut); then the qdisc stayed at 35-42 KB and the unsent bytes
+  grew to 29 KB beside it (the two together the agent's 64 KB window, plus headers): a larger B,
+  or a window from a slower phase, and the unsent part decides when B is passed. The
+  socket's tx_queue (/proc/net/tcp: write_seq - snd_una) is NOT used: it holds the qdisc's bytes
+  too (sent, unacknowledged), so adding it to the qdisc would count them twice. Not counted:
+  bytes in the agent's user-space write buffer (asyncio's, what the kernel's send buffer has
+  not taken: invisible from outside the agent, as a splitting proxy's own buffer is), and those
+  in flight past the qdisc (past the watch). A splitting phone changes nothing here: past BT, its sockets hold what has crossed;
+- the sample's backlog is the larger of the two sides (`backlog_side` in the series says which;
+  a tie, e.g. both empty, reads as the phone's): each BT direction is its own queue with its
+  own rate here (netem shapes each egress), so B, a per-queue threshold (the paper's CPROXY
+  buffer), applies to each, and a bidirectional flow (`direction: both`) switches when either
+  direction cannot keep up; a sum would switch two half-loaded directions that both keep up.
+  The other side's queue holds only the transport's ACKs (a TCP ACK per two segments, a 13-byte
+  chunk ACK per chunk), far below B;
 - the WiFi throughput: bytes received plus sent by the watch's WiFi interface (`ip -s -j link`,
   the watch's namespace) over the trailing THROUGHPUT_WINDOW_S.
 
-Recorded (series `interface`): a `sample` row per poll (backlog, WiFi throughput, active path)
+Recorded (series `interface`): a `sample` row per poll (backlog, on which side and how it was
+read, WiFi throughput, active path)
 and a `switch` row per switch (from, to, reason); the live view shows the active interface.
 """
 
@@ -43,14 +67,17 @@ import tempfile
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wearlab.model.media import Medium
 from wearlab.model.ports import MULTIPATH_AGENT
 from wearlab.nodes.handover import IpBatch
-from wearlab.nodes.interface_policies import InterfacePolicy, PolicyOptions, Sample, Switch
+from wearlab.nodes.interface_policies import (INTERFACE_SERIES, PHONE, WATCH, InterfacePolicy, PolicyOptions, Sample,
+                                              Switch)
 from wearlab.nodes.software import KindError
+from wearlab.nodes.tcp_diag import TcpDiag
 from wearlab.realize.linkctl import TcBatch
 
 POLL_S = 0.02
@@ -99,6 +126,27 @@ def proxy_backlog(proc_net_tcp: str, watch_ip: str, upstream: tuple[str, int]) -
     return split, total
 
 
+@dataclass(frozen=True)
+class Backlog:
+    """Bytes waiting to cross BT, on one side of it: `side` (phone: toward the watch; watch:
+    toward the phone) and how they were read (`at`: qdisc, sockets, qdisc+unsent)."""
+    bytes: int
+    side: str
+    at: str
+
+
+def watch_backlog(qdisc_backlog: int, notsent: int) -> Backlog:
+    """The bytes waiting at the watch to cross BT (module doc): its BT egress qdisc's plus what
+    its BT path's sockets hold unsent - two disjoint sets (sent vs. not yet sent)."""
+    return Backlog(qdisc_backlog + notsent, WATCH, "qdisc+unsent")
+
+
+def larger(phone: Backlog, watch: Backlog) -> Backlog:
+    """The sample's backlog: the larger side's (each BT direction is its own queue; module doc),
+    the phone's on a tie."""
+    return watch if watch.bytes > phone.bytes else phone
+
+
 class WifiThroughput:
     """bit/s over the trailing `window` seconds from a cumulative byte counter."""
 
@@ -125,6 +173,7 @@ class InterfaceSelector:
         self.watch_bt_ip = self.net.addresses.interface_to(self.watch, phone).ip
         self.server_ip = plan.addresses.address_of(plan.endpoints["server"])
         self.phone_dev = self.net.addresses.interface_to(phone, self.watch).name
+        self.watch_bt_dev = self.net.addresses.interface_to(self.watch, phone).name
         (wifi_end,) = [l for l in plan.link_ends(self.watch) if l.medium == Medium.WIFI]
         self.wifi_dev = self.net.addresses.interface_to(self.watch, wifi_end.peer).name
         self.endpoints = endpoints
@@ -142,7 +191,7 @@ class InterfaceSelector:
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.tc = self.ip = None
+        self.tc = self.ip = self.watch_tc = self.watch_tcp = None
         self.since_s: float | None = None
         self.switches = 0
 
@@ -154,6 +203,7 @@ class InterfaceSelector:
         self._tell(self.policy.active)
         if self.tc is None:
             self.tc, self.ip = TcBatch(self.net, self.phone), IpBatch(self.net, self.watch)
+            self.watch_tc, self.watch_tcp = TcBatch(self.net, self.watch), TcpDiag(self.net, self.watch)
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="interface-policy")
         self._thread.start()
@@ -166,10 +216,10 @@ class InterfaceSelector:
 
     def close(self) -> None:
         self.run_ended()
-        for b in (self.tc, self.ip):
+        for b in (self.tc, self.ip, self.watch_tc, self.watch_tcp):
             if b is not None:
                 b.close()
-        self.tc = self.ip = None
+        self.tc = self.ip = self.watch_tc = self.watch_tcp = None
         if self.own_dir:
             shutil.rmtree(self.sockdir, ignore_errors=True)
         else:
@@ -187,19 +237,22 @@ class InterfaceSelector:
                 except OSError as e:
                     raise KindError(f"{self.watch}'s interface policy cannot reach the {side} agent: {e}") from None
 
-    def _measure(self) -> tuple[int, str, int]:
-        """(backlog bytes, where: qdisc or sockets, the WiFi interface's rx + tx bytes)."""
+    def _measure(self) -> tuple[Backlog, int]:
+        """(the backlog: the larger side's, the WiFi interface's rx + tx bytes)."""
         # /proc/PID/net is the network namespace of PID: tc's batch process lives in the phone's.
         split, held = proxy_backlog(Path(f"/proc/{self.tc.proc.pid}/net/tcp").read_text(), self.watch_bt_ip,
                                     (self.server_ip, MULTIPATH_AGENT))
         if split:
-            backlog, where = held, "sockets"
+            phone = Backlog(held, PHONE, "sockets")
         else:
             (qdiscs,) = self.tc.query([f"qdisc show dev {self.phone_dev}"])
-            backlog, where = root_backlog(qdiscs), "qdisc"
+            phone = Backlog(root_backlog(qdiscs), PHONE, "qdisc")
+        (watch_qdiscs,) = self.watch_tc.query([f"qdisc show dev {self.watch_bt_dev}"])
+        watch = watch_backlog(root_backlog(watch_qdiscs),
+                              self.watch_tcp.notsent(self.watch_bt_ip, self.server_ip, MULTIPATH_AGENT))
         (links,) = self.ip.query([f"link show dev {self.wifi_dev}"])
         stats = links[0].get("stats64", links[0].get("stats", {}))
-        return backlog, where, int(stats.get("rx", {}).get("bytes", 0)) + int(stats.get("tx", {}).get("bytes", 0))
+        return larger(phone, watch), int(stats.get("rx", {}).get("bytes", 0)) + int(stats.get("tx", {}).get("bytes", 0))
 
     def _loop(self) -> None:
         try:
@@ -207,27 +260,26 @@ class InterfaceSelector:
         except Exception as e:          # the run goes on without a policy: say so in its series
             t_ns = time.time_ns()
             with self.lock:
-                self.rows.append({"t_s": round((t_ns - self.t0_ns) / 1e9, 6), "t_ns": t_ns, "event": "error",
-                                  "active": self.policy.active, "backlog_bytes": "", "backlog_at": "", "wifi_bps": "",
-                                  "from": "",
-                                  "to": "", "reason": f"the policy stopped: {e}"})
+                self.rows.append({**dict.fromkeys(INTERFACE_SERIES.columns, ""),
+                                  "t_s": round((t_ns - self.t0_ns) / 1e9, 6), "t_ns": t_ns, "event": "error",
+                                  "active": self.policy.active, "reason": f"the policy stopped: {e}"})
             print(f"{self.watch}'s interface policy stopped: {e}", file=sys.stderr)
 
     def _polls(self) -> None:
         wifi = WifiThroughput()
         while not self._stop.wait(POLL_S):
-            backlog, where, wifi_bytes = self._measure()
+            backlog, wifi_bytes = self._measure()
             t_ns = time.time_ns()
             t = (t_ns - self.t0_ns) / 1e9
-            sample = Sample(t, backlog, wifi.add(t, wifi_bytes))
+            sample = Sample(t, backlog.bytes, wifi.add(t, wifi_bytes), backlog.side)
             switch = self.policy.observe(sample)
             if switch is not None:
                 self._tell(switch.to)
-            self._record(t_ns, sample, where, switch)
+            self._record(t_ns, sample, backlog.at, switch)
 
     def _record(self, t_ns: int, sample: Sample, where: str, switch: Switch | None) -> None:
-        base = {"t_s": round(sample.t, 6), "t_ns": t_ns, "backlog_bytes": sample.backlog_bytes, "backlog_at": where,
-                "wifi_bps": round(sample.wifi_bps)}
+        base = {"t_s": round(sample.t, 6), "t_ns": t_ns, "backlog_bytes": sample.backlog_bytes,
+                "backlog_side": sample.backlog_side, "backlog_at": where, "wifi_bps": round(sample.wifi_bps)}
         with self.lock:
             self.rows.append({**base, "event": "sample", "active": self.policy.active if switch is None else switch.from_,
                               "from": "", "to": "", "reason": ""})
@@ -251,9 +303,12 @@ class InterfaceSelector:
         return {"policy": self.policy_name, "class": f"{self.policy_class.__module__}:{self.policy_class.__qualname__}",
                 "initial": self.policy_class.initial, "backlog_bytes": o.backlog_bytes, "t1_s": o.t1_s, "t2_s": o.t2_s,
                 "wifi_low_bps": o.wifi_low_bps, "poll_s": POLL_S, "throughput_window_s": THROUGHPUT_WINDOW_S,
-                "backlog_measured": (f"a forwarding {self.phone} (no TCP connection with {self.watch_bt_ip}): the root "
-                                     f"qdisc backlog of {self.phone}:{self.phone_dev}, toward {self.watch}; a splitting "
-                                     f"one: the send queues of its TCP connections to {self.watch_bt_ip} + the receive "
-                                     f"queues of those to {self.server_ip}:{MULTIPATH_AGENT} (/proc/net/tcp); series "
-                                     f"column backlog_at says which"),
+                "backlog_measured": (f"the larger of two sides (series columns backlog_side, backlog_at). Toward "
+                                     f"{self.watch}, at {self.phone}: forwarding (no TCP connection with "
+                                     f"{self.watch_bt_ip}), the root qdisc backlog of {self.phone}:{self.phone_dev}; "
+                                     f"splitting, the send queues of its TCP connections to {self.watch_bt_ip} + the "
+                                     f"receive queues of those to {self.server_ip}:{MULTIPATH_AGENT} (/proc/net/tcp). "
+                                     f"Toward {self.phone}, at {self.watch}: the root qdisc backlog of "
+                                     f"{self.watch}:{self.watch_bt_dev} + the unsent bytes (tcpi_notsent_bytes) of its "
+                                     f"TCP connections from {self.watch_bt_ip} to {self.server_ip}:{MULTIPATH_AGENT}"),
                 "wifi_measured": f"rx + tx bytes of {self.watch}:{self.wifi_dev}"}

@@ -200,8 +200,8 @@ class Wearable(NodeKind):
               "neighbour), mptcp (kernel MPTCP subflows), chunked (the multipath transport: switches without "
               "reconnecting); auto: the policy's own (bt, wifi, reactive, wifi-always: route; proactive: mptcp; "
               "adaptive and one's own: chunked)"),
-        Param("policy_backlog", P.positive_size, 10_000, "adaptive: B, the bytes waiting at the phone to cross BT "
-              "above which the clock T1 runs (paper: 10 KB)", to_doc=format_size),
+        Param("policy_backlog", P.positive_size, 10_000, "adaptive: B, the bytes waiting to cross BT (at the "
+              "phone; at the watch for an upload) above which the clock T1 runs (paper: 10 KB)", to_doc=format_size),
         Param("policy_t1", P.positive_duration, 0.5, "adaptive: T1, how long the backlog stays above B before "
               "the flow moves to WiFi (paper: 500 ms)", to_doc=_dur, shown=_dur),
         Param("policy_t2", P.positive_duration, 5.0, "adaptive: T2, how long WiFi carries at most "

@@ -179,8 +179,9 @@ def _policy_path(plan: RunPlan, cell: CellPlan, path: Path | None, duration: flo
     time spent on the first one before it moves, and a note; (path, 0, "") without a policy.
     `wifi`: the WiFi neighbour's path from the start. `adaptive` (seed 003's rule): a flow that
     outruns the workload's path (a transfer bigger than B, a bulk or CBR stream faster than the
-    path carries) fills the phone's queue past B and moves to WiFi after T1 - the time to pass B
-    (~60 ms at BT's rate) left out, and what BT carries meanwhile counted on WiFi; any other stays.
+    path carries) fills the queue before BT (the phone's; the watch's for an upload) past B and
+    moves to WiFi after T1 - the time to pass B (~60 ms at BT's rate) left out, and what BT
+    carries meanwhile counted on WiFi; any other stays.
     Another policy: the workload's path (its rule is its own)."""
     if path is None:
         return path, 0.0, ""
