@@ -32,7 +32,7 @@ import pytest
 
 from conftest import timing_bound, wearlab
 from wearlab.nodes.multipath_agent import PathSpec, ServerAgent, WatchAgent, listener
-from wearlab.nodes.multipath_schedulers import MinRtt, PathState, Redundant, RoundRobin, Scheduler
+from wearlab.nodes.multipath_schedulers import Ecf, MinRtt, PathState, Redundant, RoundRobin, Scheduler
 from wearlab.nodes.multipath_wire import (HEADER_BYTES, FrameReader, FrameType, ProtocolError, Reassembler, encode,
                                           hello, parse_hello)
 
@@ -112,6 +112,83 @@ def test_redundant_sends_on_every_path_with_room():
     assert Redundant().choose(paths(0.03, 0.01, inflight=(9_000, 9_000)), CHUNK) == []
 
 
+def ecf_paths(f_inflight=9_000, s_inflight=0, s_flight=1_400, f_up=True):
+    """f: srtt 10 ms, rttvar 2 ms, 10 kB in flight when measured; s: srtt 50 ms, rttvar 5 ms
+    (so delta = 5 ms). Windows 10 kB: f is full at 9 kB in flight (9 kB + a 1400 B chunk > 10 kB)."""
+    return [PathState(0, "f", 10_000, srtt=0.010, rttvar=0.002, flight=10_000, inflight=f_inflight, up=f_up),
+            PathState(1, "s", 10_000, srtt=0.050, rttvar=0.005, flight=s_flight, inflight=s_inflight)]
+
+
+def ecf(backlog: int, waiting: bool = False) -> Ecf:
+    e = Ecf()
+    e.backlog, e.waiting = backlog, waiting
+    return e
+
+
+def test_ecf_uses_the_fastest_path_while_it_has_room_whatever_the_backlog():
+    assert ecf(10 ** 6).choose(ecf_paths(f_inflight=0), CHUNK) == [0]
+    assert ecf(0).choose(ecf_paths(f_inflight=9_000, s_inflight=9_000), CHUNK) == []      # both full
+    assert ecf(10 ** 6).choose(ecf_paths(f_up=False), CHUNK) == [1]                       # f down: s is fastest
+
+
+def test_ecf_waits_for_the_fast_path_when_that_finishes_sooner():
+    """f full. Hand-worked with k = chunk + backlog, n = 1 + k / 10 kB (f's flight), and the slow
+    side k / 1400 B (s's flight) x 50 ms against 2 x 10 ms + 5 ms = 25 ms:
+    - k = 20 kB: n = 3, 3 x 10 ms = 30 ms < 50 + 5 = 55 ms: waiting is faster; s would need
+      20000/1400 x 50 ms = 714 ms >= 25 ms: wait ([]), and remember it (waiting = 1).
+    - k = 1400 B (the last chunk): n = 1.14, 11.4 ms < 55 ms; s needs 1 x 50 ms >= 25 ms: wait.
+    - the same last chunk with s measured at 7 kB in flight (it delivers 5x more per RTT): s needs
+      1400/7000 x 50 ms = 10 ms < 25 ms: send it on s."""
+    e = ecf(20_000 - CHUNK)
+    assert e.choose(ecf_paths(), CHUNK) == [] and e.waiting
+    assert ecf(0).choose(ecf_paths(), CHUNK) == []
+    assert ecf(0).choose(ecf_paths(s_flight=7_000), CHUNK) == [1]
+    # the second test's boundary, k = 1400 B: s's flight 2800 B -> 25.0 ms (the boundary), so either
+    # side: 2700 B -> 25.9 ms >= 25 (wait), 2900 B -> 24.1 ms < 25 (s)
+    assert ecf(0).choose(ecf_paths(s_flight=2_700), CHUNK) == []
+    assert ecf(0).choose(ecf_paths(s_flight=2_900), CHUNK) == [1]
+
+
+def test_ecf_sends_on_the_slow_path_when_the_backlog_is_long_with_hysteresis():
+    """f full; n x 10 ms against (1 + waiting x 0.25) x 55 ms: the boundary is n = 5.5 (k = 45 kB)
+    when not waiting and n = 6.875 (k = 58.75 kB) once waiting.
+    - k = 44 kB: 54 ms < 55 ms: wait (s would need far longer); k = 46 kB: 56 ms >= 55: s.
+    - k = 50 kB (60 ms): s when not waiting, but wait when already waiting (60 < 68.75 ms).
+    - k = 60 kB (70 ms >= 68.75): s even when waiting, and waiting is reset."""
+    assert ecf(44_000 - CHUNK).choose(ecf_paths(), CHUNK) == []
+    assert ecf(46_000 - CHUNK).choose(ecf_paths(), CHUNK) == [1]
+    assert ecf(50_000 - CHUNK).choose(ecf_paths(), CHUNK) == [1]
+    assert ecf(50_000 - CHUNK, waiting=True).choose(ecf_paths(), CHUNK) == []
+    e = ecf(60_000 - CHUNK, waiting=True)
+    assert e.choose(ecf_paths(), CHUNK) == [1] and not e.waiting
+
+
+def test_ecf_probes_an_unmeasured_path_one_chunk_at_a_time():
+    fresh = [PathState(0, "a", 10_000), PathState(1, "b", 10_000)]
+    assert ecf(0).choose(fresh, CHUNK) == [0]                          # nothing measured: probe the first
+    fresh[0].inflight = CHUNK
+    assert ecf(0).choose(fresh, CHUNK) == [1]                          # ... then the other
+    fresh[1].inflight = CHUNK
+    assert ecf(0).choose(fresh, CHUNK) == []                           # one probe each: wait for an ACK
+    ps = ecf_paths()
+    ps[1].srtt, ps[1].flight = None, None
+    assert ecf(10 ** 6).choose(ps, CHUNK) == [1]                       # f full: probe s
+    ps[1].inflight = CHUNK
+    assert ecf(10 ** 6).choose(ps, CHUNK) == []                        # not a second before its ACK
+    ps[0].inflight = 0
+    assert ecf(10 ** 6).choose(ps, CHUNK) == [0]                       # f with room comes first
+
+
+def test_rtt_estimates_follow_rfc6298_and_the_flight():
+    p = PathState(0, "p", 10_000)
+    p.rtt_sample(0.100, 1_400)
+    assert (p.srtt, p.rttvar, p.flight) == (0.100, 0.050, 1_400)        # first sample: rttvar = R / 2
+    p.rtt_sample(0.020, 9_400)
+    assert p.rttvar == pytest.approx(0.75 * 0.050 + 0.25 * 0.080)       # against the old srtt
+    assert p.srtt == pytest.approx(0.875 * 0.100 + 0.125 * 0.020)
+    assert p.flight == pytest.approx(0.875 * 1_400 + 0.125 * 9_400)
+
+
 def test_an_idle_path_takes_a_chunk_larger_than_its_window():
     assert MinRtt().choose(paths(0.01, window=100), CHUNK) == [0]
 
@@ -188,6 +265,33 @@ def test_two_1mbit_paths_carry_their_sum(scheduler):
     split = [p.bytes_sent for p in wagent.counters.paths]
     assert sum(split) == size and min(split) > 0.35 * size, split   # both links carried their share
     print(f"{scheduler}: {rate / 1e6:.3f} Mbit/s, split {split}")
+
+
+def test_ecf_keeps_a_short_upload_off_the_slow_path():
+    """200 KB over a 10 Mbit/s, 5 ms link and a 1 Mbit/s, 40 ms one (the guest test's paths, on
+    loopback: rates count the frames' bytes, 1413 per 1400 B chunk). From the first delivery to
+    the last (`bulk`):
+    - at least (200 KB - the first chunk) over both links' 11 Mbit/s: 0.144 s;
+    - ECF: WiFi alone, (200 KB - 1400 B) x 1413/1400 at 10 Mbit/s = 0.160 s, after its probe's
+      round trip (2 x 5 ms + 1.1 ms): 0.172 s, plus the busy-machine slack. BT gets its probe only
+      (sent at once: both paths connect at once on loopback); measured, k / 1400 B x its ~92 ms
+      is far above 2 x WiFi's srtt + delta while more than a chunk or two are left.
+    - minRTT: both paths unmeasured at first, so it fills WiFi's 64 KB window and then BT's: 64 KB
+      x 1413/1400 at 1 Mbit/s + 40 ms = 0.557 s at least, whatever WiFi does meanwhile."""
+    size, frame = 200_000, (CHUNK + HEADER_BYTES) / CHUNK
+    links = [(1e7, 0.005), (1e6, 0.040)]
+    (got, rate), _, wagent = asyncio.run(carried("Ecf", links, bulk(size)))
+    took = (size - CHUNK) * 8 / rate
+    wifi_alone = (size - CHUNK) * frame * 8 / 1e7 + 2 * 0.005 + CHUNK * frame * 8 / 1e7
+    assert got == size
+    assert (size - CHUNK) * 8 / 11e6 <= took <= wifi_alone + timing_bound(wifi_alone), took
+    assert wagent.counters.paths[1].bytes_sent <= 2 * CHUNK, [p.bytes_sent for p in wagent.counters.paths]
+    (_, mrate), _, mwagent = asyncio.run(carried("MinRtt", links, bulk(size)))
+    mtook = (size - CHUNK) * 8 / mrate
+    assert mwagent.counters.paths[1].bytes_sent >= 65536 - CHUNK
+    assert mtook >= (65536 - CHUNK) * frame * 8 / 1e6 + 0.040 - 0.010, mtook   # the first delivery: <= 10 ms in
+    print(f"200 KB: ecf {took:.3f} s (WiFi alone after the probe {wifi_alone:.3f}), minrtt {mtook:.3f} s; "
+          f"bytes on BT: ecf {wagent.counters.paths[1].bytes_sent}, minrtt {mwagent.counters.paths[1].bytes_sent}")
 
 
 def messages(count: int, size: int, interval: float):
@@ -473,7 +577,7 @@ class LowestIndex(Scheduler):
 def test_a_users_scheduler_registers_through_the_catalog(tmp_path):
     from wearlab.catalog import CATALOG
 
-    assert sorted(CATALOG.schedulers) == ["minrtt", "redundant", "round-robin"]
+    assert sorted(CATALOG.schedulers) == ["ecf", "minrtt", "redundant", "round-robin"]
     mine = CATALOG.extended(schedulers=[LowestIndex])
     p = planned(tmp_path, "  watch: {multipath: lowest-index}", mine)
     assert p.schedulers["lowest-index"] == f"{__name__}:LowestIndex"
@@ -617,3 +721,65 @@ def test_schedulers_against_link_physics(tmp_path):
     assert t1 - t0 >= 1.5, (t0, t1)
     assert 0.9 * COUPLED_WIRE <= while_cut <= MAX_COUPLED_GOODPUT * 1.03, while_cut
     assert MIN_COUPLED_GOODPUT <= coupled <= MAX_COUPLED_GOODPUT * 1.03, coupled
+
+
+# ECF on unequal paths: WiFi 10 Mbit/s 5 ms one-way, BT 1 Mbit/s 40 ms one-way (through the phone;
+# it and the server 1 ms hops from the AP at 100 Mbit/s), 200 KB uploaded in bulk.
+#
+# On the wire: 200 KB in 143 chunks of <= 1400 B with 13 B headers (201,859 B), in 1448 B TCP
+# segments of 1514 B: 1.6885 Mbit, 0.1689 s at WiFi's 10 Mbit/s. The app's first byte to the last
+# delivered (`up_transfer_s`) also holds the path's TCP handshake (a WiFi round trip, 12 ms) and
+# the last byte's one-way delay over WiFi (5 + 1 ms).
+# - Lower bound: the best split the links allow: x of the bytes on BT so both finish together,
+#   0.16885 (1 - x) + 0.006 = 1.6885 x + 0.042 -> x = 7.2 %, 0.1628 s, plus the handshake:
+#   0.175 s (BT adds 6 ms to WiFi alone: a short upload gains almost nothing from it).
+# - WiFi alone: 0.012 + 0.1689 + 0.006 = 0.187 s, and TCP's slow start: its initial window of 10
+#   segments is 12.1 ms of the link against a 13.2 ms round trip, so the link idles 1.1 ms once
+#   (the next window, 20 segments, exceeds the 15 KB bandwidth-delay product).
+# - ECF's own costs above that: one probe round trip on WiFi before it fills the path (12 ms +
+#   1.2 ms for the chunk), the agents (AGENTS_S), and the busy-machine slack (timing_bound). The
+#   BT path's handshake takes 84 ms, its probe chunk leaves then and lands ~138 ms in, before
+#   WiFi is done; once measured (srtt ~95 ms, one chunk in flight) BT gets nothing more: with
+#   k the visible backlog, k / 1400 B x 95 ms is far above 2 x WiFi's srtt + delta.
+# - minRTT, for contrast: BT's unmeasured path counts as fastest, so when its handshake ends at
+#   ~84 ms it takes every chunk up to its 64 KB window: what the app has left then (WiFi has taken
+#   its 64 KB window plus ~85 KB), ~50 KB, crawls over BT for ~0.42 s: ~0.55 s in all.
+ECF_WIRE_BITS = (200e3 + 143 * HEADER_BYTES) * 1514 / 1448 * 8
+ECF_HANDSHAKE = 2 * (0.005 + 0.001)
+ECF_BT_SHARE = (ECF_WIRE_BITS / 10e6 + 0.006 - 0.042) / (ECF_WIRE_BITS / 1e6 + ECF_WIRE_BITS / 10e6)
+ECF_BEST_SPLIT = ECF_HANDSHAKE + ECF_BT_SHARE * ECF_WIRE_BITS / 1e6 + 0.042
+ECF_PROBE = ECF_HANDSHAKE + (1413 + 66) * 8 / 10e6
+WIFI_ALONE = ECF_HANDSHAKE + ECF_WIRE_BITS / 10e6 + 0.006 + (ECF_PROBE - 10 * 1514 * 8 / 10e6)
+
+
+@pytest.mark.netem
+def test_ecf_short_upload_on_unequal_paths_finishes_with_wifi(tmp_path):
+    (tmp_path / "ecf.yaml").write_text("""
+name: ecf
+topology:
+  nodes: {watch: {role: wearable}, phone: {role: phone, kind: host}, ap: {role: ap}, server: {role: server}}
+  links:
+    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 40ms}
+    - {between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}
+    - {between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}
+    - {between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}
+repetitions: 1
+workload: {kind: stream, client: watch, server: server, path: phone, direction: up, duration: 2s, bytes: 200KB}
+nodes:
+  watch: {multipath_paths: [wifi, bt]}
+matrix:
+  watch.multipath: [ecf, minrtt]
+  pattern: [bulk]
+""")
+    res = wearlab("run", str(tmp_path / "ecf.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    d = tmp_path / "r" / "ecf" / "latest"
+    with (d / "runs.csv").open() as f:
+        rows = {r["watch.multipath"]: r for r in csv.DictReader(f)}
+    assert sorted(rows) == ["ecf", "minrtt"] and all(r["status"] == "ok" for r in rows.values()), rows
+    ecf, minrtt = (float(rows[s]["up_transfer_s"]) for s in ("ecf", "minrtt"))
+    # (No split check: the agents' series samples every 100 ms, too coarse for a 0.2 s transfer.)
+    print(f"200 KB up: ecf {ecf:.3f} s (best split {ECF_BEST_SPLIT:.3f}, WiFi alone {WIFI_ALONE:.3f}, "
+          f"at most {WIFI_ALONE + ECF_PROBE + AGENTS_S + timing_bound(WIFI_ALONE):.3f}), minrtt {minrtt:.3f} s")
+    assert ECF_BEST_SPLIT * 0.98 <= ecf <= WIFI_ALONE + ECF_PROBE + AGENTS_S + timing_bound(WIFI_ALONE), ecf
+    assert ecf < minrtt, (ecf, minrtt)

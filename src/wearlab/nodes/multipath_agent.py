@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import fcntl
 import importlib
 import os
 import signal
 import socket
 import sys
+import termios
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +129,8 @@ class Session:
         self.counters = counters
         # per path: seq -> (send time, frame), until its ACK
         self.unacked: list[dict[int, tuple[float, bytes]]] = [{} for _ in names]
+        # per path: seq -> the path's bytes in flight just after it was sent (PathState.flight)
+        self.flight_at_send: list[dict[int, int]] = [{} for _ in names]
         # seqs no path has ACKed yet: the stream is through when this is empty (a redundant
         # copy still on its way over the worse path is not waited for)
         self.outstanding: set[int] = set()
@@ -161,7 +165,21 @@ class Session:
     def _done(self) -> bool:
         return self.fin is not None and self.reassembler.complete and not self.outstanding
 
+    def _backlog(self) -> int:
+        """Bytes of the app's stream behind the chunk being scheduled that this agent can see: read
+        into the app reader's buffer, or in the kernel's receive queue of the app's socket (FIONREAD).
+        What the app's own send buffer still holds is invisible here."""
+        queued = len(getattr(self.app_r, "_buffer", b""))     # asyncio.StreamReader's buffer (no public size)
+        sock = self.app_w.get_extra_info("socket")
+        if sock is not None:
+            try:
+                queued += int.from_bytes(fcntl.ioctl(sock.fileno(), termios.FIONREAD, bytes(4)), sys.byteorder)
+            except OSError:
+                pass
+        return queued
+
     def _choose(self, size: int) -> list[int]:
+        self.scheduler.backlog = self._backlog()
         if self.pin is None:
             return self.scheduler.choose(self.state, size)
         i = self.pin.active
@@ -219,6 +237,7 @@ class Session:
         for i in chosen:
             self.state[i].inflight += size
             self.unacked[i][seq] = (now, frame)
+            self.flight_at_send[i][seq] = self.state[i].inflight
             self.paths[i][1].write(frame)
             c = self.counters.paths[i]
             c.chunks_sent += 1
@@ -244,9 +263,10 @@ class Session:
                     elif f.type == FrameType.ACK:
                         sent = self.unacked[i].pop(f.seq, None)
                         self.outstanding.discard(f.seq)
+                        flight = self.flight_at_send[i].pop(f.seq, None)
                         if sent is not None:
                             st = self.state[i]
-                            st.rtt_sample(time.monotonic() - sent[0])
+                            st.rtt_sample(time.monotonic() - sent[0], flight)
                             st.inflight -= len(sent[1]) - HEADER_BYTES
                             c.srtt_s = st.srtt
                     elif f.type == FrameType.FIN:
@@ -284,6 +304,7 @@ class Session:
         """Path i closed: what it had not delivered goes again on the paths still up."""
         self.state[i].up = False
         lost, self.unacked[i] = self.unacked[i], {}
+        self.flight_at_send[i] = {}
         self.state[i].inflight = 0
         lost = {seq: sent for seq, sent in lost.items() if seq in self.outstanding}
         alive = [p.index for p in self.state if p.up]
