@@ -129,6 +129,9 @@ def test_ecf_uses_the_fastest_path_while_it_has_room_whatever_the_backlog():
     assert ecf(10 ** 6).choose(ecf_paths(f_inflight=0), CHUNK) == [0]
     assert ecf(0).choose(ecf_paths(f_inflight=9_000, s_inflight=9_000), CHUNK) == []      # both full
     assert ecf(10 ** 6).choose(ecf_paths(f_up=False), CHUNK) == [1]                       # f down: s is fastest
+    stalled = ecf_paths()
+    stalled[0].stalled = True                      # f holds a chunk past the reinjection limit: not waited for
+    assert ecf(20_000 - CHUNK).choose(stalled, CHUNK) == [1]
 
 
 def test_ecf_waits_for_the_fast_path_when_that_finishes_sooner():
@@ -390,12 +393,20 @@ def test_a_path_that_goes_silent_mid_stream_loses_nothing():
     assert wagent.counters.paths[0].reinjected > 0 and wagent.counters.paths[1].reinjected == 0
     assert REINJECT_MIN_S <= took <= REINJECT_MIN_S + 2.0, took
 
+    # ECF waits for the fastest path when the slower one would finish later, so a fast path b that
+    # goes silent with its window full must not hold it: once b is past the reinjection limit it
+    # is stalled, and a (10 Mbit/s, 5 ms: 200 KB in 0.16 s) carries the rest.
+    payload, got, wagent, took = asyncio.run(_through(SilentLink, "Ecf", (1e7, 0.005)))
+    assert got == payload
+    assert REINJECT_MIN_S <= took <= REINJECT_MIN_S + 2.0, took
 
-async def _through(link_b: type[Link]):
-    """200 KB through the agents over path a (a plain Link) and path b (`link_b`), round-robin;
-    what arrived, the watch agent, and how long it took."""
+
+async def _through(link_b: type[Link], scheduler: str = "RoundRobin", link_a: tuple[float, float] = (1e8, 0.001)):
+    """200 KB through the agents over path a (a plain Link, rate and delay `link_a`) and path b
+    (`link_b`, 100 Mbit/s, 1 ms), round-robin unless told; what arrived, the watch agent, and how
+    long it took."""
     payload = bytes(range(256)) * 800
-    spec = "wearlab.nodes.multipath_schedulers:RoundRobin"
+    spec = f"wearlab.nodes.multipath_schedulers:{scheduler}"
     got = bytearray()
     finished = asyncio.Event()
 
@@ -407,7 +418,7 @@ async def _through(link_b: type[Link]):
     sagent = ServerAgent(origin.sockets[0].getsockname(), ["a", "b"], spec, CHUNK, 65536)
     spath = await asyncio.start_server(sagent.handle, "127.0.0.1", 0)
     target = spath.sockets[0].getsockname()
-    ports = [await Link(1e8, 0.001, target).start(), await link_b(1e8, 0.001, target).start()]
+    ports = [await Link(*link_a, target).start(), await link_b(1e8, 0.001, target).start()]
     wagent = WatchAgent([PathSpec(n, ("127.0.0.1", p), None) for n, p in zip("ab", ports)], spec, CHUNK, 65536)
     local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
     t0 = time.monotonic()

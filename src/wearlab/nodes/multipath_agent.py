@@ -266,6 +266,7 @@ class Session:
                         flight = self.flight_at_send[i].pop(f.seq, None)
                         if sent is not None:
                             st = self.state[i]
+                            st.stalled = False
                             st.rtt_sample(time.monotonic() - sent[0], flight)
                             st.inflight -= len(sent[1]) - HEADER_BYTES
                             c.srtt_s = st.srtt
@@ -285,11 +286,13 @@ class Session:
         while True:
             await asyncio.sleep(REINJECT_TICK_S)
             now = time.monotonic()
+            stalls = sum(st.stalled for st in self.state)
             for i, st in enumerate(self.state):
                 limit = max(REINJECT_MIN_S, REINJECT_RTTS * (st.srtt or REINJECT_MIN_S))
                 for seq, (sent, frame) in list(self.unacked[i].items()):
                     if now - sent < limit:
                         break            # sent in order: the rest are younger
+                    st.stalled = True    # until its next ACK (a scheduler that waits for it stops)
                     if seq not in self.outstanding or any(seq in self.unacked[k] for k in range(len(self.state))
                                                           if k != i and self.state[k].up):
                         continue
@@ -299,6 +302,8 @@ class Session:
                     k = min(others, key=lambda p: (p.srtt is None, p.srtt or 0.0)).index
                     self._transmit([k], seq, frame, len(frame) - HEADER_BYTES)
                     self.counters.paths[k].reinjected += 1
+            if sum(st.stalled for st in self.state) != stalls:
+                await self._notify()     # a sender waiting for a path that has stalled chooses again
 
     async def _path_down(self, i: int) -> None:
         """Path i closed: what it had not delivered goes again on the paths still up."""

@@ -37,6 +37,7 @@ class PathState:
     up: bool = True
     rttvar: float = 0.0             # seconds: RFC 6298's mean deviation of the RTT samples
     flight: float | None = None     # bytes in flight when the sampled chunks were sent, smoothed as srtt
+    stalled: bool = False           # holds a chunk unACKed past the reinjection limit (until its next ACK)
 
     def room(self, size: int) -> bool:
         # An idle path always takes a chunk, so a chunk larger than the window still moves.
@@ -155,7 +156,9 @@ class Ecf(Scheduler):
 
     def choose(self, paths: Sequence[PathState], size: int) -> list[int]:
         up = [p for p in paths if p.up]
-        measured = [p for p in up if p.srtt is not None]
+        # A stalled path (a chunk unACKed past the agent's reinjection limit) is not waited for:
+        # its window stays full of chunks that may never be ACKed, so waiting could be forever.
+        measured = [p for p in up if p.srtt is not None and not p.stalled]
         probes = [p for p in up if p.srtt is None and p.inflight == 0]
         if not measured:
             return [probes[0].index] if probes else []
