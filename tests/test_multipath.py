@@ -15,8 +15,10 @@ Bounds worked by hand (chunk 1400 B, header 13 B: payload share 1400/1413 = 0.99
   so the test's one event loop, which runs both agents and both links, never serves the two at once.)
 Also: a path that resets mid-stream, the agents' CPU per chunk against the 10 Mbit/s budget, the
 model's options at plan time (file:line, exit 2), a user's scheduler through the catalog, the live
-view's split per path (`wearlab top`), and one guest test against netem's physics, with the
-2.4 GHz coupling off and on (its bounds beside it). Host tests ~7 s, the guest test ~38 s.
+view's split per path (`wearlab top`), one guest test against netem's physics, with the
+2.4 GHz coupling off and on (its bounds beside it), and ECF's decisions (hand-worked, both sides of
+each boundary) and a short upload over unequal paths, on loopback and in the guest (bounds beside
+them). Host tests ~8 s; the guest tests ~38 s and ~10 s.
 """
 
 from __future__ import annotations
