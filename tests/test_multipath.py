@@ -782,17 +782,26 @@ nodes:
   watch: {multipath_paths: [wifi, bt]}
 matrix:
   watch.multipath: [ecf, minrtt]
+  watch.multipath_paths: [[wifi, bt], [wifi]]
   pattern: [bulk]
 """)
     res = wearlab("run", str(tmp_path / "ecf.yaml"), "--out", str(tmp_path / "r"), timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     d = tmp_path / "r" / "ecf" / "latest"
     with (d / "runs.csv").open() as f:
-        rows = {r["watch.multipath"]: r for r in csv.DictReader(f)}
-    assert sorted(rows) == ["ecf", "minrtt"] and all(r["status"] == "ok" for r in rows.values()), rows
-    ecf, minrtt = (float(rows[s]["up_transfer_s"]) for s in ("ecf", "minrtt"))
+        rows = {(r["watch.multipath"], r["watch.multipath_paths"].count("bt")): r for r in csv.DictReader(f)}
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows.values()), rows
+    ecf, minrtt = (float(rows[s, 1]["up_transfer_s"]) for s in ("ecf", "minrtt"))
+    # WiFi alone through the same agents (minRTT on the one path: no probe); ECF over both may
+    # lose to it only its probe's round trip and the busy-machine slack: the agents' own cost
+    # is in both.
+    wifi = float(rows["minrtt", 0]["up_transfer_s"])
+    upper = WIFI_ALONE + ECF_PROBE + AGENTS_S + timing_bound(WIFI_ALONE)
     # (No split check: the agents' series samples every 100 ms, too coarse for a 0.2 s transfer.)
-    print(f"200 KB up: ecf {ecf:.3f} s (best split {ECF_BEST_SPLIT:.3f}, WiFi alone {WIFI_ALONE:.3f}, "
-          f"at most {WIFI_ALONE + ECF_PROBE + AGENTS_S + timing_bound(WIFI_ALONE):.3f}), minrtt {minrtt:.3f} s")
-    assert ECF_BEST_SPLIT * 0.98 <= ecf <= WIFI_ALONE + ECF_PROBE + AGENTS_S + timing_bound(WIFI_ALONE), ecf
+    print(f"200 KB up: ecf {ecf:.3f} s (best split {ECF_BEST_SPLIT:.3f}, WiFi alone {WIFI_ALONE:.3f} by hand, "
+          f"{wifi:.3f} measured; at most {upper:.3f}), minrtt {minrtt:.3f} s, "
+          f"ecf on WiFi alone {float(rows['ecf', 0]['up_transfer_s']):.3f} s")
+    assert WIFI_ALONE * 0.98 <= wifi, wifi
+    assert ECF_BEST_SPLIT * 0.98 <= ecf <= upper, ecf
+    assert ecf <= wifi + ECF_PROBE + timing_bound(wifi), (ecf, wifi)
     assert ecf < minrtt, (ecf, minrtt)
