@@ -111,3 +111,13 @@ def test_the_cli_exits_2_without_a_traceback(tmp_path):
     res = subprocess.run([sys.executable, "-m", "wearlab", "plan", str(f)], capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert f"{f}:12: nodes.watch.handover: kind wearable no longer takes 'handover'" in res.stderr, res.stderr
+
+
+def test_an_unknown_policy_is_named_before_any_cell_needs_its_first_hop(tmp_path):
+    """A policy no kind can place keeps the default first hop, so the plan's own check names it
+    (found by tests/test_mutations.py: the plan read a cell's missing path before its checks)."""
+    f = _write(tmp_path, STREAM + "nodes:\n  watch: {interface_policy: 10 parsecs}\n")
+    with pytest.raises(InputError) as e:
+        plan(load_experiment(f, CATALOG))
+    (p,) = e.value.problems
+    assert (p.line, p.field) == (12, "nodes.watch.interface_policy") and "unknown interface policy" in p.message

@@ -161,9 +161,14 @@ class Experiment(BaseModel):
         medium = self.catalog.node_kinds[kind].first_medium(options, self.catalog)
         if medium is None:
             return cell
-        hops = [l.other(client) for l in self.topology.links if client in (l.a, l.b) and l.medium == medium]
+        ends = [l for l in self.topology.links if client in (l.a, l.b)]
+        hops = [l.other(client) for l in ends if l.medium == medium]
         if len(hops) == 1:
             cell["path"] = hops[0]
+        elif "path" not in cell and ends:
+            # Not one link of that medium: the kind's plan-time check names it (file, line,
+            # field); until then the cell keeps the default first hop, the first neighbour.
+            cell["path"] = ends[0].other(client)
         return cell
 
     def _chooses_first_hop(self) -> bool:

@@ -561,7 +561,7 @@ def _path_of_a_chooser(fields, topo: Topology, wl: dict, raw_matrix: dict, nodes
 def _chooses_everywhere(fields, topo: Topology, raw_matrix: dict, nodes: dict[str, dict[str, Any]],
                         catalog: Catalog) -> bool:
     """Whether the workload's client chooses its own first hop in every cell (a wearable whose
-    `interface_policy` is never none)."""
+    `interface_policy` is a known policy in every cell)."""
     client = getattr(fields, "client", None)
     if client not in topo.nodes or f"{client}.kind" in raw_matrix:
         return False
@@ -571,4 +571,6 @@ def _chooses_everywhere(fields, topo: Topology, raw_matrix: dict, nodes: dict[st
         return False
     values = raw_matrix.get(f"{client}.{option}") or [nodes.get(client, {}).get(
         option, topo.nodes[client].options.get(option, kind.options[option].default))]
-    return all(v not in (None, "none") for v in values)
+    # Only policies the kind can place: an unknown one keeps the default path for the plan's
+    # checks, which name it (file, line, field) before anything reads a cell's path.
+    return all(kind.first_medium({option: v}, catalog) is not None for v in values)
