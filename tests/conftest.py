@@ -107,9 +107,6 @@ def programs() -> dict[str, tuple[str, set[str]]]:
 # hog shared the guest's CPU or not (and a guest niced to -10 did no better), so tests allow the
 # goal plus BUSY_SLACK_S. Their lower bounds stay the physics: nothing arrives early.
 BUSY_SLACK_S = 0.005
-# The UML guest's clock ticks at HZ = 100 (fixed on UML): a user-space timer or poll there wakes
-# on the next 10 ms tick, so a run through user-space agents may pay one tick the link never shows.
-GUEST_TICK_S = 0.010
 
 
 def timing_goal(seconds: float) -> float:

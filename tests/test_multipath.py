@@ -32,7 +32,7 @@ import time
 
 import pytest
 
-from conftest import GUEST_TICK_S, timing_bound, wearlab
+from conftest import timing_bound, wearlab
 from wearlab.nodes.multipath_agent import PathSpec, ServerAgent, WatchAgent, listener
 from wearlab.nodes.multipath_schedulers import Ecf, MinRtt, PathState, Redundant, RoundRobin, Scheduler
 from wearlab.nodes.multipath_wire import (HEADER_BYTES, FrameReader, FrameType, ProtocolError, Reassembler, encode,
@@ -796,14 +796,15 @@ matrix:
     # lose to it only its probe's round trip and the busy-machine slack: the agents' own cost
     # is in both.
     wifi = float(rows["minrtt", 0]["up_transfer_s"])
-    # The hand figure has no agents: through them the WiFi-alone cell measured 7-9 ms above it
-    # (0.194-0.196 s), about one tick of the guest's 10 ms clock where an agent's wake-up waits.
-    upper = WIFI_ALONE + ECF_PROBE + max(AGENTS_S, GUEST_TICK_S) + timing_bound(WIFI_ALONE)
+    # The upper bound is the control's: the agents' own cost and a busy guest's late wake-ups slow
+    # the WiFi-alone cell as they slow ECF (quiet: 0.194-0.196 s, 7-9 ms above the hand figure,
+    # about one 10 ms guest tick; a CI run's starved guest once took 0.288 s), so an absolute
+    # bound from the hand figure would test the machine, not the scheduler.
+    upper = wifi + ECF_PROBE + timing_bound(wifi)
     # (No split check: the agents' series samples every 100 ms, too coarse for a 0.2 s transfer.)
     print(f"200 KB up: ecf {ecf:.3f} s (best split {ECF_BEST_SPLIT:.3f}, WiFi alone {WIFI_ALONE:.3f} by hand, "
           f"{wifi:.3f} measured; at most {upper:.3f}), minrtt {minrtt:.3f} s, "
           f"ecf on WiFi alone {float(rows['ecf', 0]['up_transfer_s']):.3f} s")
-    assert WIFI_ALONE * 0.98 <= wifi <= WIFI_ALONE + max(AGENTS_S, GUEST_TICK_S) + timing_bound(WIFI_ALONE), wifi
-    assert ECF_BEST_SPLIT * 0.98 <= ecf <= upper, ecf
-    assert ecf <= wifi + ECF_PROBE + timing_bound(wifi), (ecf, wifi)
+    assert WIFI_ALONE * 0.98 <= wifi, wifi
+    assert ECF_BEST_SPLIT * 0.98 <= ecf <= upper, (ecf, wifi)
     assert ecf < minrtt, (ecf, minrtt)
