@@ -480,6 +480,18 @@ matrix:
     assert sorted(seen.values()) == ["qdisc", "sockets"], seen       # one phone forwards, one splits
 
 
+def wifi_bytes_begin(multipath, side, to_wifi):
+    """When `side`'s agent first received bytes over WiFi: its counter stays put until the first
+    switch and grows within 100 ms and one series interval of it."""
+    wifi_rx = [(float(r["t_s"]), int(r["bytes_received"])) for r in multipath
+               if r["side"] == side and r["path_name"] == "wifi"]
+    base = wifi_rx[0][1]
+    assert all(b == base for t, b in wifi_rx if t < to_wifi), wifi_rx[:40]
+    first_wifi = next(t for t, b in wifi_rx if b > base)
+    assert to_wifi <= first_wifi <= to_wifi + POLICY_S + 0.1 + timing_bound(0.1), (to_wifi, first_wifi)
+    return first_wifi
+
+
 def began(samples, t_switch, cond):
     """The first sample of the run of samples meeting `cond` that ends at the switch."""
     start = None
@@ -520,14 +532,8 @@ def check_cell(iface, timeline, multipath) -> str:
     assert wifi_slow <= fell <= wifi_slow + FALL_S + timing_bound(FALL_S), (wifi_slow, fell)
     assert wifi_slow + T2 <= to_bt <= wifi_slow + FALL_S + T2 + POLICY_S + timing_bound(T2), (wifi_slow, to_bt)
 
-    # The flow moved: the watch agent's WiFi counter stays put until the first switch and grows
-    # within 100 ms and one series interval of it (the chunks' path, not the policy's word).
-    wifi_rx = [(float(r["t_s"]), int(r["bytes_received"])) for r in multipath
-               if r["side"] == "watch" and r["path_name"] == "wifi"]
-    base = wifi_rx[0][1]
-    assert all(b == base for t, b in wifi_rx if t < to_wifi), wifi_rx[:40]
-    first_wifi = next(t for t, b in wifi_rx if b > base)
-    assert to_wifi <= first_wifi <= to_wifi + POLICY_S + 0.1 + timing_bound(0.1), (to_wifi, first_wifi)
+    # The flow moved: the watch agent's WiFi counter (the chunks' path, not the policy's word).
+    first_wifi = wifi_bytes_begin(multipath, "watch", to_wifi)
     print(f"backlog at the phone's {where}: BT slowed {bt_slow:.3f} s, backlog > B {crossed:.3f} s, to WiFi "
           f"{to_wifi:.3f} s (+{(to_wifi - crossed) * 1e3:.0f} ms), WiFi bytes from {first_wifi:.3f} s; WiFi slowed "
           f"{wifi_slow:.3f} s, <= 500 kbit/s {fell:.3f} s, to BT {to_bt:.3f} s (+{(to_bt - fell) * 1e3:.0f} ms); "
@@ -677,14 +683,8 @@ timeline:
     assert wifi_slow <= fell <= wifi_slow + FALL_S + timing_bound(FALL_S), (wifi_slow, fell)
     assert wifi_slow + T2 <= to_bt <= wifi_slow + FALL_S + T2 + POLICY_S + timing_bound(T2), (wifi_slow, to_bt)
 
-    # The flow moved: what the server agent received over WiFi stays put until the first switch
-    # and grows within 100 ms and one series interval of it.
-    wifi_rx = [(float(r["t_s"]), int(r["bytes_received"])) for r in multipath
-               if r["side"] == "server" and r["path_name"] == "wifi"]
-    base = wifi_rx[0][1]
-    assert all(b == base for t, b in wifi_rx if t < to_wifi), wifi_rx[:40]
-    first_wifi = next(t for t, b in wifi_rx if b > base)
-    assert to_wifi <= first_wifi <= to_wifi + POLICY_S + 0.1 + timing_bound(0.1), (to_wifi, first_wifi)
+    # The flow moved: what the server agent received over WiFi.
+    first_wifi = wifi_bytes_begin(multipath, "server", to_wifi)
     print(f"upload: BT slowed {bt_slow:.3f} s, the watch's backlog > B {crossed:.3f} s "
           f"(+{(crossed - bt_slow) * 1e3:.0f} ms), to WiFi {to_wifi:.3f} s (+{(to_wifi - crossed) * 1e3:.0f} ms), "
           f"WiFi bytes at the server from {first_wifi:.3f} s; WiFi slowed {wifi_slow:.3f} s, <= 500 kbit/s "
