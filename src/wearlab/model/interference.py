@@ -71,6 +71,7 @@ class Interference(BaseModel):
     window_s: float = DEFAULT_WINDOW_S
     couplings: tuple[Coupling, ...] = ()
     written: dict = Field(default_factory=dict)   # the key as written, for to_document
+    declared: bool = False                        # the topology wrote `interference:` (even empty: on)
 
     def loss_pct(self, medium: Medium) -> float:
         return self.bt_loss_pct if medium.is_bluetooth else self.wifi_loss_pct

@@ -167,6 +167,28 @@ class TopologySpec(BaseModel):
     interference: InterferenceSpec | None = None
 
 
+# The fields of a topology link that a cell may set (`link.<link>.<field>` matrix keys,
+# model.link_settings): its shaping, in both directions or under `forward`/`reverse`, and a WiFi
+# link's band. Not its ends, medium or profile: those decide which node checks, radios and energy
+# figures apply, which the plan resolves once for the whole experiment.
+LINK_SETTINGS = (*ShapeSpec.model_fields, "band")
+LINK_DIRECTIONS = ("forward", "reverse")
+
+
+class _CellReport:
+    """A problem reporter for a cell's links: what `_resolve_link` and `_resolve_interference` call."""
+
+    def __init__(self, problem) -> None:
+        self.problem, self.problems = problem, 0
+
+    def __call__(self, path: YamlPath, message: str) -> None:
+        self.problems += 1
+        self.problem(tuple(path), message)
+
+    def line(self, path: YamlPath) -> int | None:
+        return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Resolved models (what the rest of wearlab consumes)
 
@@ -255,6 +277,34 @@ class Topology(BaseModel):
                     seen.add(nxt)
                     todo.append(nxt)
         return False
+
+    def with_link_settings(self, settings: dict[tuple[str, str], dict[str, Any]], problem) -> Topology:
+        """This topology with some links' settings replaced (a cell's `link.<link>.<field>` matrix
+        keys): `settings` maps a link's ends (as the topology writes them) to a link's fields as
+        a topology link writes them (LINK_SETTINGS, `forward:`/`reverse:` for one direction),
+        set on top of the resolved link. The same validation and fold as the topology's own links
+        (`LinkSpec`, `_resolve_link`), and the interference rule resolved again on the result (a
+        band decides the couplings). `problem(path, message)` gets each problem, `path` as in a
+        topology (("links", i, "band"), ("interference", "coupled"), ...)."""
+        if not settings:
+            return self
+        report = _CellReport(problem)
+        links = list(self.links)
+        for i, link in enumerate(links):
+            written = settings.get((link.a, link.b))
+            if written is None:
+                continue
+            try:
+                ls = LinkSpec.model_validate({"between": [link.a, link.b], **written})
+            except ValidationError as e:
+                for err in e.errors(include_url=False):
+                    report(("links", i, *err["loc"]), err["msg"].removeprefix("Value error, "))
+                continue
+            links[i] = _resolve_link(i, ls, report, under=link)
+        written = dict(self.interference.written)
+        spec = InterferenceSpec.model_validate(written) if self.interference.declared else None
+        interference = _resolve_interference(spec, written, links, report)
+        return self.model_copy(update={"links": links, "interference": interference})
 
     def to_document(self, catalog: Catalog) -> dict[str, Any]:
         """Resolved topology in the YAML schema (loadable again), units as strings."""
@@ -352,6 +402,7 @@ def _resolve_interference(spec: InterferenceSpec | None, raw: Any, links: list[L
     `coupled: false`): the shipped experiments' calibrations were made without it, and a rule that
     changes rates behind a user's back is one no one asked for. `coupled: true` where no node has
     both is an error (it would silently do nothing)."""
+    declared = spec is not None
     if spec is None:
         spec = InterferenceSpec(coupled=False)
     values = {k: v for k, v in (("bt_loss_pct", spec.bt_loss), ("wifi_loss_pct", spec.wifi_loss),
@@ -374,7 +425,8 @@ def _resolve_interference(spec: InterferenceSpec | None, raw: Any, links: list[L
                                                "interference lowers its rate while both carry traffic: give it a rate "
                                                "(or interference: {coupled: false})")
     written = dict(raw) if isinstance(raw, dict) else {}
-    return Interference(**values, couplings=() if spec.coupled is False else tuple(couplings), written=written)
+    return Interference(**values, couplings=() if spec.coupled is False else tuple(couplings), written=written,
+                        declared=declared)
 
 
 def _load_devices(raw: Any, report: _Report) -> tuple[dict[str, Device], dict[str, Any]]:
@@ -517,8 +569,10 @@ def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, 
     return options, problems
 
 
-def _resolve_link(i: int, ls: LinkSpec, problem: _Report) -> Link:
-    """Fold profile -> link -> direction into one Shape per direction; check jitter <= delay."""
+def _resolve_link(i: int, ls: LinkSpec, problem, under: Link | None = None) -> Link:
+    """Fold profile -> link -> direction into one Shape per direction; check jitter <= delay.
+    `under`: the link already resolved, which `ls` (a cell's link settings, LINK_SETTINGS) sets
+    on top of, instead of the profile: one fold and one set of checks for both."""
     a, b = ls.between
     # An unknown profile is already reported; resolving without it still finds other problems.
     profile = PROFILES.get(ls.profile) if ls.profile is not None else None
@@ -526,7 +580,11 @@ def _resolve_link(i: int, ls: LinkSpec, problem: _Report) -> Link:
     clipped: dict[YamlPath, list[tuple[str, str, str]]] = {}
     for direction, src_node, dst_node in (("forward", a, b), ("reverse", b, a)):
         own: ShapeSpec | None = getattr(ls, direction)
-        shape = ls.over(getattr(profile, direction) if profile else Shape())
+        if under is not None:
+            base = getattr(under, direction)
+        else:
+            base = getattr(profile, direction) if profile else Shape()
+        shape = ls.over(base)
         if own is not None:
             shape = own.over(shape)
         shapes[direction] = shape
@@ -547,15 +605,20 @@ def _resolve_link(i: int, ls: LinkSpec, problem: _Report) -> Link:
             what = " and ".join(f"{n} for {s} -> {d}" for n, s, d in cases)
         problem(path, f"{what}; jitter must not exceed delay, or netem clips the negative delays to 0 "
                       "and skews the distribution: lower jitter or raise delay")
-    medium = ls.medium if ls.medium is not None else (profile.medium if profile else None)
-    band = None
+    if under is not None:
+        medium, band = under.medium, under.band
+    else:
+        medium = ls.medium if ls.medium is not None else (profile.medium if profile else None)
+        band = None
     if ls.band is not None:
         if medium != Medium.WIFI:
             problem(("links", i, "band"), f"band is a WiFi link's (2.4GHz or 5GHz); this link's medium is "
                                           f"{medium.value if medium else 'not given (say medium: wifi)'}")
         else:
             band = ls.band
-    elif medium == Medium.WIFI and profile is not None and profile.medium == Medium.WIFI:
+    elif under is None and medium == Medium.WIFI and profile is not None and profile.medium == Medium.WIFI:
         band = profile.band
+    if under is not None:
+        return under.model_copy(update={"band": band, "forward": shapes["forward"], "reverse": shapes["reverse"]})
     return Link(index=i, a=a, b=b, profile=ls.profile, medium=medium, band=band, forward=shapes["forward"],
                 reverse=shapes["reverse"], line=problem.line(("links", i)))
