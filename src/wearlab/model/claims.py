@@ -32,6 +32,7 @@ from wearlab.errors import Problem
 from wearlab.model import unit_input
 from wearlab.model.choices import Evidence, Statistic
 from wearlab.model.columns import columns_of
+from wearlab.model.link_settings import canonical, is_link_key
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 
 ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
@@ -254,6 +255,9 @@ class _Context:
     def normalizers(self, key: str) -> list:
         if key in self.wclass.params:
             return [self.wclass.params[key].normalize]
+        if is_link_key(key):
+            field = key.rsplit(".", 1)[1]
+            return [lambda raw: canonical(field, raw)]
         if "." in key:
             opt = key.split(".", 1)[1]
             return [k.options[opt].normalize for k in self.catalog.node_kinds.values() if opt in k.options]

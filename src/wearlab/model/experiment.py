@@ -4,8 +4,9 @@ model.experiment_file's job; resolving it into runs is the plan's (wearlab.plan)
 
 - `workload:` holds the kind, its fixed fields (client, server, ...) and fixed parameters;
 - `nodes:` overrides a node's kind and options for the whole experiment (`phone: {kind: haproxy}`);
-- `matrix:` varies workload parameters (`size: [1KB, 1MB]`) and node settings, written
-  `node.option` (`phone.rmem_max: [8MB, 2MB]`, `phone.kind: [relay, haproxy]`).
+- `matrix:` varies workload parameters (`size: [1KB, 1MB]`), node settings, written
+  `node.option` (`phone.rmem_max: [8MB, 2MB]`, `phone.kind: [relay, haproxy]`), and a link's
+  settings, written `link.<link>.<field>` (`link.watch-ap.band: [2.4GHz, 5GHz]`, model.link_settings).
 
 The kinds' declarations come from the catalog the experiment was read with (`catalog`), so
 `cells()` and `node_settings()` need no import of what runs.
@@ -19,7 +20,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from wearlab.model import quantities, unit_input
+from wearlab.model import link_settings
 from wearlab.model.claims import Claim, ClaimSpec
+from wearlab.model.link_settings import is_link_key
 from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime, values
 from wearlab.model.timeline import STATIC
@@ -150,6 +153,17 @@ class Experiment(BaseModel):
                 out.append(cell)
         return out
 
+    def topology_of(self, cell: dict[str, Any], problem) -> Topology:
+        """The topology a cell runs on: the experiment's, with the cell's link settings
+        (`link.<link>.<field>`, model.link_settings) set on its links and the interference rule
+        resolved again. `problem(key, message)` gets what a combination of values breaks
+        (jitter above delay, a coupled link without a rate), with the first link key of the cell."""
+        settings = link_settings.cell_settings(cell, self.topology)
+        if not settings:
+            return self.topology
+        first = next(k for k in cell if is_link_key(k))
+        return self.topology.with_link_settings(settings, lambda path, message: problem(first, message))
+
     def _first_hop(self, cell: dict[str, Any]) -> dict[str, Any]:
         """A client that chooses its own first hop (a wearable's `interface_policy`: its kind's
         first_medium) gets the workload's `path` from it: the neighbour across its one link of
@@ -186,7 +200,8 @@ class Experiment(BaseModel):
         kind, options = n.kind, dict(n.options)
         layers = [self.nodes.get(node, {})]
         if cell:
-            layers.append({k.split(".", 1)[1]: v for k, v in cell.items() if k.startswith(node + ".")})
+            layers.append({k.split(".", 1)[1]: v for k, v in cell.items()
+                           if k.startswith(node + ".") and not is_link_key(k)})
         for layer in layers:
             for key, value in layer.items():
                 if key == "kind":
@@ -202,8 +217,8 @@ class Experiment(BaseModel):
     def to_document(self) -> dict[str, Any]:
         """Resolved experiment in the YAML schema (loadable again), topology inline."""
         def doc(key: str, value: Any) -> Any:
-            if key == TIMELINE_KEY:
-                return value
+            if key == TIMELINE_KEY or is_link_key(key):
+                return value     # a link setting's value is kept as a topology writes it
             if "." in key:
                 node, opt = key.split(".", 1)
                 if opt == "kind":

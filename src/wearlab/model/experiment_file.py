@@ -4,7 +4,8 @@ line and field (and `--set` overrides by their command-line key).
 What a workload can be told is declared by its kind, what a node can be told by its node kind;
 both come from the catalog handed in. `workload:` holds the kind, its fixed fields (client,
 server, ...) and fixed parameters; `nodes:` overrides a node's kind and options for the whole
-experiment; `matrix:` varies workload parameters and node settings written `node.option`. A
+experiment; `matrix:` varies workload parameters, node settings written `node.option` and a
+link's settings written `link.<link>.<field>` (model.link_settings). A
 parameter is either fixed (or left to its default) or varied, never both. Values are normalised
 once, here. Cross-checks that need the whole experiment resolved are the plan's (wearlab.plan).
 """
@@ -31,6 +32,8 @@ from wearlab.model.experiment import (
     ExperimentSpec,
     split_kind,
 )
+from wearlab.model import link_settings
+from wearlab.model.link_settings import is_link_key
 from wearlab.model.timeline import STATIC, load_timeline
 from wearlab.model.topology import DOC_NAME, DOC_NAME_RULE, Topology, load_topology, resolve_kind, topology_from_mapping
 from wearlab.model.yamlsrc import (
@@ -326,6 +329,8 @@ def _apply_overrides(src: YamlSource, overrides: dict[str, str], wclass, problem
         matrix.pop(key, None)
         if key == TIMELINE_KEY:
             out[TIMELINE_KEY] = value
+        elif is_link_key(key):
+            matrix[key] = [value]    # a link has no fixed-settings section: one value, every cell
         elif "." in key:
             node, opt = key.split(".", 1)
             nodes.setdefault(node, {})[opt] = value
@@ -335,7 +340,7 @@ def _apply_overrides(src: YamlSource, overrides: dict[str, str], wclass, problem
             problems.append(Problem(COMMAND_LINE, None, f"--set {key}",
                                     f"unknown parameter '{key}'{did_you_mean(key, wclass.params.names())} "
                                     f"({wclass.name} parameters: {', '.join(wclass.params.names())}; node settings "
-                                    "are written node.option)"))
+                                    "are written node.option, link settings link.<link>.<field>)"))
     return {"workload": wl, "nodes": nodes, "matrix": matrix, "overridden": set(overrides), **out}
 
 
@@ -371,8 +376,14 @@ def _resolve_parameters(src: YamlSource, data: dict, wclass, fields, topo: Topol
 
     matrix: dict[str, list[Any]] = {}
     where: dict[tuple[str, Any], YamlPath] = {}  # (param, value) -> where it was written
+    link_keys: dict[Any, str] = {}   # a link setting (model.link_settings.LinkKey) -> its matrix key
     for key, values in raw_matrix.items():
         at = ("matrix", key)
+        if is_link_key(key):
+            clean = _link_matrix(key, values, at, topo, problem, link_keys)
+            if clean is not None:
+                matrix[key] = clean
+            continue
         if isinstance(key, str) and "." in key:
             clean = _node_matrix(key, values, at, topo, nodes, problem, catalog)
             if clean is not None:
@@ -385,7 +396,7 @@ def _resolve_parameters(src: YamlSource, data: dict, wclass, fields, topo: Topol
             else:
                 problem(at, f"unknown parameter '{key}'{did_you_mean(key, params.names())} "
                             f"({wclass.name} parameters: {', '.join(params.names())}; node settings are "
-                            "written node.option, e.g. phone.kind)")
+                            f"written node.option, e.g. phone.kind; link settings {link_settings.SPELLING})")
             continue
         if key in wl:
             problem(at, f"'{key}' is both fixed under workload: (line {src.line(('workload', key))}) and "
@@ -515,6 +526,25 @@ def _node_matrix(key: str, values: Any, at: YamlPath, topo: Topology | None,
                     f"{did_you_mean(opt, kind.options.names()) if kind else ''} (it takes: {takes or 'none'})")
         return None
     return _values(values, at, kind.options[opt].normalize, problem)
+
+
+def _link_matrix(key: str, values: Any, at: YamlPath, topo: Topology | None, problem,
+                 seen: dict[Any, str]) -> list[Any] | None:
+    """A `link.<link>.<field>` matrix entry (model.link_settings), each value checked as the
+    topology checks that field of that link. `seen`: the link settings of the keys before it (one
+    setting under two spellings, `watch-ap` and `ap-watch`, is one key too many)."""
+    if topo is None:
+        return None
+    try:
+        k = link_settings.parse_key(key, topo)
+    except ValueError as e:
+        problem(at, str(e))
+        return None
+    if k in seen:
+        problem(at, f"{key} is the same setting as {seen[k]}; keep one of them")
+        return None
+    seen[k] = key
+    return _values(values, at, lambda v: link_settings.check_value(k, v, topo), problem)
 
 
 def _path_of_a_chooser(fields, topo: Topology, wl: dict, raw_matrix: dict, nodes: dict[str, dict[str, Any]],
