@@ -76,6 +76,10 @@ class CellPlan:
     timeline: Timeline
     group: int
     label: str
+    # The cell's own links where its `link.<link>.<field>` keys set them (model.link_settings):
+    # the experiment's topology with those links' shaping and band, and its interference rule
+    # resolved again. None: the experiment's topology as it is (RunPlan.topology).
+    topology: Topology | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,10 @@ class RunPlan(PlanView):
     @property
     def topology(self) -> Topology:
         return self.network.topology
+
+    def topology_of(self, cell: CellPlan) -> Topology:
+        """The links a run of `cell` has: its own (link settings), else the experiment's."""
+        return cell.topology if cell.topology is not None else self.topology
 
     @property
     def addresses(self) -> AddressPlan:
@@ -184,7 +192,9 @@ class RunPlan(PlanView):
                        "values": {k: _plain(v) for k, v in c.values.items()},
                        "timeline": c.timeline.name,
                        "nodes": {n: {"kind": s.kind.name, **{k: _plain(v) for k, v in s.options.items()}}
-                                 for n, s in c.nodes.items()}} for c in self.cells],
+                                 for n, s in c.nodes.items()},
+                       **({"links": _cell_links(self.topology, c.topology)} if c.topology is not None else {})}
+                      for c in self.cells],
             "links": [lp.to_document() for lp in self.network.links],
             "addresses": {n: [{"interface": i.name, "ip": i.ip, "peer": i.peer} for i in intfs]
                           for n, intfs in self.addresses.interfaces.items()},
@@ -232,6 +242,20 @@ def _cell_of(cells: tuple[CellPlan, ...] | list[CellPlan], values: Mapping[str, 
     raise KeyError(f"no cell of the plan has the values {wanted}")
 
 
+def _cell_links(topo: Topology, mine: Topology) -> dict[str, Any]:
+    """A cell's links that differ from the experiment's, each direction's shaping and the band as
+    a topology writes them, and the cell's 2.4 GHz couplings (model.interference)."""
+    out: dict[str, Any] = {}
+    for base, link in zip(topo.links, mine.links, strict=True):
+        if link != base:
+            out[link.name] = {"band": link.band.value if link.band else None,
+                              f"{link.a}->{link.b}": link.forward.to_document(),
+                              f"{link.b}->{link.a}": link.reverse.to_document()}
+    out["couplings"] = [{"node": c.node, "bt": "-".join(c.bt), "wifi": "-".join(c.wifi)}
+                        for c in mine.interference.couplings]
+    return out
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, (str, int, float, bool)) or v is None:
         return v
@@ -266,20 +290,25 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
     # 1. resolve
     cells: list[CellPlan] = []
     groups: dict[tuple, int] = {}
+    problems: list[Problem] = []
     for i, values in enumerate(exp.cells()):
+        def at_link_key(key: str, message: str, values=values) -> None:
+            problems.append(_at_matrix(exp, key, values, message))
+        cell_topo = exp.topology_of(values, at_link_key)
         nodes = {}
         for n in topo.nodes:
             kind, options = exp.node_settings(n, values)
             nodes[n] = NodeSetting(catalog.node_kinds[kind], catalog.node_kinds[kind].resolved(options, catalog))
         group_key = tuple(sorted((n, s.key()) for n, s in nodes.items()))
         group = groups.setdefault(group_key, len(groups))
-        cells.append(CellPlan(i, dict(values), nodes, exp.timeline_of(values), group, workload.describe_cell(values)))
+        cells.append(CellPlan(i, dict(values), nodes, exp.timeline_of(values), group, workload.describe_cell(values),
+                              topology=cell_topo if cell_topo is not topo else None))
+    _raise(problems)
     radio = frozenset(n for c in cells for n, s in c.nodes.items() if s.options.get("radio") == "bt")
     network = plan_network(topo, shaper, radio)
     planner = _Planner(cells, network)
 
     # 2. needs
-    problems: list[Problem] = []
     try:
         needs = tuple(workload.needs(exp.workload, [c.values for c in cells], planner))
     except ServiceMissing as e:
@@ -315,9 +344,12 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
     for c in cells:
         for s in c.nodes.values():
             features |= s.kind.features(s.options)
-    if network.needs_netem():
+    # A cell's own links may ask netem for what the experiment's do not (a delay, a loss).
+    netem = network.needs_netem() or any(plan_network(c.topology, shaper, radio).needs_netem()
+                                         for c in cells if c.topology is not None)
+    if netem:
         features.add(KernelFeature.NETEM)
-    if network.needs_netem() and exp.seed is not None:
+    if netem and exp.seed is not None:
         features.add(KernelFeature.NETEM_SEED)
     if any(lp.shaper == Shaper.HTB for lp in network.links):
         features.add(KernelFeature.HTB)
@@ -429,6 +461,14 @@ def _at_workload(exp: Experiment, key: str, message: str) -> Problem:
     if key in exp.overridden:
         return Problem(COMMAND_LINE, None, f"--set {key}", message)
     return exp.where.problem(("workload", key), message)
+
+
+def _at_matrix(exp: Experiment, key: str, cell: Mapping[str, Any], message: str) -> Problem:
+    """Where the matrix key `key` got its value in `cell`: `--set`, or the value in `matrix:`."""
+    if key in exp.overridden:
+        return Problem(COMMAND_LINE, None, f"--set {key}", message)
+    i = exp.matrix[key].index(cell[key]) if cell.get(key) in exp.matrix.get(key, []) else None
+    return exp.where.problem(("matrix", key) + ((i,) if i is not None else ()), message)
 
 
 def _at_option(exp: Experiment, node: str, option: str, cell: Mapping[str, Any], message: str) -> Problem:

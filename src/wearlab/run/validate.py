@@ -20,6 +20,7 @@ from wearlab.model.choices import Evidence, Runtime
 from wearlab.model.declarations import Catalog
 from wearlab.model.experiment_file import load_experiment
 from wearlab.model.features import OPTIONAL
+from wearlab.model.link_settings import is_link_key
 from wearlab.model.topology import load_topology
 from wearlab.model.yamlsrc import load_yaml
 from wearlab.plan.commands import run_commands
@@ -87,13 +88,17 @@ def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool =
                   f"{f' ({undecided})' if undecided else ''}, shaper {doc['shaper']}")
     console.print(f"kernel features: {', '.join(doc['features']) or 'none'}")
     t = Table(title="cells", title_justify="left")
-    for col in ("cell", "group", "values", "timeline", "node settings that vary"):
+    swept_links = any("links" in c for c in doc["cells"])
+    for col in ("cell", "group", "values", "timeline", "node settings that vary",
+                *(("link settings",) if swept_links else ())):
         t.add_column(col)
     varying = {n for n in p.topology.nodes if len({c.nodes[n].key() for c in p.cells}) > 1}
     for c in doc["cells"]:
         nodes = "; ".join(f"{n}: {s['kind']}" + "".join(f" {k}={v}" for k, v in s.items() if k != "kind")
                           for n, s in c["nodes"].items() if n in varying)
-        t.add_row(str(c["cell"]), str(c["group"]), c["label"], c["timeline"], nodes or "-")
+        links = " ".join(f"{k}={v}" for k, v in c["values"].items() if is_link_key(k))
+        t.add_row(str(c["cell"]), str(c["group"]), c["label"], c["timeline"], nodes or "-",
+                  *((links or "-",) if swept_links else ()))
     console.print(t)
     lt = Table(title="links", title_justify="left")
     for col in ("link", "medium", "profile", "shaper", "forward", "reverse"):
