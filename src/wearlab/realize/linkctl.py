@@ -10,7 +10,8 @@ tells us when the kernel has taken it: that moment is the change's logged time.
 State per direction: the shape in effect (`current`) and whether the link is down. Down is netem
 loss 100 % on top of the current shape; up restores it. Each run starts from `start` - the
 topology's shaping plus any live change (a teacher's `wearlab link set` outlasts the run it was
-made in); a timeline's changes last for their run. A live `reset` returns to the topology's.
+made in); a timeline's changes last for their run. A live `reset` returns to the topology's - the
+cell's links where the matrix sets them (`enter_cell`).
 
 Seeds (plan.seeds): at a run's start, once the links are quiet (`settle`: nothing queued or in
 flight, nothing sent for a while), `reseed` gives every direction's netem the run's own seed by a
@@ -242,6 +243,25 @@ class LinkControl:
                 if said:
                     raise LinkControlError(f"re-seeding netem for the run: tc on {node} said: {said[:400]}")
             return out
+
+    def enter_cell(self, links) -> list[Applied]:
+        """A run of a cell with its own links (a matrix's `link.<link>.<field>`: plan.CellPlan.topology)
+        or of one with the experiment's, after one that had its own: the links whose shaping
+        differs become that cell's, in place, as a live reset to it - so its runs, a timeline's
+        `reset` and a live `reset` all start from the cell's links. `links`: the cell's resolved
+        links (the plan's; the same ends as the built network's)."""
+        out = []
+        for link in links:
+            dirs = tuple(d for d, shape in (((link.a, link.b), link.forward), ((link.b, link.a), link.reverse))
+                         if self.topology[d] != shape)
+            if not dirs:
+                continue
+            with self._lock:
+                for d, shape in (((link.a, link.b), link.forward), ((link.b, link.a), link.reverse)):
+                    self.topology[d] = shape
+            out.append(self.apply(LinkChange(0.0, (link.a, link.b), dirs, "reset", origin="cell's link settings"),
+                                  live=True))
+        return out
 
     def take_drawn(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -220,8 +220,8 @@ def document(state: RunState, cell: CellPlan, *, name: str, state_dir: Path, own
             "runtime": runtime.value, "owner_pid": owner_pid, "state": str(state_dir),
             "exec_socket": str(state_dir / SOCKET), "control": str(state_dir / "control"),
             "hosts_file": str(state_dir / HOSTS), "run_id": net.run_id, "nodes": nodes, "links": out_links,
-            "interference": state.plan.topology.interference.to_record()
-            if state.plan.topology.interference.couplings else None}
+            "interference": state.plan.topology_of(cell).interference.to_record()
+            if state.plan.topology_of(cell).interference.couplings else None}
 
 
 def _plain(v: Any) -> Any:

@@ -115,6 +115,49 @@ class Nodes:
                 pass
 
 
+class CellLinks:
+    """The links as a run's cell has them (plan.CellPlan.topology: a matrix's `link.<link>.<field>`
+    keys): their shaping set in place before the run (LinkControl.enter_cell, rows of the timeline
+    with source `cell`), and the 2.4 GHz coexistence rule of the cell's links running (a band
+    decides the couplings: model.interference). Cells with the same links change nothing."""
+
+    SOURCE = "cell"
+
+    def __init__(self, state: RunState):
+        self.state = state
+        self.rule = None                     # the Interference the running controller applies
+        self.controller: InterferenceController | None = None
+        self.records: list[dict[str, Any]] = []   # each controller's record (metadata: interference)
+
+    def enter(self, cell: CellPlan) -> None:
+        state = self.state
+        topo = state.plan.topology_of(cell)
+        for applied in state.links.enter_cell(topo.links):
+            state.changes.add(applied, applied.change, self.SOURCE)
+        if topo.interference == self.rule:
+            return
+        self._stop_controller()
+        self.rule = topo.interference
+        if topo.interference.couplings:
+            self.controller = InterferenceController(state.links, state.changes, topo.interference, topo.links)
+            self.controller.start()
+
+    def _stop_controller(self) -> None:
+        if self.controller is not None:
+            self.controller.stop()
+            self.records.append(self.controller.record())
+            self.controller = None
+
+    def stop(self) -> None:
+        self._stop_controller()
+
+    def record(self) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """What metadata.json keeps under `interference`: the one rule's record (the experiment's
+        links in every cell), a list when cells' links had different rules, None without any."""
+        records = self.records + ([self.controller.record()] if self.controller is not None else [])
+        return None if not records else records[0] if len(records) == 1 else records
+
+
 Hold = Callable[[RunState, CellPlan], None]
 
 
@@ -172,7 +215,7 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
                            units={m.name: m.unit for m in plan.columns.metrics})
     for row in kept.rows:
         runs.append({k: v for k, v in row.items() if k in runs.columns})
-    net = state = nodes = workload = live = interference = None
+    net = state = nodes = workload = live = cell_links = None
     rows: list[dict[str, Any]] = list(kept.rows)
     status = 0
     if resume:
@@ -202,12 +245,11 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
             state.links = LinkControl(net)
             state.changes = changelog.ChangeLog()
             player = timeline_player.TimelinePlayer(state.links, state.changes)
-            if plan.topology.interference.couplings:
-                # 2.4 GHz coexistence for the whole experiment: its changes are timeline rows.
-                interference = InterferenceController(state.links, state.changes, plan.topology.interference,
-                                                      plan.topology.links)
-                record.set(interference=interference.record())
-                interference.start()
+            # The first cell's links and its 2.4 GHz coexistence rule (its changes are timeline rows).
+            cell_links = CellLinks(state)
+            cell_links.enter(todo[0][2])
+            if cell_links.record() is not None:
+                record.set(interference=cell_links.record())
             live = ControlServer(out_dir / "control", state)
             live.start()
             state.progress = {"total": total, "done": len(kept.runs), "failed": 0}
@@ -242,6 +284,7 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
                 pending, fresh = None, True
                 try:
                     for n, rep, cell in todo:
+                        cell_links.enter(cell)
                         if nodes.apply(cell):
                             warmups.append(workload.warm_up([dict(c.values) for c in group_of[cell.index]]))
                             record.set(warmup=warmups)
@@ -268,9 +311,10 @@ def run_experiment(plan: RunPlan, out_dir: Path, *, console: Console | None = No
         finally:
             # What the results need, first: the network and the node kinds stay up for a hold.
             try:
-                if interference is not None:
-                    interference.stop()
-                    record.doc["interference"] = interference.record()
+                if cell_links is not None:
+                    cell_links.stop()
+                    if cell_links.record() is not None:
+                        record.doc["interference"] = cell_links.record()
                 if net is not None:
                     try:
                         record.doc["qdiscs_after"] = net.qdisc_dump()
@@ -317,23 +361,21 @@ def held_network(plan: RunPlan, cell: CellPlan, *, run_id: str, out_dir: Path) -
     sys.setswitchinterval(0.0005)   # as in a run (run_experiment): the kinds' controllers are threads
     seeded = probe.probe_feature("netem seed").works
     net = netns.build(plan.network, run_id=run_id, seed=plan.seed if seeded else None)
-    state = nodes = interference = None
+    state = nodes = cell_links = None
     try:
         state = RunState(plan=plan, wctx=WorkloadContext(plan=plan, net=net, out_dir=out_dir),
                          links=LinkControl(net), changes=changelog.ChangeLog())
-        if plan.topology.interference.couplings:
-            # 2.4 GHz coexistence holds while the network is up, as in a run: a teacher's or a
-            # user's own traffic (`wearlab exec`) is what triggers it here.
-            interference = InterferenceController(state.links, state.changes, plan.topology.interference,
-                                                  plan.topology.links)
-            interference.start()
+        # The cell's links, and 2.4 GHz coexistence while the network is up, as in a run: a
+        # teacher's or a user's own traffic (`wearlab exec`) is what triggers it here.
+        cell_links = CellLinks(state)
+        cell_links.enter(cell)
         nodes = Nodes(state)
         nodes.apply(cell)
         yield state
     finally:
         try:
-            if interference is not None:
-                interference.stop()
+            if cell_links is not None:
+                cell_links.stop()
             if nodes is not None:
                 nodes.stop()
             if state is not None:
