@@ -229,6 +229,8 @@ def _same_value(param: str, raw: Any, value: Any, wclass) -> bool:
     try:
         if param in wclass.params:
             return wclass.params[param].normalize(raw) == value
+        if is_link_key(param):
+            return link_settings.canonical(param.rsplit(".", 1)[1], raw) == value
     except ValueError:
         return False
     return False
