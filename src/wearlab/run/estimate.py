@@ -139,7 +139,7 @@ def work_s(plan: RunPlan, cell: CellPlan) -> tuple[float, str]:
     ends = plan.endpoints
     limit = plan.timeout_s
     duration = plan.workload.run_length(values)
-    path = find_path(plan, ends.get("client"), values.get("path"), ends.get("server")) \
+    path = find_path(plan, ends.get("client"), values.get("path"), ends.get("server"), cell) \
         if "client" in ends and "server" in ends else None
     path, before, policy = _policy_path(plan, cell, path, duration)
     if duration is not None:
@@ -195,7 +195,7 @@ def _policy_path(plan: RunPlan, cell: CellPlan, path: Path | None, duration: flo
         return path, 0.0, ""
     if policy == "adaptive" and not _outruns(cell, path, duration, float(options.get("policy_backlog") or 0)):
         return path, 0.0, "adaptive: stays on its path"
-    on_wifi = find_path(plan, client, wifi[0], path.nodes[-1])
+    on_wifi = find_path(plan, client, wifi[0], path.nodes[-1], cell)
     if on_wifi is None:
         return path, 0.0, ""
     if policy == "wifi":
@@ -308,15 +308,16 @@ def backlog_bytes(plan: RunPlan, cell: CellPlan, path: Path) -> float:
                 continue
             total += _buffer_max(plan, cell, node, "rmem") + _buffer_max(plan, cell, node, "wmem")
             total += int(options.get("app_buffer") or 0)
-    total += bottleneck_queue(plan, path)
+    total += bottleneck_queue(plan, path, cell)
     return total
 
 
-def bottleneck_queue(plan: RunPlan, path: Path) -> float:
+def bottleneck_queue(plan: RunPlan, path: Path, cell: CellPlan | None = None) -> float:
     """The bytes the slowest direction's queue holds (its queue_packets of full frames, or
-    queue_bytes)."""
+    queue_bytes), on `cell`'s links (its link settings) or the experiment's."""
+    topo = plan.topology_of(cell) if cell is not None else plan.topology
     for a, b in zip(path.nodes, path.nodes[1:]):
-        for shape in (plan.topology.link_between(a, b).shape(b, a), plan.topology.link_between(a, b).shape(a, b)):
+        for shape in (topo.link_between(a, b).shape(b, a), topo.link_between(a, b).shape(a, b)):
             if shape.rate_bps == path.rate_bps:
                 if shape.queue_bytes:
                     return float(shape.queue_bytes)
@@ -335,9 +336,11 @@ def _buffer_max(plan: RunPlan, cell: CellPlan, node: str, which: str) -> int:
         return DEFAULT_WMEM_MAX if which == "wmem" else DEFAULT_RMEM_MAX
 
 
-def find_path(plan: RunPlan, client: str | None, first_hop: Any, server: str | None) -> Path | None:
-    """The fewest links from client to server, through `first_hop` when the cell names one."""
-    topo = plan.topology
+def find_path(plan: RunPlan, client: str | None, first_hop: Any, server: str | None,
+              cell: CellPlan | None = None) -> Path | None:
+    """The fewest links from client to server, through `first_hop` when the cell names one; its
+    rate, RTT and loss from `cell`'s links (its link settings), else the experiment's."""
+    topo = plan.topology_of(cell) if cell is not None else plan.topology
     if client not in topo.nodes or server not in topo.nodes:
         return None
     start = [client]

@@ -531,7 +531,7 @@ def _fidelity(plan: RunPlan, net, cell: CellPlan) -> dict[str, Any]:
     client, server = ends.get("client"), ends.get("server")
     if not client or not server:
         return fidelity.not_probed("the workload names no client and server to probe between")
-    path = find_path(plan, client, dict(cell.values).get("path"), server)
+    path = find_path(plan, client, dict(cell.values).get("path"), server, cell)
     if path is None:
         return fidelity.not_probed(f"no path from {client} to {server} in the topology")
     return fidelity.probe(net, client, server, path.nodes, path.rtt_s)
