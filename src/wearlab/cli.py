@@ -307,8 +307,9 @@ def _experiment_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shaper", choices=values(Shaper), default=Shaper.NETEM.value,
                    help="rate shaping by netem's own rate (default) or an htb class above netem")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a workload parameter or a node setting (node.option), e.g. "
-                        "--set size=1KB --set phone.kind=haproxy; repeatable")
+                   help="override a workload parameter, a node setting (node.option) or a link's "
+                        "(link.<link>.<field>), e.g. --set size=1KB --set phone.kind=haproxy "
+                        "--set link.watch-ap.rate=5Mbit; repeatable")
 
 
 def _results_option(p: argparse.ArgumentParser) -> None:

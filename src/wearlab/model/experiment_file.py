@@ -54,8 +54,9 @@ from wearlab.model.yamlsrc import (
 def load_experiment(path: str | Path, catalog: Catalog, *, repetitions: int | None = None, runtime: str | None = None,
                     overrides: dict[str, str] | None = None) -> Experiment:
     """Load an experiment and its topology. `repetitions`/`runtime` override the file (CLI flags);
-    `overrides` are `--set key=value` (a workload parameter or `node.option`), which replace what
-    the file fixes or varies. Raises InputError listing every problem found."""
+    `overrides` are `--set key=value` (a workload parameter, `node.option` or
+    `link.<link>.<field>`), which replace what the file fixes or varies. Raises InputError listing
+    every problem found."""
     src = load_yaml(path)
     file = src.file
     if not isinstance(src.data, dict):
