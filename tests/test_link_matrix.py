@@ -196,3 +196,23 @@ def test_bad_link_keys_exit_2_with_file_line_and_field(tmp_path, matrix, field, 
     assert res.returncode == 2, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
     assert f"{f.name}:{line}: {field}: " in res.stderr and says in res.stderr, res.stderr
+
+
+def test_a_cells_rate_on_an_htb_link_built_without_one_is_a_plan_error(tmp_path):
+    """With the htb shaper, a link the topology gives no rate is built as netem alone (plan.shaping),
+    so a cell's rate has no htb class to go to: the plan says so at the value, not tc at run time."""
+    from wearlab.errors import InputError
+    topo = {**TOPOLOGY, "links": [*TOPOLOGY["links"][:3], {"between": ["ap", "server"], "medium": "wired",
+                                                             "delay": "10ms"}]}
+    f = tmp_path / "htb.yaml"
+    f.write_text(yaml_dump({"name": "htb", "topology": topo, "repetitions": 1, "workload": WORKLOAD,
+                            "nodes": {"watch": {"interface_policy": "wifi"}},
+                            "matrix": {"link.server-ap.rate": ["1Mbit"]}}, sort_keys=False))
+    exp = load_experiment(f, CATALOG)
+    assert len(plan(exp).cells) == 1                     # netem takes a rate in place
+    with pytest.raises(InputError) as e:
+        plan(exp, shaper="htb")
+    (problem,) = e.value.problems
+    line = f.read_text().splitlines().index("  link.server-ap.rate:") + 2
+    assert (problem.file, problem.line, problem.field) == (str(f), line, "matrix[link.server-ap.rate][0]")
+    assert "no htb class" in problem.message

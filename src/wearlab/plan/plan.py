@@ -306,6 +306,7 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
     _raise(problems)
     radio = frozenset(n for c in cells for n, s in c.nodes.items() if s.options.get("radio") == "bt")
     network = plan_network(topo, shaper, radio)
+    _raise(_unshaped_rates(exp, network, cells))
     planner = _Planner(cells, network)
 
     # 2. needs
@@ -368,6 +369,29 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
                    schedulers={n: f"{c.__module__}:{c.__qualname__}" for n, c in (catalog.schedulers or {}).items()},
                    interface_policies={n: f"{c.__module__}:{c.__qualname__}"
                                        for n, c in (catalog.interface_policies or {}).items()})
+
+
+def _unshaped_rates(exp: Experiment, network: NetworkPlan, cells: list[CellPlan]) -> list[Problem]:
+    """A cell's link rate where the network is built without one on an htb-shaped link: the
+    network's qdiscs are the experiment's links' (plan.shaping builds netem alone where a link has
+    no rate), and a cell's links are set on them in place, so there is no htb class to give the
+    rate to."""
+    out = []
+    for c in cells:
+        if c.topology is None:
+            continue
+        for lp, mine in zip(network.links, c.topology.links, strict=True):
+            base = lp.link
+            if lp.shaper != Shaper.HTB or (base.forward.rate_bps and base.reverse.rate_bps):
+                continue
+            if mine.forward.rate_bps != base.forward.rate_bps or mine.reverse.rate_bps != base.reverse.rate_bps:
+                key = next(k for k in c.values if k.startswith(f"link.") and k.endswith(".rate")
+                           and k.split(".")[1] in (base.name, f"{base.b}-{base.a}"))
+                out.append(_at_matrix(exp, key, c.values,
+                                      f"{base.name} is shaped by htb and the topology gives it no rate in some "
+                                      "direction, so its qdisc has no htb class for a cell's rate: give the link a "
+                                      "rate in the topology (the cells' values then replace it)"))
+    return out
 
 
 def _devices(exp: Experiment, problems: list[Problem]) -> dict[str, Device]:
