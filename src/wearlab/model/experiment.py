@@ -157,12 +157,21 @@ class Experiment(BaseModel):
         """The topology a cell runs on: the experiment's, with the cell's link settings
         (`link.<link>.<field>`, model.link_settings) set on its links and the interference rule
         resolved again. `problem(key, message)` gets what a combination of values breaks
-        (jitter above delay, a coupled link without a rate), with the first link key of the cell."""
+        (jitter above delay, a coupled link without a rate), with the cell's key that set the link."""
         settings = link_settings.cell_settings(cell, self.topology)
         if not settings:
             return self.topology
-        first = next(k for k in cell if is_link_key(k))
-        return self.topology.with_link_settings(settings, lambda path, message: problem(first, message))
+        keys = [k for k in cell if is_link_key(k)]
+
+        def located(path: tuple, message: str) -> None:
+            # A link's problem at the first key that sets that link; the rule's at the first key.
+            if path[:1] == ("links",) and len(path) > 1:
+                link = self.topology.links[path[1]]
+                mine = [k for k in keys if link_settings.parse_key(k, self.topology).ends == (link.a, link.b)]
+                problem((mine or keys)[0], message)
+            else:
+                problem(keys[0], message)
+        return self.topology.with_link_settings(settings, located)
 
     def _first_hop(self, cell: dict[str, Any]) -> dict[str, Any]:
         """A client that chooses its own first hop (a wearable's `interface_policy`: its kind's

@@ -505,7 +505,8 @@ def _node_matrix(key: str, values: Any, at: YamlPath, topo: Topology | None,
         return None
     node, opt = key.split(".", 1)
     if node not in topo.nodes:
-        problem(at, f"unknown node '{node}'{did_you_mean(node, topo.nodes)} (nodes: {', '.join(topo.nodes)})")
+        hint = f"; a link's setting is written {link_settings.SPELLING}" if node == link_settings.PREFIX else ""
+        problem(at, f"unknown node '{node}'{did_you_mean(node, topo.nodes)} (nodes: {', '.join(topo.nodes)}){hint}")
         return None
     n = topo.nodes[node]
     base_kind = split_kind(nodes.get(node, {}).get("kind", n.kind))[0]

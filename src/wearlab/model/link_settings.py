@@ -27,9 +27,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from wearlab.model.shape import Shape, ShapeSpec
+from wearlab.model.shape import Shape
 from wearlab.model.timeline import resolve_link
-from wearlab.model.topology import LINK_DIRECTIONS, LINK_SETTINGS, Topology, _band
+from wearlab.model.topology import LINK_DIRECTIONS, LINK_SETTINGS, LinkSpec, Topology
 from wearlab.model.yamlsrc import did_you_mean
 
 PREFIX = "link"
@@ -82,16 +82,15 @@ def parse_key(key: str, topo: Topology) -> LinkKey:
 
 def canonical(field: str, raw: Any) -> Any:
     """`raw` as a topology document writes the field ('5000kbit' -> '5Mbit'); ValueError if it is
-    no value of the field (the same validators as a topology link's: model.shape, topology._band)."""
-    if field == "band":
-        return _band(raw).value
+    no value of the field (validated as a topology link's field: topology.LinkSpec)."""
     try:
-        spec = ShapeSpec.model_validate({field: raw})
+        spec = LinkSpec.model_validate({"between": ["a", "b"], field: raw})
     except ValidationError as e:
         raise ValueError("; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors(include_url=False))) \
             from None
-    doc = spec.over(Shape()).to_document()
-    return doc[field]
+    if field == "band":
+        return spec.band.value
+    return spec.over(Shape()).to_document()[field]
 
 
 def cell_settings(cell: Mapping[str, Any], topo: Topology) -> dict[tuple[str, str], dict[str, Any]]:

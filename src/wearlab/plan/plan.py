@@ -40,7 +40,9 @@ from wearlab.model.columns import Columns, Ratio, columns_of
 from wearlab.model.devices import Device, builtin_devices, negative_levels
 from wearlab.model.claims import Claim
 from wearlab.model.experiment import COMMAND_LINE, Experiment
+from wearlab.model import link_settings
 from wearlab.model.features import KernelFeature
+from wearlab.model.link_settings import is_link_key
 from wearlab.model.declarations import LinkEnd, NodeKindDecl, NodeView, PlanView, ServiceMissing, WorkloadDecl
 from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
 from wearlab.model.ports import TCPCRYPTD_IN, TCPCRYPTD_OUT
@@ -385,8 +387,9 @@ def _unshaped_rates(exp: Experiment, network: NetworkPlan, cells: list[CellPlan]
             if lp.shaper != Shaper.HTB or (base.forward.rate_bps and base.reverse.rate_bps):
                 continue
             if mine.forward.rate_bps != base.forward.rate_bps or mine.reverse.rate_bps != base.reverse.rate_bps:
-                key = next(k for k in c.values if k.startswith(f"link.") and k.endswith(".rate")
-                           and k.split(".")[1] in (base.name, f"{base.b}-{base.a}"))
+                key = next(k for k in c.values if is_link_key(k) and
+                           link_settings.parse_key(k, exp.topology).ends == (base.a, base.b)
+                           and k.endswith(".rate"))
                 out.append(_at_matrix(exp, key, c.values,
                                       f"{base.name} is shaped by htb and the topology gives it no rate in some "
                                       "direction, so its qdisc has no htb class for a cell's rate: give the link a "
