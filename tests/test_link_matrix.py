@@ -185,17 +185,34 @@ ERRORS = [   # matrix entry -> (field, what the message says)
 ]
 
 
-@pytest.mark.parametrize("matrix,field,says", ERRORS, ids=[e[1] for e in ERRORS])
-def test_bad_link_keys_exit_2_with_file_line_and_field(tmp_path, matrix, field, says):
-    f = _experiment(tmp_path, matrix)
-    # The key's line, or its i-th value's (the file's lists are block style: one value a line).
+def _line(f: Path, field: str) -> int:
+    """The line of matrix key `field` names, or of its i-th value's (the file's lists are block
+    style: one value a line)."""
     key, _, index = field.removeprefix("matrix[").partition("]")
-    lines = f.read_text().splitlines()
-    line = lines.index(f"  {key}:") + 1 + (int(index.strip("[]")) + 1 if index else 0)
+    return f.read_text().splitlines().index(f"  {key}:") + 1 + (int(index.strip("[]")) + 1 if index else 0)
+
+
+@pytest.mark.parametrize("matrix,field,says", ERRORS, ids=[e[1] for e in ERRORS])
+def test_bad_link_keys_name_file_line_and_field(tmp_path, matrix, field, says):
+    """In-process (load and plan, as `wearlab plan` does): one problem, located."""
+    from wearlab.errors import InputError
+    f = _experiment(tmp_path, matrix)
+    with pytest.raises(InputError) as e:
+        plan(load_experiment(f, CATALOG))
+    (problem,) = e.value.problems
+    assert (problem.file, problem.line, problem.field) == (str(f), _line(f, field), field)
+    assert says in problem.message
+
+
+def test_a_bad_link_key_exits_2_without_a_traceback(tmp_path):
+    """Through the command line: every case above at once, each at its line, exit status 2."""
+    matrix = {k: v for m, _, _ in ERRORS for k, v in m.items() if k != "link.watch-ap.delay"}
+    f = _experiment(tmp_path, {**matrix, "link.watch-ap.band": ["5GHz", "6GHz"]})
     res = wearlab("plan", str(f))
     assert res.returncode == 2, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
-    assert f"{f.name}:{line}: {field}: " in res.stderr and says in res.stderr, res.stderr
+    for _, field, says in ERRORS[:-1]:
+        assert f"{f.name}:{_line(f, field)}: {field}: " in res.stderr and says in res.stderr, res.stderr
 
 
 def test_a_cells_rate_on_an_htb_link_built_without_one_is_a_plan_error(tmp_path):
