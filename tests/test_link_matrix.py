@@ -156,6 +156,56 @@ def test_the_band_decides_the_coupling_per_cell(tmp_path, monkeypatch):
     assert cell_links.record() == [{"couplings": 1}, {"couplings": 1}]
 
 
+def _phone_ap(p, cell):
+    return p.topology_of(cell).link_between("phone", "ap")
+
+
+def test_a_profile_sweep_gives_each_cell_its_profile_s_numbers(tmp_path):
+    """phone-ap is written `profile: wifi-5g-good` (50 Mbit/s, 2 ms each way, 5 GHz). The cell with
+    wifi-2g4-fair gets that profile's 5 Mbit/s = 5 000 000 bit/s and 10 ms in both directions and
+    its band, 2.4 GHz, so the interference rule is resolved again: the phone's BT (watch-phone) and
+    its WiFi are now coupled beside the watch's pair. The other cell is the topology's; the other
+    links are the topology's in both."""
+    p = plan(load_experiment(_experiment(tmp_path, {"link.phone-ap.profile": ["wifi-2g4-fair", "wifi-5g-good"]}),
+                             CATALOG))
+    fair, own = p.cells
+    assert [c.values["link.phone-ap.profile"] for c in p.cells] == ["wifi-2g4-fair", "wifi-5g-good"]
+    for cell, bps, delay_s, band in ((fair, 5_000_000, 0.010, "2.4GHz"), (own, 50_000_000, 0.002, "5GHz")):
+        link = _phone_ap(p, cell)
+        assert (link.forward.rate_bps, link.reverse.rate_bps) == (bps, bps)
+        assert (link.forward.delay_s, link.reverse.delay_s) == (delay_s, delay_s)
+        assert (link.band.value, link.medium.value, link.profile) == (band, "wifi", cell.values["link.phone-ap.profile"])
+        assert [l for l in p.topology_of(cell).links if l.name != "phone-ap"] == \
+            [l for l in p.topology.links if l.name != "phone-ap"]
+    phone = Coupling(node="phone", bt=("watch", "phone"), wifi=("phone", "ap"))
+    assert set(p.topology_of(fair).interference.couplings) == {COUPLED, phone}
+    assert p.topology_of(own).interference.couplings == (COUPLED,)
+    shown = p.to_document()["cells"][0]["links"]["phone-ap"]
+    assert shown["profile"] == "wifi-2g4-fair" and shown["phone->ap"]["rate"] == "5Mbit"
+
+
+def test_explicit_beats_preset_for_a_cell_s_profile(tmp_path):
+    """The rule of a topology link, kept for a cell: the cell's profile takes the place of the
+    link's `profile:`, the fields the topology writes beside it still hold, and the cell's other
+    link keys go on top. phone-ap written {profile: wifi-5g-good, forward: {delay: 4ms}}, cells
+    profile wifi-2g4-fair and rate 3Mbit: phone->ap 3 Mbit/s (the cell's) and 4 ms (the topology's
+    own field beats the cell's profile's 10 ms); ap->phone 3 Mbit/s and 10 ms (the profile's)."""
+    topo = {**TOPOLOGY, "links": [*TOPOLOGY["links"][:2],
+                                  {"between": ["phone", "ap"], "profile": "wifi-5g-good", "forward": {"delay": "4ms"}},
+                                  TOPOLOGY["links"][3]]}
+    f = tmp_path / "explicit.yaml"
+    f.write_text(yaml_dump({"name": "explicit", "topology": topo, "repetitions": 1, "workload": WORKLOAD,
+                            "nodes": {"watch": {"interface_policy": "wifi"}},
+                            "matrix": {"link.phone-ap.profile": ["wifi-2g4-fair", "wifi-5g-good"],
+                                       "link.phone-ap.rate": ["3Mbit"]}}, sort_keys=False))
+    p = plan(load_experiment(f, CATALOG))
+    fair, own = p.cells
+    for cell, reverse_delay_s in ((fair, 0.010), (own, 0.002)):
+        link = _phone_ap(p, cell)
+        assert (link.forward.rate_bps, link.reverse.rate_bps) == (3_000_000, 3_000_000)
+        assert (link.forward.delay_s, link.reverse.delay_s) == (0.004, reverse_delay_s)
+
+
 def test_cells_and_claims_address_the_key(tmp_path):
     """runs.csv has the key as a column; a claim's cells: and ratio: over: select by it, by any
     spelling of the value (5000kbit is 5Mbit)."""
@@ -180,6 +230,12 @@ ERRORS = [   # matrix entry -> (field, what the message says)
     ({"link.watch-phone.band": ["5GHz"]}, "matrix[link.watch-phone.band][0]", "band is a WiFi link's"),
     ({"link.watch-ap.band": ["5GHz", "6GHz"]}, "matrix[link.watch-ap.band][1]", "unknown band '6GHz'"),
     ({"link.ap-watch.forward.rate": ["1Mbit"]}, "matrix[link.ap-watch.forward.rate]", "forward is watch->ap"),
+    ({"link.watch-phone.profile": ["bt-classic", "wifi-2g4-fair"]}, "matrix[link.watch-phone.profile][1]",
+     "profile wifi-2g4-fair is a wifi link's and watch-phone's medium is bt"),
+    ({"link.watch-ap.profile": ["wifi-2g4-fiar"]}, "matrix[link.watch-ap.profile][0]",
+     "unknown profile 'wifi-2g4-fiar'"),
+    ({"link.watch-ap.forward.profile": ["wifi-2g4-fair"]}, "matrix[link.watch-ap.forward.profile]",
+     "no setting 'profile'"),
     ({"link.watch-ap.delay": ["10ms", "1ms"], "link.watch-ap.jitter": ["4ms"]}, "matrix[link.watch-ap.delay][1]",
      "jitter 4ms > delay 1ms"),
 ]

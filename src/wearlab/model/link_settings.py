@@ -5,6 +5,7 @@ delay, loss or band the way it sweeps a workload parameter or a node's option.
       link.watch-ap.band: [2.4GHz, 5GHz]          # both directions (band: the link's own)
       link.watch-ap.rate: [1Mbit, 5Mbit]
       link.watch-ap.forward.delay: [5ms, 20ms]    # one direction: forward is between[0] -> between[1]
+      link.watch-ap.profile: [wifi-2g4-good, wifi-2g4-fair]   # a profile of the link's own medium
 
 The spelling: `link.` then the link's name as timelines write it (its two ends, `watch-ap`), then
 a field a topology link takes (topology.LINK_SETTINGS), under `forward.`/`reverse.` for one
@@ -13,8 +14,10 @@ node names and options hold no '.', so a node setting has two dot-separated part
 setting three or four; and a link's name holds a '-', which no node name does.
 
 Values are checked as the topology checks a link's field (`Topology.with_link_settings`: the same
-`LinkSpec` validation, the same fold, `band` only on a WiFi link, the interference rule resolved
-again). A cell's value is kept as a topology document writes it ('5Mbit', '20ms', '1%', '5GHz'),
+`LinkSpec` validation, the same fold, `band` only on a WiFi link, a `profile` only of the link's
+medium, the interference rule resolved again). A cell's `profile` takes the place of the link's
+`profile:` under the fields the topology writes beside it, and the cell's other link keys go on
+top: explicit beats preset, as in a topology (the rule is Topology.with_link_settings'). A cell's value is kept as a topology document writes it ('5Mbit', '20ms', '1%', '5GHz'),
 so runs.csv, `compare` and claims show and select it as written; the plan turns each cell's
 values into the cell's links (plan.plan), and a run reads them from there.
 """
@@ -29,7 +32,7 @@ from pydantic import ValidationError
 
 from wearlab.model.shape import Shape
 from wearlab.model.timeline import resolve_link
-from wearlab.model.topology import LINK_DIRECTIONS, LINK_SETTINGS, LinkSpec, Topology
+from wearlab.model.topology import LINK_DIRECTIONS, LINK_SETTINGS, LINK_WIDE_SETTINGS, LinkSpec, Topology
 from wearlab.model.yamlsrc import did_you_mean
 
 PREFIX = "link"
@@ -73,7 +76,7 @@ def parse_key(key: str, topo: Topology) -> LinkKey:
             # forward is between[0] -> between[1]: under the other spelling it would read backwards.
             raise ValueError(f"the topology writes this link {ends[0]}-{ends[1]} (forward is {ends[0]}->{ends[1]}); "
                              f"write link.{ends[0]}-{ends[1]}.{direction}.{field}")
-    fields = [f for f in LINK_SETTINGS if direction is None or f != "band"]
+    fields = [f for f in LINK_SETTINGS if direction is None or f not in LINK_WIDE_SETTINGS]
     if field not in fields:
         raise ValueError(f"a link has no setting '{field}'{did_you_mean(field, fields)} "
                          f"({'one direction' if direction else 'a link'} takes: {', '.join(fields)})")
@@ -90,6 +93,8 @@ def canonical(field: str, raw: Any) -> Any:
             from None
     if field == "band":
         return spec.band.value
+    if field == "profile":
+        return spec.profile   # a name: which names, and of which medium, is the link's check (check_value)
     return spec.over(Shape()).to_document()[field]
 
 
@@ -110,7 +115,8 @@ def cell_settings(cell: Mapping[str, Any], topo: Topology) -> dict[tuple[str, st
 
 def check_value(k: LinkKey, value: Any, topo: Topology) -> Any:
     """`value` of a link key, canonical, checked against the topology's link (band only on WiFi,
-    jitter <= delay, the interference rule); ValueError names the first problem."""
+    a profile of the link's medium, jitter <= delay, the interference rule); ValueError names the
+    first problem."""
     value = canonical(k.field, value)
     said: list[str] = []
     topo.with_link_settings({k.ends: k.written(value)}, lambda path, message: said.append(message))

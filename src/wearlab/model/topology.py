@@ -168,10 +168,12 @@ class TopologySpec(BaseModel):
 
 
 # The fields of a topology link that a cell may set (`link.<link>.<field>` matrix keys,
-# model.link_settings): its shaping, in both directions or under `forward`/`reverse`, and a WiFi
-# link's band. Not its ends, medium or profile: those decide which node checks, radios and energy
-# figures apply, which the plan resolves once for the whole experiment.
-LINK_SETTINGS = (*ShapeSpec.model_fields, "band")
+# model.link_settings): its shaping, in both directions or under `forward`/`reverse`, a WiFi
+# link's band, and its profile - one of the link's own medium (Topology.with_link_settings). Not
+# its ends or medium: those decide which node checks, radios and energy figures apply, which the
+# plan resolves once for the whole experiment.
+LINK_WIDE_SETTINGS = ("band", "profile")   # a whole link's, never one direction's
+LINK_SETTINGS = (*ShapeSpec.model_fields, *LINK_WIDE_SETTINGS)
 LINK_DIRECTIONS = ("forward", "reverse")
 
 
@@ -222,6 +224,10 @@ class Link(BaseModel):
     forward: Shape
     reverse: Shape
     line: int | None = None
+    # The link as the topology writes it (its profile and the fields written beside it), so that
+    # a cell's profile can take the profile's place under the same explicit fields
+    # (Topology.with_link_settings). Not shown: the shapes above are what it resolves to.
+    spec: LinkSpec | None = Field(default=None, exclude=True, repr=False)
 
     def shape(self, src: str, dst: str) -> Shape:
         """Shaping for traffic sent from `src` to `dst` over this link."""
@@ -285,7 +291,13 @@ class Topology(BaseModel):
         set on top of the resolved link. The same validation and fold as the topology's own links
         (`LinkSpec`, `_resolve_link`), and the interference rule resolved again on the result (a
         band decides the couplings). `problem(path, message)` gets each problem, `path` as in a
-        topology (("links", i, "band"), ("interference", "coupled"), ...)."""
+        topology (("links", i, "band"), ("interference", "coupled"), ...).
+
+        A cell's `profile` is the one preset, everything written is explicit, and explicit beats
+        preset as in a topology: the cell's profile takes the place of the link's `profile:` under
+        the fields the topology writes beside it (its rate stays if it writes one), and the cell's
+        other fields go on top of that. The profile must be of the link's medium (the medium
+        decides radios and energy figures: another medium is another topology)."""
         if not settings:
             return self
         report = _CellReport(problem)
@@ -294,13 +306,17 @@ class Topology(BaseModel):
             written = settings.get((link.a, link.b))
             if written is None:
                 continue
+            written = dict(written)
+            profile = written.pop("profile", None)
             try:
                 ls = LinkSpec.model_validate({"between": [link.a, link.b], **written})
             except ValidationError as e:
                 for err in e.errors(include_url=False):
                     report(("links", i, *err["loc"]), err["msg"].removeprefix("Value error, "))
                 continue
-            links[i] = _resolve_link(i, ls, report, under=link)
+            under = link if profile is None else _with_profile(i, link, profile, report)
+            if under is not None:
+                links[i] = _resolve_link(i, ls, report, under=under)
         written = dict(self.interference.written)
         spec = InterferenceSpec.model_validate(written) if self.interference.declared else None
         interference = _resolve_interference(spec, written, links, report)
@@ -569,6 +585,27 @@ def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, 
     return options, problems
 
 
+def _with_profile(i: int, link: Link, profile: str, problem) -> Link | None:
+    """`link` resolved again as the topology writes it with `profile` in its profile's place
+    (Topology.with_link_settings); None, with the problem reported, if `profile` is unknown or of
+    another medium than the link's."""
+    path = ("links", i, "profile")
+    if profile not in PROFILES:
+        problem(path, f"unknown profile '{profile}'{did_you_mean(profile, PROFILES)} (profiles: {', '.join(PROFILES)})")
+        return None
+    theirs = PROFILES[profile].medium
+    if theirs != link.medium:
+        mine = link.medium.value if link.medium else "not given"
+        same = [p.name for p in PROFILES.values() if p.medium == link.medium]
+        problem(path, f"profile {profile} is a {theirs.value} link's and {link.name}'s medium is {mine}: a cell "
+                      f"keeps its links' media, which decide radios and energy figures (profiles of this medium: "
+                      f"{', '.join(same) or 'none'}; for another medium, change the topology)")
+        return None
+    spec = link.spec if link.spec is not None else LinkSpec(between=[link.a, link.b], medium=link.medium)
+    resolved = _resolve_link(i, spec.model_copy(update={"profile": profile}), problem)
+    return resolved.model_copy(update={"line": link.line})
+
+
 def _resolve_link(i: int, ls: LinkSpec, problem, under: Link | None = None) -> Link:
     """Fold profile -> link -> direction into one Shape per direction; check jitter <= delay.
     `under`: the link already resolved, which `ls` (a cell's link settings, LINK_SETTINGS) sets
@@ -621,4 +658,4 @@ def _resolve_link(i: int, ls: LinkSpec, problem, under: Link | None = None) -> L
     if under is not None:
         return under.model_copy(update={"band": band, "forward": shapes["forward"], "reverse": shapes["reverse"]})
     return Link(index=i, a=a, b=b, profile=ls.profile, medium=medium, band=band, forward=shapes["forward"],
-                reverse=shapes["reverse"], line=problem.line(("links", i)))
+                reverse=shapes["reverse"], line=problem.line(("links", i)), spec=ls)

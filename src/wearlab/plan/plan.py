@@ -245,12 +245,12 @@ def _cell_of(cells: tuple[CellPlan, ...] | list[CellPlan], values: Mapping[str, 
 
 
 def _cell_links(topo: Topology, mine: Topology) -> dict[str, Any]:
-    """A cell's links that differ from the experiment's, each direction's shaping and the band as
-    a topology writes them, and the cell's 2.4 GHz couplings (model.interference)."""
+    """A cell's links that differ from the experiment's, their profile, each direction's shaping
+    and the band as a topology writes them, and the cell's 2.4 GHz couplings (model.interference)."""
     out: dict[str, Any] = {}
     for base, link in zip(topo.links, mine.links, strict=True):
         if link != base:
-            out[link.name] = {"band": link.band.value if link.band else None,
+            out[link.name] = {"profile": link.profile, "band": link.band.value if link.band else None,
                               f"{link.a}->{link.b}": link.forward.to_document(),
                               f"{link.b}->{link.a}": link.reverse.to_document()}
     out["couplings"] = [{"node": c.node, "bt": "-".join(c.bt), "wifi": "-".join(c.wifi)}
@@ -387,9 +387,10 @@ def _unshaped_rates(exp: Experiment, network: NetworkPlan, cells: list[CellPlan]
             if lp.shaper != Shaper.HTB or (base.forward.rate_bps and base.reverse.rate_bps):
                 continue
             if mine.forward.rate_bps != base.forward.rate_bps or mine.reverse.rate_bps != base.reverse.rate_bps:
-                key = next(k for k in c.values if is_link_key(k) and
+                # the key that set the rate: a rate's, else a profile's (every profile has a rate)
+                key = min((k for k in c.values if is_link_key(k) and
                            link_settings.parse_key(k, exp.topology).ends == (base.a, base.b)
-                           and k.endswith(".rate"))
+                           and k.rsplit(".", 1)[1] in ("rate", "profile")), key=lambda k: k.endswith(".profile"))
                 out.append(_at_matrix(exp, key, c.values,
                                       f"{base.name} is shaped by htb and the topology gives it no rate in some "
                                       "direction, so its qdisc has no htb class for a cell's rate: give the link a "
