@@ -271,21 +271,23 @@ def test_a_bad_link_key_exits_2_without_a_traceback(tmp_path):
         assert f"{f.name}:{_line(f, field)}: {field}: " in res.stderr and says in res.stderr, res.stderr
 
 
-def test_a_cells_rate_on_an_htb_link_built_without_one_is_a_plan_error(tmp_path):
+@pytest.mark.parametrize("key,value", [("link.server-ap.rate", "1Mbit"), ("link.server-ap.profile", "wan")])
+def test_a_cells_rate_on_an_htb_link_built_without_one_is_a_plan_error(tmp_path, key, value):
     """With the htb shaper, a link the topology gives no rate is built as netem alone (plan.shaping),
-    so a cell's rate has no htb class to go to: the plan says so at the value, not tc at run time."""
+    so a cell's rate has no htb class to go to: the plan says so at the value, not tc at run time.
+    A profile gives a rate too (wan's 50 Mbit/s): the same, at the profile's value."""
     from wearlab.errors import InputError
     topo = {**TOPOLOGY, "links": [*TOPOLOGY["links"][:3], {"between": ["ap", "server"], "medium": "wired",
                                                              "delay": "10ms"}]}
     f = tmp_path / "htb.yaml"
     f.write_text(yaml_dump({"name": "htb", "topology": topo, "repetitions": 1, "workload": WORKLOAD,
                             "nodes": {"watch": {"interface_policy": "wifi"}},
-                            "matrix": {"link.server-ap.rate": ["1Mbit"]}}, sort_keys=False))
+                            "matrix": {key: [value]}}, sort_keys=False))
     exp = load_experiment(f, CATALOG)
     assert len(plan(exp).cells) == 1                     # netem takes a rate in place
     with pytest.raises(InputError) as e:
         plan(exp, shaper="htb")
     (problem,) = e.value.problems
-    line = f.read_text().splitlines().index("  link.server-ap.rate:") + 2
-    assert (problem.file, problem.line, problem.field) == (str(f), line, "matrix[link.server-ap.rate][0]")
+    line = f.read_text().splitlines().index(f"  {key}:") + 2
+    assert (problem.file, problem.line, problem.field) == (str(f), line, f"matrix[{key}][0]")
     assert "no htb class" in problem.message
