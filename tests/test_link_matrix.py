@@ -206,6 +206,22 @@ def test_explicit_beats_preset_for_a_cell_s_profile(tmp_path):
         assert (link.forward.delay_s, link.reverse.delay_s) == (0.004, reverse_delay_s)
 
 
+def test_a_profile_sweep_loads_back_from_the_resolved_experiment(tmp_path):
+    """experiment.yaml (Experiment.to_document) writes a link whose profile cells swap as the
+    topology writes it: resolved shapes written out would be explicit fields and hide the cell's
+    profile (phone-ap would stay 50 Mbit/s in the wifi-2g4-fair cell). Loaded again, each cell's
+    links are the first load's: 5 000 000 and 50 000 000 bit/s."""
+    first = load_experiment(_experiment(tmp_path, {"link.phone-ap.profile": ["wifi-2g4-fair", "wifi-5g-good"]}),
+                            CATALOG)
+    again_file = tmp_path / "again" / "links.yaml"
+    again_file.parent.mkdir()
+    again_file.write_text(yaml_dump(first.to_document(), sort_keys=False))
+    p, q = plan(first), plan(load_experiment(again_file, CATALOG))
+    assert [_phone_ap(q, c).forward.rate_bps for c in q.cells] == [5_000_000, 50_000_000]
+    links = lambda plan_, c: [l.model_dump(exclude={"line"}) for l in plan_.topology_of(c).links]   # noqa: E731
+    assert [links(p, c) for c in p.cells] == [links(q, c) for c in q.cells]
+
+
 def test_cells_and_claims_address_the_key(tmp_path):
     """runs.csv has the key as a column; a claim's cells: and ratio: over: select by it, by any
     spelling of the value (5000kbit is 5Mbit)."""

@@ -239,7 +239,9 @@ class Experiment(BaseModel):
         return {
             "name": self.name,
             "description": self.description,
-            "topology": self.topology.to_document(self.catalog),
+            "topology": self.topology.to_document(self.catalog, as_written=frozenset(
+                link_settings.parse_key(k, self.topology).ends for k in self.matrix
+                if is_link_key(k) and k.endswith(".profile"))),
             "runtime": self.runtime.value,
             "repetitions": self.repetitions,
             "seed": self.seed,

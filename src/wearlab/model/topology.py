@@ -322,8 +322,11 @@ class Topology(BaseModel):
         interference = _resolve_interference(spec, written, links, report)
         return self.model_copy(update={"links": links, "interference": interference})
 
-    def to_document(self, catalog: Catalog) -> dict[str, Any]:
-        """Resolved topology in the YAML schema (loadable again), units as strings."""
+    def to_document(self, catalog: Catalog, as_written: frozenset[tuple[str, str]] = frozenset()) -> dict[str, Any]:
+        """Resolved topology in the YAML schema (loadable again), units as strings. The links in
+        `as_written` (their ends) are written as the topology writes them, profile and the fields
+        beside it, not resolved: a cell's profile takes the place of that profile under those
+        fields only (with_link_settings), so resolved shapes written out would hide it."""
         nodes: dict[str, Any] = {}
         for node in self.nodes.values():
             nodes[node.name] = {"role": node.role.value}
@@ -345,6 +348,9 @@ class Topology(BaseModel):
                 nodes[node.name]["sysctls"] = dict(node.sysctls)
         links = []
         for link in self.links:
+            if (link.a, link.b) in as_written and link.spec is not None:
+                links.append(_as_written(link.spec))
+                continue
             doc: dict[str, Any] = {"between": [link.a, link.b]}
             if link.profile:
                 doc["profile"] = link.profile
@@ -583,6 +589,25 @@ def resolve_kind(catalog: Catalog, kind_name: str, role: Role, given: dict[str, 
         if p.required and p.name not in options:
             problems.append(("kind", f"kind {kind_name} needs '{p.name}' ({p.doc})"))
     return options, problems
+
+
+def _as_written(ls: LinkSpec) -> dict[str, Any]:
+    """A link as its topology wrote it, units as strings (Topology.to_document)."""
+    doc: dict[str, Any] = {"between": list(ls.between)}
+    if ls.profile is not None:
+        doc["profile"] = ls.profile
+    if ls.medium is not None:
+        doc["medium"] = ls.medium.value
+    if ls.band is not None:
+        doc["band"] = ls.band.value
+    both = ls.over(Shape()).to_document()
+    doc.update({k: both[k] for k in ShapeSpec.model_fields if k in ls.written()})
+    for direction in LINK_DIRECTIONS:
+        own: ShapeSpec | None = getattr(ls, direction)
+        if own is not None and own.written():
+            shown = own.over(Shape()).to_document()
+            doc[direction] = {k: shown[k] for k in ShapeSpec.model_fields if k in own.written()}
+    return doc
 
 
 def _with_profile(i: int, link: Link, profile: str, problem) -> Link | None:
