@@ -16,7 +16,7 @@ MS = 1_000_000
 def rec(side: str, event: str, seq: int, path: str, t_ms: float, session: str = "s1", size: int = 1400) -> dict:
     """One record as the agent writes it (CHUNK_COLUMNS), at t_ms after T0."""
     return {"t_ns": T0 + round(t_ms * MS), "side": side, "event": event, "session": session, "seq": seq,
-            "path_index": {"bt": 1, "wifi": 0}[path], "path_name": path, "bytes": size}
+            "path_index": {"bt": 1, "wifi": 0}[path], "path_name": path, "payload_bytes": size}
 
 
 def copy(sender: str, seq: int, path: str, sent_ms: float, received_ms: float | None, session: str = "s1"):
@@ -91,3 +91,12 @@ def test_a_duplicate_copy_counts_its_own_flight_and_the_window_cuts():
 
 def test_a_path_that_carried_nothing_is_listed_empty():
     assert path_busy([], T0, T0 + MS, paths=["wifi", "bt"]) == {"wifi": [], "bt": []}
+
+
+def test_the_chunk_series_names_no_column_after_a_workload_parameter():
+    """series/multipath_chunks.csv puts each run's parameters beside the records: a record column
+    named like a parameter (a chunk's `bytes` beside the stream's `bytes`) would overwrite it."""
+    from wearlab.catalog import CATALOG
+    from wearlab.nodes.multipath_endpoints import MULTIPATH_CHUNKS_SERIES
+    for name, workload in CATALOG.workloads.items():
+        assert not set(MULTIPATH_CHUNKS_SERIES.columns) & set(workload.params.names()), name

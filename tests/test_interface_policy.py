@@ -649,9 +649,9 @@ nodes:
     lows, highs = [], []
     for key, s in sent.items():
         flight = (int(got[key]["t_ns"]) - int(s["t_ns"])) / 1e9
-        low = MSG_PATH_DELAY_S + (int(s["bytes"]) + 13) * 8 / MSG_BT_RATE
+        low = MSG_PATH_DELAY_S + (int(s["payload_bytes"]) + 13) * 8 / MSG_BT_RATE
         high = low + MSG_EXTRA_MAX_S + GUEST_TICK + timing_bound(low)
-        print(f"{key[0]}'s chunk, {s['bytes']} B: flight {flight * 1e3:.2f} ms in [{low * 1e3:.2f}, {high * 1e3:.2f}]")
+        print(f"{key[0]}'s chunk, {s['payload_bytes']} B: flight {flight * 1e3:.2f} ms in [{low * 1e3:.2f}, {high * 1e3:.2f}]")
         assert low <= flight <= high, (key, flight, low, high)
         lows.append(low)
         highs.append(high)

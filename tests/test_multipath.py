@@ -293,7 +293,7 @@ def test_a_messages_chunk_records_join_into_its_flight_on_loopback():
     got, _, _ = asyncio.run(carried("MinRtt", [(1e6, 0.020)], client, logs))
     assert got == 200
     rows = [dict(zip(CHUNK_COLUMNS, r)) for log in logs for r in log.drain()]
-    assert [(r["side"], r["event"], r["seq"], r["path_name"], r["bytes"]) for r in rows] == [
+    assert [(r["side"], r["event"], r["seq"], r["path_name"], r["payload_bytes"]) for r in rows] == [
         ("watch", "sent", 0, "p0", 200), ("server", "received", 0, "p0", 200)]
     [(sent, received)] = flights(rows, time.time_ns())["p0"]
     assert 0.0217 <= (received - sent) / 1e9 <= 0.0217 + 0.010 + timing_bound(0.0217), (received - sent) / 1e9

@@ -37,8 +37,9 @@ from collections.abc import Iterable, Mapping
 
 from wearlab.measure.intervals import union
 
-# The record's columns (the agent writes them in this order); `side` is the recording agent's.
-CHUNK_COLUMNS = ("t_ns", "side", "event", "session", "seq", "path_index", "path_name", "bytes")
+# The record's columns (the agent writes them in this order); `side` is the recording agent's. Not
+# `bytes`: the series file puts the cell's parameters beside them, and `bytes` is a stream parameter.
+CHUNK_COLUMNS = ("t_ns", "side", "event", "session", "seq", "path_index", "path_name", "payload_bytes")
 SENT, RECEIVED = "sent", "received"
 SIDES = ("watch", "server")
 
