@@ -4,7 +4,8 @@ by hand, the measurements' arithmetic, the agents moving a flow between open pat
 reconnecting, the options at plan time (file:line:field, exit 2), a user's policy through the
 catalog (host, about 3 s); and two guest tests against netem, their bounds beside them: a download (two cells: a
 phone that forwards, one that splits; about 21 s) and an upload (the bytes wait at the watch; about 13 s); and a
-message's radio busy time, its two chunks' flights, between the BT link's physics and one guest tick above it.
+message's radio busy time, its two chunks' flights, between the BT link's physics and one guest tick above it
+(about 6 s).
 """
 
 from __future__ import annotations
@@ -572,10 +573,11 @@ def check_energy(run, iface, timeline) -> None:
     stretches, each with the time its backlog needs to drain (wifi_drain_s); the watch between
     its cheapest level (BT) over the longer radio's time and both radios' over the sum, plus a
     tail per stretch; and apart, WiFi's base power (adaptive keeps it on) for at least the time
-    before the first switch (WiFi carries nothing then; less the 100 ms counter interval that may
-    hold its first chunks) and at most the run (to its last sample, plus the counters' last
-    interval and a tail, 0.3 s, and 0.2 s for the stream's end being read after the selector's
-    last 20 ms poll) less the time WiFi carried."""
+    before the first switch less 100 ms (WiFi carries nothing then; its first chunk's flight
+    starts at the switch, the 100 ms is slack kept from when busy time was 100 ms counter
+    intervals) and at most the run (to its last sample, plus 0.3 s for the last flights and a
+    tail, and 0.2 s for the stream's end being read after the selector's last 20 ms poll) less
+    the time WiFi carried."""
     wifi_changes = [float(r["t_s"]) for r in timeline if r["source"] == "timeline" and r["link"] == "watch-ap"]
     wifi_slow, wifi_back = wifi_changes[0], wifi_changes[-1]
     switches = [(float(r["t_s"]), r["to"]) for r in iface if r["event"] == "switch"]
