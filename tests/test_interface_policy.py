@@ -2,7 +2,7 @@
 and interface_selection): the adaptive policy's state machine against synthetic traces worked out
 by hand, the measurements' arithmetic, the agents moving a flow between open paths without
 reconnecting, the options at plan time (file:line:field, exit 2), a user's policy through the
-catalog (host, about 3 s); and two guest tests against netem, their bounds beside them: a download (two cells: a
+catalog (host, about 3 s); and three guest tests against netem, their bounds beside them: a download (two cells: a
 phone that forwards, one that splits; about 21 s) and an upload (the bytes wait at the watch; about 13 s); and a
 message's radio busy time, its two chunks' flights, between the BT link's physics and one guest tick above it
 (about 6 s).
