@@ -21,7 +21,6 @@ from wearlab.measure.energy_model import (
     activity_phases,
     energy,
     node_power,
-    path_busy,
     relay_phases,
     transaction_phases,
 )
@@ -310,30 +309,6 @@ def test_a_streams_energy_is_the_model_on_its_messages_flights(tmp_path):
 
 
 # -- energy per interface: the watch's radios carry at different times (interface_policy, multipath)
-def _counters(per_path: dict[str, list[int]], interval_s: float = 0.1) -> list[dict[str, object]]:
-    """The transport's series as the watch agent writes it: cumulative bytes per path, a row per
-    path every interval (here the bytes each interval carried, given per path)."""
-    rows, total = [], {p: 0 for p in per_path}
-    for i in range(len(next(iter(per_path.values()))) + 1):
-        for p, moved in per_path.items():
-            if i:
-                total[p] += moved[i - 1]
-            rows.append({"t_s": round(i * interval_s, 6), "path_name": p, "bytes_sent": 0, "bytes_received": total[p]})
-    return rows
-
-
-def test_path_busy_is_the_intervals_whose_counters_moved():
-    # 2 s at 100 ms: BT carries the first second, WiFi the second
-    rows = _counters({"bt": [1000] * 10 + [0] * 10, "wifi": [0] * 10 + [1000] * 10})
-    busy = path_busy(rows)
-    assert busy["bt"] == [(0.0, pytest.approx(1.0))]
-    assert busy["wifi"] == [(pytest.approx(1.0), pytest.approx(2.0))]
-    # a run's window: counted from its start, its last interval in, nothing of the next run
-    busy = path_busy(rows, 0.55, 1.25)
-    assert busy["bt"] == [(0.55, pytest.approx(1.0))]
-    assert busy["wifi"] == [(pytest.approx(1.0), pytest.approx(1.3))]
-
-
 def _run_energy(tmp_path):
     """A RunEnergy on the handover topology with seed 000's watch and the Nexus 4 as its phone."""
     from wearlab.workloads.run_energy import RunEnergy
@@ -364,8 +339,8 @@ def test_half_on_bt_half_on_wifi_costs_each_radios_level_for_its_time(tmp_path):
     (the switch to WiFi at 1 s ends its stretch): 1.39968 J. Upper bound: the watch on its dearer
     radio, WiFi, all 2 s plus the tail, 1.10824 J; lower: on BT all along, 1.03832 J."""
     energy_ = _run_energy(tmp_path)
-    rows = _counters({"bt": [1000] * 10 + [0] * 10, "wifi": [0] * 10 + [1000] * 10})
-    row, series = energy_.interfaces(path_busy(rows), encrypted=False, span_s=2.0, radios_on=BOTH)
+    busy = {"bt": [(0.0, 1.0)], "wifi": [(1.0, 2.0)]}
+    row, series = energy_.interfaces(busy, encrypted=False, span_s=2.0, radios_on=BOTH)
     assert 1.0831 < row["energy_j"] < 1.0832
     assert 0.00987 < row["energy_radio_on_j"] < 0.00989
     assert 2 * LEVEL_BT["data"] + TAIL_J < row["energy_j"] < 2 * LEVEL_WIFI["data"] + TAIL_J
@@ -384,34 +359,33 @@ def test_wifi_alone_costs_the_phone_nothing_and_both_radios_add_up(tmp_path):
     energy_ = _run_energy(tmp_path)
     # WiFi direct all 2 s: the watch 2 x 534.12 mW + tail = 1.10824 J, and no WiFi base on top (it
     # carries or tails all run: its level holds its whole draw); the phone nothing
-    row, _ = energy_.interfaces(path_busy(_counters({"bt": [0] * 20, "wifi": [1000] * 20})), encrypted=False,
+    row, _ = energy_.interfaces({"bt": [], "wifi": [(0.0, 2.0)]}, encrypted=False,
                                 span_s=2.0, radios_on=BOTH)
     assert 1.1082 < row["energy_j"] < 1.1083 and row["energy_radio_on_j"] == 0.0
     assert row["energy_relay_j"] == 0.0 and row["energy_bt_active_s"] == 0.0
     # both at once (a redundant scheduler, None: every radio of the watch's links on) for 1 s: the
     # WiFi level plus the BT radio, 777.32 mW, + tail; WiFi carries all along, so no base
-    row, _ = energy_.interfaces(path_busy(_counters({"bt": [500] * 10, "wifi": [500] * 10})), encrypted=False,
+    row, _ = energy_.interfaces({"bt": [(0.0, 1.0)], "wifi": [(0.0, 1.0)]}, encrypted=False,
                                 span_s=1.0)
     assert 0.8173 < row["energy_j"] < 0.8174
     # BT 0-1 s, a quiet 0.5 s, WiFi 1.5-2.5 s: a tail after each stretch (0.2 s < the gap), and WiFi
     # on but idle 0-1.5 s: 9.88 mW x 1.5 s = 14.82 mJ
-    row, _ = energy_.interfaces(path_busy(_counters({"bt": [1000] * 10 + [0] * 15, "wifi": [0] * 15 + [1000] * 10})),
+    row, _ = energy_.interfaces({"bt": [(0.0, 1.0)], "wifi": [(1.5, 2.5)]},
                                 encrypted=False, span_s=2.5, radios_on=BOTH)
     assert 1.1280 < row["energy_j"] < 1.1282   # 0.49916 + 0.53412 + 2 x 0.04 + 0.01482
 
 
 def test_a_message_over_wifi_pays_wifis_base_power_over_bt_which_switches_it_off(tmp_path):
-    """Seed 003 Fig. 12c's case by hand: one 200 B message in a 1 s run, its radio busy for one 100 ms
-    counter interval, then its 200 mW x 0.2 s tail. Over BT (static `bt`: Wear OS switches WiFi
+    """Seed 003 Fig. 12c's case by hand: one 200 B message in a 1 s run, its radio busy 0.1 s (its
+    flights' union, given), then its 200 mW x 0.2 s tail. Over BT (static `bt`: Wear OS switches WiFi
     off): 0.1 s x 499.16 mW + 40 mJ = 89.916 mJ, no base. Over WiFi (static `wifi`: WiFi on all
     run): 0.1 s x 534.12 mW + 40 mJ = 93.412 mJ, plus WiFi on but idle for the 0.7 s outside its
     busy interval and tail, 0.7 x 9.88 mW = 6.916 mJ: 100.328 mJ, WiFi/BT = 1.116. Bounds: the
     base adds more than 0 and less than 9.88 mW over the whole second (9.88 mJ)."""
     energy_ = _run_energy(tmp_path)
-    idle = [0] * 9
-    bt, _ = energy_.interfaces(path_busy(_counters({"bt": [200] + idle, "wifi": [0] * 10})), encrypted=False,
+    bt, _ = energy_.interfaces({"bt": [(0.0, 0.1)], "wifi": []}, encrypted=False,
                                span_s=1.0, radios_on=[Medium(m) for m in StaticBt.radios_on])
-    wifi, series = energy_.interfaces(path_busy(_counters({"bt": [0] * 10, "wifi": [200] + idle})), encrypted=False,
+    wifi, series = energy_.interfaces({"bt": [], "wifi": [(0.0, 0.1)]}, encrypted=False,
                                       span_s=1.0, radios_on=[Medium(m) for m in StaticWifi.radios_on])
     assert 0.08991 < bt["energy_j"] < 0.08992 and bt["energy_radio_on_j"] == 0.0
     assert 0.10032 < wifi["energy_j"] < 0.10034

@@ -2,8 +2,10 @@
 and interface_selection): the adaptive policy's state machine against synthetic traces worked out
 by hand, the measurements' arithmetic, the agents moving a flow between open paths without
 reconnecting, the options at plan time (file:line:field, exit 2), a user's policy through the
-catalog (host, about 3 s); and two guest tests against netem, their bounds beside them: a download (two cells: a
-phone that forwards, one that splits; about 21 s) and an upload (the bytes wait at the watch; about 13 s).
+catalog (host, about 3 s); and three guest tests against netem, their bounds beside them: a download (two cells: a
+phone that forwards, one that splits; about 21 s) and an upload (the bytes wait at the watch; about 13 s); and a
+message's radio busy time, its two chunks' flights, between the BT link's physics and one guest tick above it
+(about 6 s).
 """
 
 from __future__ import annotations
@@ -571,10 +573,11 @@ def check_energy(run, iface, timeline) -> None:
     stretches, each with the time its backlog needs to drain (wifi_drain_s); the watch between
     its cheapest level (BT) over the longer radio's time and both radios' over the sum, plus a
     tail per stretch; and apart, WiFi's base power (adaptive keeps it on) for at least the time
-    before the first switch (WiFi carries nothing then; less the 100 ms counter interval that may
-    hold its first chunks) and at most the run (to its last sample, plus the counters' last
-    interval and a tail, 0.3 s, and 0.2 s for the stream's end being read after the selector's
-    last 20 ms poll) less the time WiFi carried."""
+    before the first switch less 100 ms (WiFi carries nothing then; its first chunk's flight
+    starts at the switch, the 100 ms is slack kept from when busy time was 100 ms counter
+    intervals) and at most the run (to its last sample, plus 0.3 s for the last flights and a
+    tail, and 0.2 s for the stream's end being read after the selector's last 20 ms poll) less
+    the time WiFi carried."""
     wifi_changes = [float(r["t_s"]) for r in timeline if r["source"] == "timeline" and r["link"] == "watch-ap"]
     wifi_slow, wifi_back = wifi_changes[0], wifi_changes[-1]
     switches = [(float(r["t_s"]), r["to"]) for r in iface if r["event"] == "switch"]
@@ -596,6 +599,68 @@ def check_energy(run, iface, timeline) -> None:
     assert WATCH_BT_W * max(bt_s, wifi_s) + TAIL_J - 1e-6 <= watch_j \
         <= WATCH_BOTH_W * (bt_s + wifi_s) + TAIL_J * (len(switches) + 1) + 1e-6, (watch_j, bt_s, wifi_s)
     assert run["energy_relay_j"] == ""      # the phone names no device: no relay energy, not 0 J
+
+
+# A message's radio time is its chunks' flights (measure.chunk_flights), not counter intervals. The
+# message app (one 200 B message down, after the stream's request up) pinned to BT (`bt`) over a
+# BT link of 1 Mbit/s and 10 ms one-way, then two wired hops of 1 ms at 100 Mbit/s to the server
+# (the phone routes): each chunk's flight is at least the path's one-way delay, 12 ms, plus its
+# payload and the transport's 13 B framing serialised on BT (the request's 334 B: 2.78 ms; the
+# message's 200 B: 1.70 ms). At most that plus its TCP/IP/Ethernet headers on BT (66 B: 0.53 ms),
+# the HELLO ahead of the first chunk on its connection (37 + 66 B: 0.82 ms), the wired hops'
+# serialisation (< 0.1 ms), and one guest tick (10 ms, HZ 100: tests/test_fetch_physics.GUEST_TICK)
+# for the receiving agent to be scheduled, plus the busy-machine slack (timing_bound). The two
+# flights are disjoint (the server answers the request it has read), so BT's busy time, the energy
+# model's input, is their sum; WiFi carries no chunk and is busy 0 s.
+MSG_BT_RATE, MSG_PATH_DELAY_S = 1e6, 0.012
+MSG_EXTRA_MAX_S = (66 + 103) * 8 / MSG_BT_RATE + 0.0001   # headers, the HELLO, the wired hops
+GUEST_TICK = 0.010
+
+
+@pytest.mark.netem
+def test_a_messages_busy_time_is_its_chunks_flights(tmp_path):
+    import csv
+
+    (tmp_path / "exp.yaml").write_text("""
+name: msgflight
+topology:
+  nodes: {watch: {role: wearable, device: lg-g-watch-r}, phone: {role: phone, kind: host},
+          ap: {role: ap}, server: {role: server}}
+  links:
+    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 10ms}
+    - {between: [watch, ap], medium: wifi, band: 2.4GHz, rate: 10Mbit, delay: 5ms}
+    - {between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}
+    - {between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}
+repetitions: 1
+workload: {kind: stream, client: watch, server: server, app: message}
+nodes:
+  watch: {interface_policy: bt, policy_transport: chunked}
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=120)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    d = tmp_path / "r" / "msgflight" / "latest"
+    with (d / "runs.csv").open() as f:
+        (run,) = list(csv.DictReader(f))
+    with (d / "series" / "multipath_chunks.csv").open() as f:
+        records = list(csv.DictReader(f))
+    assert run["status"] == "ok", run
+    assert {r["path_name"] for r in records} == {"bt"}, records
+    sent = {(r["side"], r["seq"]): r for r in records if r["event"] == "sent"}
+    got = {("server" if r["side"] == "watch" else "watch", r["seq"]): r for r in records if r["event"] == "received"}
+    assert sorted(sent) == sorted(got) == [("server", "0"), ("watch", "0")], records   # the message; the request
+    lows, highs = [], []
+    for key, s in sent.items():
+        flight = (int(got[key]["t_ns"]) - int(s["t_ns"])) / 1e9
+        low = MSG_PATH_DELAY_S + (int(s["payload_bytes"]) + 13) * 8 / MSG_BT_RATE
+        high = low + MSG_EXTRA_MAX_S + GUEST_TICK + timing_bound(low)
+        print(f"{key[0]}'s chunk, {s['payload_bytes']} B: flight {flight * 1e3:.2f} ms in [{low * 1e3:.2f}, {high * 1e3:.2f}]")
+        assert low <= flight <= high, (key, flight, low, high)
+        lows.append(low)
+        highs.append(high)
+    bt_s = float(run["energy_bt_active_s"])
+    print(f"BT busy {bt_s * 1e3:.2f} ms in [{sum(lows) * 1e3:.2f}, {sum(highs) * 1e3:.2f}]; energy {run['energy_j']} J")
+    assert sum(lows) - 1e-6 <= bt_s <= sum(highs) + 1e-6, (bt_s, lows, highs)
+    assert float(run["energy_wifi_active_s"]) == 0.0
 
 
 # An upload (watch -> server), the same policy and options, through a forwarding phone (kind

@@ -33,7 +33,8 @@ import time
 import pytest
 
 from conftest import timing_bound, wearlab
-from wearlab.nodes.multipath_agent import PathSpec, ServerAgent, WatchAgent, listener
+from wearlab.measure.chunk_flights import CHUNK_COLUMNS, flights
+from wearlab.nodes.multipath_agent import ChunkLog, Counters, PathSpec, ServerAgent, WatchAgent, listener, write_series
 from wearlab.nodes.multipath_schedulers import Ecf, MinRtt, PathState, Redundant, RoundRobin, Scheduler
 from wearlab.nodes.multipath_wire import (HEADER_BYTES, FrameReader, FrameType, ProtocolError, Reassembler, encode,
                                           hello, parse_hello)
@@ -222,8 +223,11 @@ class Link:
         loop.call_at(busy + self.delay, w.close)
 
 
-async def carried(scheduler: str, links: list[tuple[float, float]], client) -> tuple[object, ServerAgent]:
-    """Run `client(reader, writer, sink)` against a sink server through the two agents."""
+async def carried(scheduler: str, links: list[tuple[float, float]], client,
+                  logs: tuple[ChunkLog, ChunkLog] | None = None) -> tuple[object, ServerAgent]:
+    """Run `client(reader, writer, sink)` against a sink server through the two agents (`logs`:
+    the watch's and the server's chunk records)."""
+    wlog, slog = logs or (None, None)
     spec = f"wearlab.nodes.multipath_schedulers:{scheduler}"
     sink: asyncio.Queue = asyncio.Queue()
 
@@ -234,10 +238,11 @@ async def carried(scheduler: str, links: list[tuple[float, float]], client) -> t
         w.close()
     origin = await asyncio.start_server(server, "127.0.0.1", 0)
     names = [f"p{i}" for i in range(len(links))]
-    sagent = ServerAgent(origin.sockets[0].getsockname(), names, spec, CHUNK, 65536)
+    sagent = ServerAgent(origin.sockets[0].getsockname(), names, spec, CHUNK, 65536, log=slog)
     spath = await asyncio.start_server(sagent.handle, "127.0.0.1", 0)
     ports = [await Link(rate, delay, spath.sockets[0].getsockname()).start() for rate, delay in links]
-    wagent = WatchAgent([PathSpec(n, ("127.0.0.1", p), None) for n, p in zip(names, ports)], spec, CHUNK, 65536)
+    wagent = WatchAgent([PathSpec(n, ("127.0.0.1", p), None) for n, p in zip(names, ports)], spec, CHUNK, 65536,
+                        log=wlog)
     local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
     r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
     result = await asyncio.wait_for(client(r, w, sink), 20)
@@ -270,6 +275,51 @@ def test_two_1mbit_paths_carry_their_sum(scheduler):
     split = [p.bytes_sent for p in wagent.counters.paths]
     assert sum(split) == size and min(split) > 0.35 * size, split   # both links carried their share
     print(f"{scheduler}: {rate / 1e6:.3f} Mbit/s, split {split}")
+
+
+def test_a_messages_chunk_records_join_into_its_flight_on_loopback():
+    """A 200 B message up through one 1 Mbit/s link of 20 ms one-way delay: the watch agent records
+    its one chunk sent, the server agent received, and the join is its flight. Physics: no sooner
+    than the delay plus its serialisation, (200 + 13) B x 8 / 1 Mbit/s = 1.7 ms: 21.7 ms; upper:
+    + 10 ms for the one event loop that runs the app, both agents and the link (timing_bound)."""
+    logs = (ChunkLog("watch"), ChunkLog("server"))
+
+    async def client(r, w, sink):
+        w.write(bytes(200))
+        await w.drain()
+        t, data = await sink.get()
+        w.close()
+        return len(data)
+    got, _, _ = asyncio.run(carried("MinRtt", [(1e6, 0.020)], client, logs))
+    assert got == 200
+    rows = [dict(zip(CHUNK_COLUMNS, r)) for log in logs for r in log.drain()]
+    assert [(r["side"], r["event"], r["seq"], r["path_name"], r["payload_bytes"]) for r in rows] == [
+        ("watch", "sent", 0, "p0", 200), ("server", "received", 0, "p0", 200)]
+    [(sent, received)] = flights(rows, time.time_ns())["p0"]
+    assert 0.0217 <= (received - sent) / 1e9 <= 0.0217 + 0.010 + timing_bound(0.0217), (received - sent) / 1e9
+    print(f"flight {(received - sent) * 1e-6:.2f} ms")
+
+
+def test_chunk_records_are_written_with_the_counters_and_at_exit(tmp_path):
+    """write_series writes the records gathered since its last row, and the rest when cancelled
+    (the agent's exit): none is lost between the last interval and the end."""
+    log = ChunkLog("watch")
+
+    async def scenario():
+        task = asyncio.create_task(write_series(tmp_path / "c.csv", "watch", Counters(["wifi"]), 0.05,
+                                                (tmp_path / "chunks.csv", log)))
+        log.add("sent", "ab", 0, 0, "wifi", 1400, 1)
+        await asyncio.sleep(0.12)             # two intervals: the first record is in the file
+        with (tmp_path / "chunks.csv").open() as f:
+            written = list(csv.DictReader(f))
+        log.add("sent", "ab", 1, 0, "wifi", 1400, 2)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return written
+    written = asyncio.run(scenario())
+    assert [r["seq"] for r in written] == ["0"]
+    with (tmp_path / "chunks.csv").open() as f:
+        assert [(r["seq"], r["t_ns"]) for r in csv.DictReader(f)] == [("0", "1"), ("1", "2")]
 
 
 def test_ecf_keeps_a_short_upload_off_the_slow_path():

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from wearlab.measure.intervals import union
 from wearlab.model.choices import PowerState
 from wearlab.model.devices import Device, radio_swaps
 from wearlab.model.media import Medium
@@ -150,12 +151,7 @@ def activity_phases(intervals_ns: Iterable[tuple[int, int]], encrypted: bool,
                     tail_s: float) -> list[tuple[PowerState, float]]:
     """Messages in flight (send -> delivery, ns): the data state for the union of the intervals;
     after each busy stretch the tail, cut short where the next stretch begins."""
-    merged: list[list[int]] = []
-    for a, b in sorted(intervals_ns):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
+    merged = union(intervals_ns)
     busy = sum(b - a for a, b in merged) / 1e9
     tail_ns = round(tail_s * 1e9)
     tail = sum(min(tail_ns, nxt[0] - cur[1]) for cur, nxt in zip(merged, merged[1:])) / 1e9
@@ -197,41 +193,6 @@ def series_rows(power: NodePower, phases: Sequence[tuple[PowerState, float]]) ->
              "seconds": round(seconds[s], 9), "watts": power.watts[s], "joules": joules[s]} for s in seconds]
 
 
-def path_busy(rows: Iterable[dict[str, object]], start_s: float = 0.0,
-              end_s: float | None = None) -> dict[str, list[tuple[float, float]]]:
-    """Each path's busy intervals (s) from the multipath transport's counters on one side: rows of
-    `t_s`, `path_name`, cumulative `bytes_sent` and `bytes_received`, written every series
-    interval. A path is busy over a whole interval (previous row -> this row) in which its
-    counters moved: at the series' 100 ms resolution, an upper bound on its radio's time on air
-    (a radio carrying a few bytes in an interval counts busy for all of it) and, like the tail,
-    what a radio that stays in its high-power state between packets does. The counters are
-    cumulative over the agent's sessions, so a run's bytes are differences between rows: the
-    interval that ends at the first row after `start_s` is measured against the row before it
-    (and counted from `start_s`); intervals that begin at or after `end_s` are left out (the one
-    that holds `end_s` holds the run's last bytes)."""
-    by_path: dict[str, list[tuple[float, int]]] = {}
-    for r in rows:
-        t = float(r["t_s"])  # type: ignore[arg-type]
-        moved = int(r["bytes_sent"]) + int(r["bytes_received"])  # type: ignore[arg-type]
-        by_path.setdefault(str(r["path_name"]), []).append((t, moved))
-    out: dict[str, list[tuple[float, float]]] = {}
-    for name, samples in by_path.items():
-        samples.sort()
-        busy: list[tuple[float, float]] = []
-        for (t0, b0), (t1, b1) in zip(samples, samples[1:]):
-            if t1 < start_s or b1 <= b0:
-                continue
-            if end_s is not None and t0 >= end_s:
-                break
-            a = max(t0, start_s)
-            if busy and busy[-1][1] >= a:
-                busy[-1] = (busy[-1][0], t1)
-            else:
-                busy.append((a, t1))
-        out[name] = busy
-    return out
-
-
 def interface_phases(busy: dict[Medium, Sequence[tuple[float, float]]], encrypted: bool,
                      tail_s: float) -> list[tuple[tuple[Medium, ...], PowerState, float]]:
     """A node whose radios carry bytes at different times (a watch under an interface policy or a
@@ -271,7 +232,7 @@ def radio_on_seconds(span_s: float, phases: Iterable[tuple[tuple[Medium, ...], P
     """Each radio of `on` (kept on all of a window `span_s` long): the time it is on but carrying
     nothing - the run less its time in the states whose levels hold its whole draw (its data
     state, and the tail after a stretch it carried in: `phases` as interface_phases gives them).
-    Never below 0 (the counters' last interval may end past the run's end)."""
+    Never below 0 (a flight cut at the run's end, and the tail after it, may pass the window)."""
     own = {m: 0.0 for m in on}
     for media, _, seconds in phases:
         for m in media:

@@ -54,9 +54,13 @@ def send_stream(sock: socket.socket, spec: dict[str, Any]) -> dict[str, Any]:
     sent = seq = 0
     while True:
         if interval:
-            due = start + seq * interval
+            # The schedule's offset decides the end, not (start + offset) - start: that loses
+            # start's low bits when the sum crosses a power of two (a guest's clock 7.9 s after
+            # boot gave 0.9999999999999991 for 1 s, and a 1 s message run sent a second message).
+            offset = seq * interval
+            due = start + offset
             now = time.monotonic()
-            if duration is not None and due - start >= duration:
+            if duration is not None and offset >= duration:
                 break
             if due > now:
                 time.sleep(due - now)  # absolute schedule: a late message does not delay the next

@@ -15,7 +15,11 @@ the app. The app's end of stream travels as FIN after the last chunk.
 
 Counters per path (chunks and bytes sent and received, duplicates dropped, smoothed RTT) are
 summed over the agent's sessions and written every `series_interval` to a CSV, so a run shows
-the scheduler's split over time.
+the scheduler's split over time. With `--chunks FILE` each DATA chunk's copy is also recorded
+when it was written to a path (`sent`) and when it arrived (`received`), wall-clock ns: the
+agents of a run share one kernel clock, so the two sides' records join into each copy's flight
+(wearlab.measure.chunk_flights: the energy model's busy time). They are kept in memory and
+written with the counters (never one write per chunk).
 
 With `--active NAME --control SOCKET` (an interface policy: wearlab.nodes.interface_selection)
 every session sends on that one path only (`Pin`), and a datagram naming another path on the
@@ -39,6 +43,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wearlab.measure.chunk_flights import CHUNK_COLUMNS, RECEIVED, SENT
 from wearlab.nodes.relay import original_destination
 from wearlab.nodes.multipath_schedulers import PathState, Scheduler
 from wearlab.nodes.multipath_wire import (HEADER, HEADER_BYTES, HELLO_BODY, FrameReader, FrameType, ProtocolError,
@@ -84,6 +89,24 @@ class Counters:
         self.paths = [PathCounters(n) for n in self.names]
 
 
+class ChunkLog:
+    """Each DATA chunk copy an agent wrote to a path or read from one (CHUNK_COLUMNS: the record
+    format is wearlab.measure.chunk_flights', which joins the two sides), in memory
+    until `drain` (write_series, every interval and at exit): a tuple per event, so a 16 MB
+    transfer's ~12,000 chunks cost no file write each."""
+
+    def __init__(self, side: str) -> None:
+        self.side = side
+        self.rows: list[tuple[int, str, str, str, int, int, str, int]] = []
+
+    def add(self, event: str, session: str, seq: int, path: int, name: str, size: int, t_ns: int) -> None:
+        self.rows.append((t_ns, self.side, event, session, seq, path, name, size))
+
+    def drain(self) -> list[tuple[int, str, str, str, int, int, str, int]]:
+        rows, self.rows = self.rows, []
+        return rows
+
+
 class Pin:
     """The one path an interface policy lets the agent's sessions send on (index into the paths),
     shared by the agent's sessions; `move` is what a control datagram does."""
@@ -119,9 +142,11 @@ class Session:
     window, so it gets nothing new until its ACKs return."""
 
     def __init__(self, app: tuple[asyncio.StreamReader, asyncio.StreamWriter], names: list[str],
-                 scheduler: Scheduler, chunk: int, window: int, counters: Counters, pin: Pin | None = None) -> None:
+                 scheduler: Scheduler, chunk: int, window: int, counters: Counters, pin: Pin | None = None,
+                 log: ChunkLog | None = None, session_id: str = "") -> None:
         self.app_r, self.app_w = app
         self.pin = pin
+        self.log, self.session_id = log, session_id
         self.paths: list[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None] = [None] * len(names)
         self.state = [PathState(i, n, window, up=False) for i, n in enumerate(names)]
         self.scheduler = scheduler
@@ -233,6 +258,7 @@ class Session:
 
     def _transmit(self, chosen: list[int], seq: int, frame: bytes, size: int) -> None:
         now = time.monotonic()
+        wall_ns = time.time_ns() if self.log is not None else 0
         self.outstanding.add(seq)
         for i in chosen:
             self.state[i].inflight += size
@@ -242,6 +268,8 @@ class Session:
             c = self.counters.paths[i]
             c.chunks_sent += 1
             c.bytes_sent += size
+            if self.log is not None:
+                self.log.add(SENT, self.session_id, seq, i, c.name, size, wall_ns)
 
     async def _receive(self, i: int) -> None:
         reader, writer = self.paths[i]
@@ -249,11 +277,15 @@ class Session:
         c = self.counters.paths[i]
         try:
             while data := await reader.read(READ_BYTES):
+                # One arrival time per read: the chunks it completed arrived by then.
+                wall_ns = time.time_ns() if self.log is not None else 0
                 for f in frames.feed(data):
                     if f.type == FrameType.DATA:
                         writer.write(encode(FrameType.ACK, f.seq))
                         c.chunks_received += 1
                         c.bytes_received += len(f.payload)
+                        if self.log is not None:
+                            self.log.add(RECEIVED, self.session_id, f.seq, i, c.name, len(f.payload), wall_ns)
                         before = self.reassembler.duplicates
                         out = self.reassembler.add(f.seq, f.payload)
                         c.duplicates += self.reassembler.duplicates - before
@@ -390,11 +422,17 @@ async def open_path(spec: PathSpec) -> tuple[asyncio.StreamReader, asyncio.Strea
     return await asyncio.open_connection(sock=sock)
 
 
+def session_key(sid: bytes) -> str:
+    """A session's name in the chunk records: its HELLO id's first 8 bytes in hex (both sides)."""
+    return sid[:8].hex()
+
+
 class WatchAgent:
-    def __init__(self, paths: list[PathSpec], scheduler: str, chunk: int, window: int, pin: Pin | None = None) -> None:
+    def __init__(self, paths: list[PathSpec], scheduler: str, chunk: int, window: int, pin: Pin | None = None,
+                 log: ChunkLog | None = None) -> None:
         self.paths, self.scheduler, self.chunk, self.window = paths, scheduler, chunk, window
         self.counters = Counters([p.name for p in paths])
-        self.pin = pin
+        self.pin, self.log = pin, log
 
     async def handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -402,7 +440,7 @@ class WatchAgent:
         # Where the app was going before the watch's netfilter REDIRECTed it here.
         destination = original_destination(w.get_extra_info("socket"))
         session = Session((r, w), [p.name for p in self.paths], load_scheduler(self.scheduler), self.chunk,
-                          self.window, self.counters, self.pin)
+                          self.window, self.counters, self.pin, self.log, session_key(sid))
 
         async def connect(i: int, spec: PathSpec) -> None:
             try:
@@ -423,9 +461,9 @@ class WatchAgent:
 
 class ServerAgent:
     def __init__(self, upstream: tuple[str, int] | None, names: list[str], scheduler: str, chunk: int, window: int,
-                 pin: Pin | None = None) -> None:
+                 pin: Pin | None = None, log: ChunkLog | None = None) -> None:
         self.upstream, self.scheduler, self.chunk, self.window = upstream, scheduler, chunk, window
-        self.pin = pin
+        self.pin, self.log = pin, log
         self.names = names
         self.counters = Counters(names)
         # A session's future resolves once its upstream is connected; None: ended (kept a while,
@@ -475,7 +513,7 @@ class ServerAgent:
             w.close()
             return
         session = Session((ur, uw), self.names, load_scheduler(self.scheduler), self.chunk, self.window,
-                          self.counters, self.pin)
+                          self.counters, self.pin, self.log, session_key(sid))
         ready.set_result(session)
         await session.attach(index, r, w)
         try:
@@ -488,17 +526,30 @@ class ServerAgent:
         asyncio.get_running_loop().call_later(HELLO_WAIT_S, self.sessions.pop, sid, None)
 
 
-async def write_series(path: Path, side: str, counters: Counters, interval: float) -> None:
-    with path.open("w", newline="") as f:
-        out = csv.writer(f)
+async def write_series(path: Path, side: str, counters: Counters, interval: float,
+                       chunks: tuple[Path, ChunkLog] | None = None) -> None:
+    """The counters every `interval`, and the chunk records gathered since the last time (also
+    when cancelled: the last ones are in at exit). The chunks are written before the counters'
+    row of time t, so once a reader sees that row every chunk event before t is in the file."""
+    with path.open("w", newline="") as f, (chunks[0].open("w", newline="") if chunks else open(os.devnull, "w")) as cf:
+        out, chunk_out = csv.writer(f), csv.writer(cf)
         out.writerow(SERIES_COLUMNS)
-        while True:
-            t = time.time_ns()
-            for i, c in enumerate(counters.paths):
-                out.writerow((t, side, i, c.name, c.chunks_sent, c.bytes_sent, c.chunks_received, c.bytes_received,
-                              c.duplicates, c.reinjected, "" if c.srtt_s is None else f"{c.srtt_s:.6f}"))
-            f.flush()
-            await asyncio.sleep(interval)
+        if chunks:
+            chunk_out.writerow(CHUNK_COLUMNS)
+        try:
+            while True:
+                t = time.time_ns()
+                if chunks:
+                    chunk_out.writerows(chunks[1].drain())
+                    cf.flush()
+                for i, c in enumerate(counters.paths):
+                    out.writerow((t, side, i, c.name, c.chunks_sent, c.bytes_sent, c.chunks_received, c.bytes_received,
+                                  c.duplicates, c.reinjected, "" if c.srtt_s is None else f"{c.srtt_s:.6f}"))
+                f.flush()
+                await asyncio.sleep(interval)
+        finally:
+            if chunks:
+                chunk_out.writerows(chunks[1].drain())
 
 
 def control_socket(path: str) -> socket.socket:
@@ -517,12 +568,13 @@ def control_socket(path: str) -> socket.socket:
 async def main_async(args: argparse.Namespace) -> None:
     names = [PathSpec.parse(p).name for p in args.path] if args.side == "watch" else args.names.split(",")
     pin = Pin(names, args.active) if args.active else None
+    log = ChunkLog(args.side) if args.chunks else None
     if args.side == "watch":
         specs = [PathSpec.parse(p) for p in args.path]
-        agent = WatchAgent(specs, args.scheduler, args.chunk, args.window, pin)
+        agent = WatchAgent(specs, args.scheduler, args.chunk, args.window, pin, log)
     else:
         agent = ServerAgent(_addr(args.upstream) if args.upstream else None, names, args.scheduler, args.chunk,
-                            args.window, pin)
+                            args.window, pin, log)
     if pin is not None and args.control:
         await asyncio.get_running_loop().create_datagram_endpoint(lambda: ControlProtocol(pin),
                                                                   sock=control_socket(args.control))
@@ -531,12 +583,14 @@ async def main_async(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    series = asyncio.create_task(write_series(Path(args.series), args.side, agent.counters, args.series_interval)) \
+    series = asyncio.create_task(write_series(Path(args.series), args.side, agent.counters, args.series_interval,
+                                              (Path(args.chunks), log) if log is not None else None)) \
         if args.series else None
     async with server:
         await stop.wait()
     if series:
         series.cancel()
+        await asyncio.gather(series, return_exceptions=True)   # its last chunk records written
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -554,6 +608,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--control", help="with --active: a Unix datagram socket to bind; a datagram naming a path "
                     "moves the flow there")
     ap.add_argument("--series")
+    ap.add_argument("--chunks", help="with --series: a CSV of every DATA chunk copy's send and arrival (CHUNK_COLUMNS)")
     ap.add_argument("--series-interval", type=float, default=0.1)
     asyncio.run(main_async(ap.parse_args(argv)))
 

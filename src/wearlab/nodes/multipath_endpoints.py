@@ -17,7 +17,10 @@ The BT path's TCP connection goes to the server's address through the phone: a p
 `host` routes it; a `relay` phone splits it like any watch connection when its `intercept:`
 names MULTIPATH_AGENT's port (7101), so its proxy carries the path as the paper's phone did.
 
-Both agents write their per-path counters (series `multipath`) every SERIES_INTERVAL_S.
+Both agents write their per-path counters (series `multipath`) every SERIES_INTERVAL_S, and
+with them the DATA chunks each sent and received since the last time (series `multipath_chunks`,
+one row per chunk copy and event): the watch's radios' busy time, the energy model's input
+(`busy`: wearlab.measure.chunk_flights joins the two sides into each copy's flight).
 
 With an interface policy (`interface_policy:`, wearlab.nodes.interface_selection) both agents
 send on one path at a time (`--active`) and take switches on a control socket each (`control`):
@@ -35,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wearlab.measure.energy_model import path_busy
+from wearlab.measure.chunk_flights import CHUNK_COLUMNS, path_busy
 from wearlab.model.columns import Series
 from wearlab.model.media import Medium
 from wearlab.model.ports import MULTIPATH_AGENT, MULTIPATH_LOCAL
@@ -50,6 +53,10 @@ LIVE_TAIL_BYTES = 4096           # the series' tail the live view reads: several
 MULTIPATH_SERIES = Series("multipath", ("t_s", *SERIES_COLUMNS),
                           "the multipath transport's counters per path and side (cumulative over the agent's "
                           "sessions): chunks and bytes sent and received, duplicates dropped, smoothed RTT")
+MULTIPATH_CHUNKS_SERIES = Series("multipath_chunks", ("t_s", *CHUNK_COLUMNS),
+                                 "the multipath transport's DATA chunk copies: when each side wrote one to a path "
+                                 "(sent) and read one from a path (received), t_ns on the nodes' shared clock; "
+                                 "joined on (session, seq, path) they are each copy's flight, the radios' busy time")
 
 
 class MultipathEndpoints:
@@ -104,7 +111,8 @@ class MultipathEndpoints:
 
     def argv(self, side: str) -> list[str]:
         common = ["--scheduler", self.spec, "--chunk", str(self.chunk), "--window", str(self.window),
-                  "--series", str(self.series_file(side)), "--series-interval", str(SERIES_INTERVAL_S)]
+                  "--series", str(self.series_file(side)), "--series-interval", str(SERIES_INTERVAL_S),
+                  "--chunks", str(self.chunks_file(side))]
         if self.active is not None:
             common += ["--active", self.active, "--control", str(self.control[side])]
         if side == "watch":
@@ -118,6 +126,9 @@ class MultipathEndpoints:
     def series_file(self, side: str) -> Path:
         return self.workdir / f"multipath-{side}.csv"
 
+    def chunks_file(self, side: str) -> Path:
+        return self.workdir / f"multipath-chunks-{side}.csv"
+
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         for side, node, port in (("server", self.server, MULTIPATH_AGENT), ("watch", self.watch, MULTIPATH_LOCAL)):
@@ -130,6 +141,7 @@ class MultipathEndpoints:
                 tail = (self.workdir / f"multipath-{side}.err").read_text(errors="replace").strip()[-300:]
                 raise KindError(f"{e}{'; it said: ' + tail if tail else ''}") from None
         self._read = {side: 0 for side in ("watch", "server")}
+        self._chunks_read = {side: 0 for side in ("watch", "server")}
 
     def stop(self) -> None:
         for p in self.procs:
@@ -160,24 +172,54 @@ class MultipathEndpoints:
                     out.append({"t_s": round((t - t0_ns) / 1e9, 6), **r})
         return sorted(out, key=lambda r: (int(r["t_ns"]), r["side"], int(r["path_index"])))
 
+    def take_chunks(self, t0_ns: int) -> list[dict[str, Any]]:
+        """The chunk records written since the last call (both sides), t_s from the run's start:
+        read from where the last call stopped (the files grow by a row per chunk event)."""
+        out = []
+        for side in ("watch", "server"):
+            rows, self._chunks_read[side] = self._chunk_rows(side, self._chunks_read[side])
+            out += [{"t_s": round((int(r["t_ns"]) - t0_ns) / 1e9, 6), **r} for r in rows if int(r["t_ns"]) >= t0_ns]
+        return sorted(out, key=lambda r: (int(r["t_ns"]), r["side"]))
+
+    def _chunk_rows(self, side: str, offset: int) -> tuple[list[dict[str, str]], int]:
+        """The complete rows of a side's chunk file from byte `offset` (past its header), and
+        the offset after them (a row the agent is still writing waits for the next call)."""
+        try:
+            with self.chunks_file(side).open("rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except OSError:
+            return [], offset
+        cut = data.rfind(b"\n") + 1
+        lines = data[:cut].decode().splitlines()
+        if offset == 0 and lines:
+            lines = lines[1:]          # the header
+        return list(csv.DictReader(lines, fieldnames=CHUNK_COLUMNS)), offset + cut
+
     def busy(self, t0_ns: int, end_ns: int, timeout_s: float = 2.0) -> dict[str, list[tuple[float, float]]]:
-        """Each path's busy intervals (s from t0_ns) between t0_ns and end_ns, from the watch
-        agent's counters (what the watch's radios carried: the energy model's input,
-        workloads.run_energy). Waits until the agent has written a row at or after end_ns (within
-        one SERIES_INTERVAL_S), so the run's last interval is in; reads the file without moving
-        `take`'s place."""
-        f = self.series_file("watch")
+        """Each path's busy intervals (s from t0_ns) between t0_ns and end_ns: the union of its
+        chunk copies' flights, from both agents' chunk records (chunk_flights.path_busy) - what
+        the watch's radios carried, the energy model's input (workloads.run_energy). Waits until
+        both agents have written a counters row at or after end_ns (within one
+        SERIES_INTERVAL_S): an agent writes its chunk records before each counters row, so every
+        chunk event before end_ns is in the files then. Reads the files without moving
+        `take_chunks`' place."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                with f.open(newline="") as fh:
-                    rows = [r for r in csv.DictReader(fh) if r["side"] == "watch" and r["t_ns"] and r["srtt_s"] is not None]
-            except OSError:
-                rows = []
-            if any(int(r["t_ns"]) >= end_ns for r in rows) or time.monotonic() > deadline:
-                break
-            time.sleep(SERIES_INTERVAL_S / 4)   # the agent writes every SERIES_INTERVAL_S: poll the file
-        return path_busy([{**r, "t_s": (int(r["t_ns"]) - t0_ns) / 1e9} for r in rows], 0.0, (end_ns - t0_ns) / 1e9)
+        while not all(self._written_past(side, end_ns) for side in ("watch", "server")) \
+                and time.monotonic() < deadline:
+            time.sleep(SERIES_INTERVAL_S / 4)   # the agents write every SERIES_INTERVAL_S: poll the files
+        rows = [r for side in ("watch", "server") for r in self._chunk_rows(side, 0)[0]]
+        return path_busy(rows, t0_ns, end_ns, paths=[p[0] for p in self.paths])
+
+    def _written_past(self, side: str, t_ns: int) -> bool:
+        """Has a side's agent written a counters row at or after t_ns? (the file's last rows)"""
+        try:
+            with self.series_file(side).open("rb") as fh:
+                fh.seek(max(0, fh.seek(0, 2) - LIVE_TAIL_BYTES))
+                lines = fh.read().decode(errors="replace").splitlines()[1:]
+        except OSError:
+            return False
+        return any(line.split(",", 1)[0].isdigit() and int(line.split(",", 1)[0]) >= t_ns for line in lines)
 
     def live(self) -> dict[str, Any]:
         """The live record's MultipathState (report.live_record): the watch agent's last counters

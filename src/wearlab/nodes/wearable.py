@@ -35,7 +35,7 @@ from wearlab.model.yamlsrc import did_you_mean
 from wearlab.model.needs import Need
 from wearlab.model.ports import MULTIPATH_LOCAL
 from wearlab.nodes.interface_policies import CHUNKED, INTERFACE_SERIES, MPTCP, ROUTE, STILL, WALK
-from wearlab.nodes.multipath_endpoints import MULTIPATH_SERIES
+from wearlab.nodes.multipath_endpoints import MULTIPATH_CHUNKS_SERIES, MULTIPATH_SERIES
 from wearlab.nodes.node_kind import NodeKind
 
 HANDOVER_SERIES = Series("handover", ("t_s", "t_ns", "event", "detail"),
@@ -144,7 +144,7 @@ class Wearable(NodeKind):
     name = "wearable"
     doc = "a watch; radio: bt emulates its Bluetooth radio's Active/Sniff states (seed 003 section 3)"
     roles = frozenset({Role.WEARABLE})
-    series = (RADIO_SERIES, HANDOVER_SERIES, MULTIPATH_SERIES, INTERFACE_SERIES)
+    series = (RADIO_SERIES, HANDOVER_SERIES, MULTIPATH_SERIES, MULTIPATH_CHUNKS_SERIES, INTERFACE_SERIES)
     metrics = tuple(Metric(f"handover_p{i}_s", "s", label=f"P{i}", summarised=True, doc=doc) for i, doc in (
         (1, "BT's last reception -> BT interface down (BT connected but unusable)"),
         (2, "BT down -> WiFi interface up (no network)"),
@@ -448,6 +448,7 @@ class Wearable(NodeKind):
             out["handover"] = self.handover.take()
         if getattr(self, "multipath", None) is not None:
             out["multipath"] = self.multipath.take(t0_ns)
+            out["multipath_chunks"] = self.multipath.take_chunks(t0_ns)
         if getattr(self, "selector", None) is not None:
             out["interface"] = self.selector.take()
         return out

@@ -8,8 +8,8 @@ part), energy_relay_j (the first hop's device); series/energy.csv has each node'
 seconds, watts and joules. Without devices the columns stay empty and nothing else changes.
 
 A wearable whose flow rides the chunked multipath transport (`interface_policy:` or `multipath:`)
-sends over BT and WiFi at different times: its energy follows the bytes each path really carried
-(the transport's per-path counters, RunEnergy.interfaces), not the workload's `path`, and so
+sends over BT and WiFi at different times: its energy follows when each path really carried
+(the union of its chunks' flights, from the transport's per-chunk records: RunEnergy.interfaces), not the workload's `path`, and so
 does the phone's: it relays only while the BT path carries. energy_bt_active_s and
 energy_wifi_active_s say how long each radio carried; a radio the policy keeps on pays its base
 power while it carries nothing (energy_radio_on_j: WiFi's, except under `bt`, which switches
@@ -49,8 +49,8 @@ def energy_metrics(handshake: bool) -> tuple[Metric, ...]:
                           "wifi` or `adaptive`, none under `bt`, which switches WiFi off as Wear OS does)"))
     out += [Metric(f"energy_{m}_active_s", "s", label=f"{m} active", better="none",
                    doc=f"over the multipath transport (interface_policy, multipath): the time the client's {m.upper()} "
-                       "radio carried the flow (its path's counters moved in a 100 ms interval), the time the "
-                       "energy model charges it") for m in ("bt", "wifi")]
+                       "radio carried the flow (the union of its path's chunk flights, sent to received), the time "
+                       "the energy model charges it") for m in ("bt", "wifi")]
     return tuple(out)
 
 
@@ -101,7 +101,7 @@ class RunEnergy:
             nodes[relay.node] = relay.describe()
         bases = {m.value: f"{f.describe()} ({f.overall_basis}: {f.source})" for m, f in self._radio_bases(None).items()}
         return {"model": "E = sum of P(state) x t(state): each radio's data state for the time its path carried "
-                         "(the multipath transport's counters), a tail after each busy stretch; the phone while "
+                         "(the union of the multipath transport's chunk flights), a tail after each busy stretch; the phone while "
                          "BT carried; each radio the interface policy keeps on, its base power while it carries "
                          "nothing (docs/interface-selection.md)",
                 "radio_base": bases, "nodes": nodes, "without_energy": dict(self.problems)}
@@ -139,7 +139,8 @@ class RunEnergy:
     def interfaces(self, busy: dict[str, list[tuple[float, float]]], encrypted: bool, span_s: float,
                    radios_on: Iterable[Medium] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A flow over the chunked multipath transport: `busy` is each path's (medium name's)
-        busy intervals in s (model.path_busy on the watch agent's counters). The client is in its
+        busy intervals in s (measure.chunk_flights.path_busy: the union of its chunks' flights, from
+        both agents' per-chunk records). The client is in its
         data state on the radios busy at each instant (model.interface_phases: one radio's level,
         or both radios' while both carry); the phone on the client's BT link relays - its data
         state, on all its links' media (BT toward the watch, its uplink) - only while BT carries,
