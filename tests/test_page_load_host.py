@@ -434,8 +434,6 @@ def test_tls12_with_libcurl_against_caddy_never_resumes(caddy_on_loopback, tmp_p
     connection). The page workload therefore offers tickets through its hook (the test below).
 
     What each full handshake costs lg-g-watch-r, by hand: TLS12_FULL_S."""
-    from wearlab.nodes.devicecpu import PHASES
-
     _, https, ca = caddy_on_loopback
     objs, got = stairs12(https, ca, tmp_path, "stairs12", resumption=True, hook=False)
     # libcurl's words (with the session share): TLS 1.2, ECDHE signed by the ECDSA leaf, and a
@@ -446,8 +444,9 @@ def test_tls12_with_libcurl_against_caddy_never_resumes(caddy_on_loopback, tmp_p
     assert got["platform:handshake"].calls == 6
     for op in ("keygen:x25519", "derive:x25519", "verify:p256", "x509-chain"):
         assert got[op].calls == 6, op
+    assert prf_calls(got) == 6 * PRF_PER_FULL
     lo, hi = TLS12_FULL_S
-    assert 6 * lo <= got[PHASES[0]].device_s <= 6 * hi, got[PHASES[0]]
+    assert 6 * lo <= table_handshake_s(got) <= 6 * hi, got
 
 
 # What a full TLS 1.2 handshake costs lg-g-watch-r, by hand from its figures (builtin.yaml via
@@ -463,6 +462,31 @@ def test_tls12_with_libcurl_against_caddy_never_resumes(caddy_on_loopback, tmp_p
 TLS12_KX_S = (0.025689, 0.025700)
 TLS12_FULL_S = (0.13607, 0.13707)
 TLS12_ABBREVIATED_S = (0.0, 0.001)
+# TLS 1.2's PRF (OpenSSL's EVP_KDF_derive, which the device's table does not time: "~kdf") per
+# client handshake: a full one derives the master secret (RFC 5246 8.1), the key block (6.3) and
+# both Finished verify_data (7.4.9); an abbreviated one (7.3) keeps the session's master secret.
+PRF_PER_FULL, PRF_PER_ABBREVIATED = 4, 3
+
+
+def prf_calls(got) -> int:
+    """The PRF's calls - after checking it is the only operation the profile does not know, so
+    table_handshake_s takes away exactly it."""
+    unknown = {op: c.calls for op, c in got.items() if op.startswith("~")}
+    assert set(unknown) <= {"~kdf"}, unknown
+    return unknown.get("~kdf", 0)
+
+
+def table_handshake_s(got) -> float:
+    """The handshake phase's device time less the PRF's. What TLS12_FULL_S works out by hand is
+    the profile's table (the primitives, the platform cost, the digests: exact for the same calls),
+    with tens of microseconds for the PRF; but an operation the profile does not know is charged
+    its time here times the device's CPU factor (devicecpu's rule: the wall clock, since CPU time
+    advances in 10 ms ticks in the guest), so a busy host's preemption during one lands in it - a
+    CI host step once charged the 24 PRF calls ~11 ms instead of ~2.4. prf_calls counts them."""
+    from wearlab.nodes.devicecpu import PHASES
+
+    prf = got.get("~kdf")
+    return got[PHASES[0]].device_s - (prf.device_s if prf else 0.0)
 
 
 def stairs12(https: int, ca, tmp_path: Path, name: str, *, resumption: bool, hook: bool):
@@ -502,7 +526,7 @@ def test_tls12_with_tickets_resumes_every_later_connection_and_its_key_exchange_
     from wearlab.measure.pcap import PcapReader
     from wearlab.measure.tcp import connection_packets, ReassembledStream
     from wearlab.measure.tls_records import server_hello_version, tls_resumed
-    from wearlab.nodes.devicecpu import PHASES, key_exchange_s
+    from wearlab.nodes.devicecpu import key_exchange_s
 
     if os.geteuid() != 0:
         pytest.skip("needs root to capture with tcpdump")
@@ -543,10 +567,10 @@ def test_tls12_with_tickets_resumes_every_later_connection_and_its_key_exchange_
     kx_off, kx_on = key_exchange_s(got_off), key_exchange_s(got_on)
     assert 6 * lo <= kx_off <= 6 * hi and lo <= kx_on <= hi, (kx_off, kx_on)
     assert 1 / 6 * lo / hi <= kx_on / kx_off <= 2 / 6, (kx_on, kx_off)
+    assert (prf_calls(got_off), prf_calls(got_on)) == (6 * PRF_PER_FULL, PRF_PER_FULL + 5 * PRF_PER_ABBREVIATED)
     full, abbreviated = TLS12_FULL_S, TLS12_ABBREVIATED_S
-    assert 6 * full[0] <= got_off[PHASES[0]].device_s <= 6 * full[1], got_off[PHASES[0]]
-    assert full[0] + 5 * abbreviated[0] <= got_on[PHASES[0]].device_s <= full[1] + 5 * abbreviated[1], \
-        got_on[PHASES[0]]
+    assert 6 * full[0] <= table_handshake_s(got_off) <= 6 * full[1], got_off
+    assert full[0] + 5 * abbreviated[0] <= table_handshake_s(got_on) <= full[1] + 5 * abbreviated[1], got_on
 
 
 def test_only_tls12_cells_with_resumption_offer_tickets_and_the_hook_joins_the_preloads():
