@@ -743,15 +743,28 @@ def test_schedulers_against_link_physics(tmp_path):
     rows, d = _guest_run(tmp_path, "mp", "5GHz", "  watch.multipath: [minrtt, redundant]\n  pattern: [bulk, cbr]")
     goodput = float(rows["minrtt", "bulk"]["up_goodput_bps"])
     assert 1.8e6 <= goodput <= MAX_GOODPUT * 1.01, goodput
-    red = rows["redundant", "cbr"]
+    red, wifi_alone = rows["redundant", "cbr"], rows["minrtt", "cbr"]
+    # The control: minRTT's CBR cell rides WiFi alone (500 kbit/s leaves its window room), through
+    # the same agents in the same run - the better path's own OWD as this machine delivers it then
+    # (minRTT sends the first message or two on BT before WiFi's RTT is known: 2 of 121 measured;
+    # with at most 3 % on BT the control's p95 and median are WiFi messages').
+    # A starved guest delays both alike (CI once measured the redundant p95 1.1 ms past BT's
+    # physics); the upper bounds are the physics or, when the control itself was late, the
+    # control's, never looser than the house's timing_bound above either.
+    control = _split(d, "minrtt", "cbr")
+    assert control["bt"] <= 0.03 * sum(control.values()), control
     owd = float(red["up_owd_median_s"])
-    assert WIFI_OWD * 0.98 <= owd <= WIFI_OWD + AGENTS_S + timing_bound(WIFI_OWD) < BT_OWD, (owd, WIFI_OWD)
-    assert float(red["up_owd_p95_s"]) < BT_OWD, red["up_owd_p95_s"]
+    late = max(0.0, float(wifi_alone["up_owd_median_s"]) - WIFI_OWD - AGENTS_S)
+    assert WIFI_OWD * 0.98 <= owd <= WIFI_OWD + AGENTS_S + late + timing_bound(WIFI_OWD), (owd, WIFI_OWD, late)
+    assert WIFI_OWD + AGENTS_S + timing_bound(WIFI_OWD) < BT_OWD
+    p95, control_p95 = float(red["up_owd_p95_s"]), float(wifi_alone["up_owd_p95_s"])
+    assert p95 < max(BT_OWD, control_p95 + timing_bound(WIFI_OWD)), (p95, control_p95)
     # every message once and in order: the stream agent counts what it received
     assert float(red["up_goodput_bps"]) == pytest.approx(500_000, rel=0.05)
     split = _split(d, "minrtt", "bulk")
     assert min(split.values()) >= 0.35 * sum(split.values()), split   # equal links: about half each
-    print(f"minrtt bulk {goodput / 1e6:.3f} Mbit/s; redundant cbr OWD median {owd * 1e3:.2f} ms "
+    print(f"minrtt bulk {goodput / 1e6:.3f} Mbit/s; redundant cbr OWD median {owd * 1e3:.2f} ms, p95 {p95 * 1e3:.2f} "
+          f"(WiFi-alone control p95 {control_p95 * 1e3:.2f}); "
           f"(WiFi {WIFI_OWD * 1e3:.1f}, BT {BT_OWD * 1e3:.1f}); "
           f"minrtt cbr OWD {float(rows['minrtt', 'cbr']['up_owd_median_s']) * 1e3:.2f} ms; "
           f"redundant bulk {float(rows['redundant', 'bulk']['up_goodput_bps']) / 1e6:.3f} Mbit/s")
