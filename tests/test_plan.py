@@ -171,3 +171,15 @@ def test_plan_command_prints_the_plan():
     assert {n["need"] for n in doc["needs"]} == {"files", "relay"}
     res = wearlab("plan", str(ROOT / "experiments" / "quickstart.yaml"), "--set", "size=1KB")
     assert res.returncode == 0 and "4 cells" in res.stdout, res.stdout
+
+
+def test_plan_table_shows_only_the_node_settings_that_vary():
+    # Seed 003's interface selection sweeps one watch setting (its policy) over a wearable with
+    # ~20 settings: the table names that one, not the node's whole list in every cell.
+    res = wearlab("plan", str(ROOT / "experiments" / "seeds" / "003-interface-selection.yaml"),
+                  env={**os.environ, "COLUMNS": "300"})
+    assert res.returncode == 0, res.stderr
+    rows = [line for line in res.stdout.splitlines() if "watch: wearable" in line]
+    assert len(rows) == 24, res.stdout                              # one per cell
+    assert all("interface_policy=" in r for r in rows), rows
+    assert not any("sniff_timer" in r or "radio=" in r for r in rows), rows[0]

@@ -92,9 +92,17 @@ def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool =
     for col in ("cell", "group", "values", "timeline", "node settings that vary",
                 *(("link settings",) if swept_links else ())):
         t.add_column(col)
-    varying = {n for n in p.topology.nodes if len({c.nodes[n].key() for c in p.cells}) > 1}
+    # Per node, only the settings whose value differs between cells (a swept policy, not the node's
+    # twenty settings that every cell shares); the node's kind always names it.
+    varying: dict[str, list[str]] = {}
+    for n in p.topology.nodes:
+        docs = [c["nodes"].get(n, {}) for c in doc["cells"]]
+        keys = [k for k in dict.fromkeys(k for d in docs for k in d)
+                if len({json.dumps(d.get(k), sort_keys=True, default=str) for d in docs}) > 1]
+        if keys:
+            varying[n] = keys
     for c in doc["cells"]:
-        nodes = "; ".join(f"{n}: {s['kind']}" + "".join(f" {k}={v}" for k, v in s.items() if k != "kind")
+        nodes = "; ".join(f"{n}: {s['kind']}" + "".join(f" {k}={s.get(k)}" for k in varying[n] if k != "kind")
                           for n, s in c["nodes"].items() if n in varying)
         links = " ".join(f"{k}={v}" for k, v in c["values"].items() if is_link_key(k))
         t.add_row(str(c["cell"]), str(c["group"]), c["label"], c["timeline"], nodes or "-",
