@@ -362,3 +362,16 @@ def test_shipped_claims_select_cells(name):
 def test_no_experiment_says_reference():
     assert not [f for f in (ROOT / "experiments").rglob("*.yaml") if "\nreference:" in f.read_text()]
     assert os.path.exists(ROOT / "docs" / "claims.md")
+
+
+def test_an_open_side_reads_as_a_bound(tmp_path, capsys):
+    # paper: [null, 55 ms] is "at most 55 ms": the table says so, never "[None, 55 ms]".
+    body = "metric: wire_tls_handshake_s\ncells: {protocol: https, size: 1KB}\n"
+    d = make_results(tmp_path / "r", claim("hs-at-most", body + "paper: [null, 55 ms]")
+                     + claim("hs-at-least", body + "paper: [45 ms, null]"),
+                     {("https", "1KB"): ok("wire_tls_handshake_s", HANDSHAKES)})
+    rc, out, _ = run_check(capsys, str(d))
+    assert rc == 0, out
+    assert "None" not in out and "<= 55 ms" in out and ">= 45 ms" in out, out
+    assert {r["id"]: r["verdict"] for r in claims_json(d).values()} == {"hs-at-most": "reproduced",
+                                                                        "hs-at-least": "reproduced"}

@@ -442,6 +442,16 @@ def _trend(ctx: _Context, at: YamlPath, spec: ClaimSpec, contrast: Contrast | No
     return Trend(t.over, t.direction)
 
 
+def _range_text(raw: list) -> str:
+    """[low, high] as a reader says it: an open side (null) is a bound, not "None"."""
+    low, high = raw
+    if low is None and high is not None:
+        return f"<= {high}"
+    if high is None and low is not None:
+        return f">= {low}"
+    return f"[{low}, {high}]"
+
+
 def _paper(ctx: _Context, at: YamlPath, spec: ClaimSpec, unit: str, measured: bool
            ) -> tuple[tuple[float, float] | None, str]:
     path = at + ("paper",)
@@ -457,7 +467,7 @@ def _paper(ctx: _Context, at: YamlPath, spec: ClaimSpec, unit: str, measured: bo
         return None, ""
     if isinstance(raw, str) and raw.strip().startswith("[") and raw.strip().endswith("]"):
         raw = [x.strip() for x in raw.strip()[1:-1].split(",")]
-    text = f"[{raw[0]}, {raw[1]}]" if isinstance(raw, list) and len(raw) == 2 else str(raw)
+    text = _range_text(raw) if isinstance(raw, list) and len(raw) == 2 else str(raw)
     if not measured:
         return None, text   # an input without a metric: shown as written
 
