@@ -287,6 +287,14 @@ BAD = [
     ("metric: wire_total_s\nratio: {over: protocol, numerator: https, denominator: tcpcrypt}\npaper: 1.5",
      "ratio.denominator", "'tcpcrypt' is not one of the values of protocol"),
     ("metric: wire_total_s\ntrend: {over: protocol, direction: falling}", "trend.over", "a trend is over numbers"),
+    ("metric: wire_total_s\npaper: 1 s\npaper_scale: sizes", "paper_scale",
+     "'sizes' is no parameter of this experiment; did you mean 'size'?"),
+    ("metric: wire_total_s\npaper: 1 s\npaper_scale: size", "paper_scale",
+     "size varies in matrix: select one of its values in cells:"),
+    ("metric: wire_total_s\ncells: {protocol: http}\npaper: 1 s\npaper_scale: protocol", "paper_scale",
+     "protocol is 'http': a paper's value is scaled by a positive number"),
+    ("metric: wire_total_s\nratio: {over: protocol, numerator: https, denominator: http}\npaper: 1.5\n"
+     "paper_scale: size", "paper_scale", "paper_scale scales a value; a ratio is not one"),
 ]
 
 
@@ -375,3 +383,26 @@ def test_an_open_side_reads_as_a_bound(tmp_path, capsys):
     assert "None" not in out and "<= 55 ms" in out and ">= 45 ms" in out, out
     assert {r["id"]: r["verdict"] for r in claims_json(d).values()} == {"hs-at-most": "reproduced",
                                                                         "hs-at-least": "reproduced"}
+
+
+def test_a_paper_value_at_the_papers_size_is_scaled_by_the_cells_app_scale():
+    """Seed 003 §5.1's phone energies are for the paper's sizes; 003-interface-selection.yaml runs
+    1/16 of them by default (app_scale): paper_scale multiplies the paper's value by the cells'
+    scale, by hand 121.984 / 16 = 7.624 J (band +-10 %: 6.8616-8.3864 J), 125.76 / 16 = 7.86 J,
+    157.2 / 16 = 9.825 J; the message is not scaled (one message is one message): 0.524 J. With
+    `--set app_scale=1/256`, 121.984 / 256 = 0.4765 J; at the paper's scale (1), as written."""
+    f = ROOT / "experiments" / "seeds" / "003-interface-selection.yaml"
+
+    def phone(p) -> dict[str, dict]:
+        return {c.id.rsplit("-", 1)[1]: c.to_document() for c in p.claims if "phone-proxy-energy" in c.id}
+
+    docs = phone(plan(load_experiment(f, CATALOG)))
+    assert {k: d["paper_low"] for k, d in docs.items()} == pytest.approx(
+        {"download": 7.624, "video": 7.86, "message": 0.524, "camera": 9.825})
+    assert (docs["download"]["band_low"], docs["download"]["band_high"]) == pytest.approx((6.8616, 8.3864))
+    assert docs["download"]["paper_text"] == "121.984 J x 1/16 (app_scale)" and docs["message"]["paper_text"] == "0.524 J"
+    assert all(len(d["groups"][0]["cells"]) == 2 for d in docs.values())    # bt under both WiFi profiles
+    small = phone(plan(load_experiment(f, CATALOG, overrides={"app_scale": "1/256"})))
+    assert small["download"]["paper_low"] == pytest.approx(0.4765)
+    whole = phone(plan(load_experiment(f, CATALOG, overrides={"app_scale": "1"})))
+    assert (whole["camera"]["paper_low"], whole["camera"]["paper_text"]) == (pytest.approx(157.2), "157.2 J")

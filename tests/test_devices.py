@@ -158,7 +158,7 @@ def test_cores_and_the_resumed_handshake_say_where_they_come_from():
     d = builtin_devices()
     assert {n: x.cores.value for n, x in d.items()} == {
         "vehicle-embedded-computer": 1, "sony-smartwatch-3": 4, "lg-g-watch-r": 4, "google-glass-explorer": 2,
-        "galaxy-s4": 4, "nexus-4": 4}
+        "galaxy-s4": 4, "nexus-4": 4, "nexus-5x": 4}
     assert d["lg-g-watch-r"].cores.basis == "measured" and "quad-core" in d["lg-g-watch-r"].cores.source
     for x in d.values():
         assert x.cores.basis in BASES and len(x.cores.source) > 20
@@ -391,6 +391,22 @@ def test_devices_file_by_path_relative_to_the_topology(tmp_path):
         power:
           levels: {handshake: {mw: 1, assumed: x}, data: {mw: 2, assumed: x}, tail: {mw: 1, duration: 1s, assumed: x}}
     """, "power:", "devices.w.power", "need measured_on:"),
+    ("""\
+      w:
+        handshake: {time: 1ms, assumed: x}
+        cpu_factor: {value: 2, assumed: x}
+        power:
+          measured_on: [bt, wlan]
+          levels: {handshake: {mw: 1, assumed: x}, data: {mw: 2, assumed: x}, tail: {mw: 1, duration: 1s, assumed: x}}
+    """, "measured_on:", "devices.w.power.measured_on", "unknown medium 'wlan'"),
+    ("""\
+      w:
+        handshake: {time: 1ms, assumed: x}
+        cpu_factor: {value: 2, assumed: x}
+        power:
+          measured_on: [wifi, wifi]
+          levels: {handshake: {mw: 1, assumed: x}, data: {mw: 2, assumed: x}, tail: {mw: 1, duration: 1s, assumed: x}}
+    """, "measured_on:", "devices.w.power.measured_on", "a medium, or a list of different media"),
     ("""\
       w:
         handshake: {time: 1ms, assumed: x}

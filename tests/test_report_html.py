@@ -314,3 +314,43 @@ def test_the_index_maps_every_claim_of_the_suite(tmp_path):
     assert rows[0][-1].startswith("not reproduced") and "synthetic-fetch" in rows[0][-1]
     assert rows[1][-1] == "not yet expressible needs page-load workload (issue 23)"
     assert rows[2][-1].startswith("not run")
+
+
+def test_a_relay_energy_claim_is_marked_on_the_relaying_nodes_panel(tmp_path):
+    """energy_phases has a panel per node: the client's energy_j claims go on the client's (from
+    plan.json's workload fields), energy_relay_j claims on the relaying phone's - seed 003 §5.1's
+    phone energies. Here a phone relays every run of the synthetic fetch at 1.048 W, and a claim
+    puts 0.5 J on its 500 KB HTTPS cell: one paper diamond on the phone's panel at 0.5 J, the
+    watch's 280-340 mJ claim on the watch's."""
+    import csv
+
+    d = http_results(tmp_path / "relayed")
+    plan = json.loads((d / "plan.json").read_text())
+    plan["fields"] = {"kind": "http-get", "client": "watch", "server": "server"}
+    plan["claims"].append({**plan["claims"][2], "id": "t-relay", "metric": "energy_relay_j"})
+    (d / "plan.json").write_text(json.dumps(plan))
+    rows = json.loads((d / "claims.json").read_text())
+    rows.append({**rows[2], "id": "t-relay", "claim": "the phone spends 0.5 J", "metric": "energy_relay_j",
+                 "paper_low": 0.5, "paper_high": 0.5, "paper_text": "0.5 J"})
+    (d / "claims.json").write_text(json.dumps(rows))
+    with (d / "series" / "energy.csv").open() as f:
+        series = list(csv.DictReader(f))
+    phone = [{**r, "node": "phone", "device": "nexus-5x", "watts": 1.048,
+              "joules": 1.048 * float(r["seconds"])} for r in series]
+    with (d / "series" / "energy.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(series[0]))
+        w.writeheader()
+        w.writerows(series + phone)
+    drawing = plots.draw(d)
+    try:
+        axes = {ax.get_title(loc="left"): ax for ax in _figure(drawing, "energy_phases").axes}
+        relay = [line.get_ydata()[0] for line in axes["phone (nexus-5x)"].get_lines()
+                 if line.get_gid() == plots.PAPER_GID and line.get_marker() == "D"]
+        watch = [line.get_ydata()[0] for line in axes["watch (lg-g-watch-r)"].get_lines()
+                 if line.get_gid() == plots.PAPER_GID and line.get_marker() == "D"]
+    finally:
+        drawing.close()
+    assert len(relay) == 1 and len(watch) == 1
+    # each panel in its own unit (J or mJ): the diamond sits at the claim's value in it
+    assert relay[0] in (pytest.approx(0.5), pytest.approx(500.0))
+    assert watch[0] in (pytest.approx(0.31), pytest.approx(310.0))

@@ -8,8 +8,8 @@ high-power idle after the last byte, for the device's fixed tail duration. t(s) 
 own measured phase times (http-get: from the capture; streams: the union of its messages' flight
 times, send to delivery); P(node, s) are the device's power levels (model.devices.Power):
 
-    P(node, s) = level(s) - radio(measured_on) [if the node does not use that medium]
-                          + sum of radio(m) for the other media m the node's links use
+    P(node, s) = level(s) - radio(m) for each medium m of measured_on the node does not use
+                          + radio(m) for each medium m the node's links use beyond measured_on
 
 i.e. a level measured over one medium (seed 000's watch: WiFi) moves to another by swapping the
 radio's own active power (power_profile.xml currents). The tail is taken as it was measured,
@@ -88,7 +88,7 @@ def node_power(node: str, device: Device, media: Iterable[Medium]) -> NodePower:
         swaps = [(sign, m.value, r) for sign, m, r in radio_swaps(p, radios)]
     except KeyError as e:
         m = e.args[0]
-        if m == p.measured_on:
+        if m in p.measured_media:
             raise NoPowerModel(f"device {device.name}: levels measured on {m.value}, which node {node} does not "
                                f"use, and no radios.{m.value} to take away") from None
         raise NoPowerModel(f"device {device.name}: node {node} uses {m.value}, and the device has no "

@@ -7,7 +7,9 @@ that differ in one matrix key (`ratio:` stat(numerator) / stat(denominator), `di
 numerator - denominator) and a `trend:` over a numeric matrix key (Spearman's rho of the
 statistic - or of the contrast - at each of its values against the value). Its `paper:` value or
 [low, high] range, in the metric's unit (ratios and trends are plain numbers), widened by its
-`tolerance:` is the band `wearlab check` holds ours against (wearlab.report.check). `evidence:`
+`tolerance:` is the band `wearlab check` holds ours against (wearlab.report.check); `paper_scale:`
+names a parameter (app_scale) whose value in the claim's cells multiplies that value, where the
+cells run a part of the paper's sizes. `evidence:`
 says what agreement would prove: `input` (a number the model takes from the paper: shown, never
 scored), `calibration` (holds by construction once the inputs are right: `why` says which input)
 or `prediction` (the model was not tuned to it).
@@ -89,6 +91,7 @@ class ClaimSpec(BaseModel):
     difference: ContrastSpec | None = None
     trend: TrendSpec | None = None
     paper: Any = None
+    paper_scale: str | None = None   # a parameter whose value in the claim's cells scales the paper's value
     tolerance: Any = None
 
     @field_validator("cells", mode="before")
@@ -150,6 +153,10 @@ class Claim:
     tolerance_text: str
     written: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     groups: tuple[Group, ...] = ()
+    # A parameter (app_scale) whose value in the claim's cells multiplies the paper's range and an
+    # absolute tolerance: the paper's figure is for the paper's sizes, the cells run a part of them.
+    # `planned` applies it (paper_text then says so); None: the paper's value as written.
+    paper_scale: str | None = None
 
     def keys(self) -> set[str]:
         """The experiment's parameters it names."""
@@ -192,7 +199,22 @@ class Claim:
                 c = self.contrast
                 groups += [Group("numerator", level, tuple(pick(c.over, c.numerator, among))),
                            Group("denominator", level, tuple(pick(c.over, c.denominator, among)))]
-        return dataclasses.replace(self, groups=tuple(groups))
+        out = dataclasses.replace(self, groups=tuple(groups))
+        return out._scaled([cells[i] for g in groups for i in g.cells])
+
+    def _scaled(self, cells: Sequence[Mapping[str, Any]]) -> Claim:
+        """The paper's range (and an absolute tolerance) times the cells' value of `paper_scale`:
+        one value, since load_claims made the claim select one; none (no cells, or the cells' value
+        is 1) leaves it as written."""
+        if self.paper_scale is None or self.paper is None:
+            return self
+        found = {scale_factor(c[self.paper_scale]) for c in cells if c.get(self.paper_scale, "") != ""}
+        if len(found) != 1 or found == {1.0}:
+            return self
+        (k,) = found
+        return dataclasses.replace(self, paper=(self.paper[0] * k, self.paper[1] * k),
+                                   tolerance_abs=self.tolerance_abs * k,
+                                   paper_text=f"{self.paper_text} x {_fraction(k)} ({self.paper_scale})")
 
     def to_document(self) -> dict[str, Any]:
         """As the plan (plan.json) holds it: what `wearlab check` reads."""
@@ -214,6 +236,20 @@ class Claim:
             "band_high": _bound(band[1]) if band else None,
             "groups": [{"role": g.role, "level": _plain(g.level), "cells": list(g.cells)} for g in self.groups],
         }
+
+
+def scale_factor(value: Any) -> float:
+    """A scale as a cell holds it: a number, or a fraction written as text ('1/16')."""
+    if isinstance(value, str) and "/" in value:
+        num, den = value.split("/", 1)
+        return float(num) / float(den)
+    return float(value)
+
+
+def _fraction(k: float) -> str:
+    """0.0625 -> '1/16'; a scale that is no unit fraction as a number."""
+    inv = 1 / k
+    return f"1/{round(inv)}" if abs(inv - round(inv)) < 1e-9 * inv else f"{k:g}"
 
 
 def _bound(v: float) -> float | None:
@@ -358,13 +394,14 @@ def _claim(ctx: _Context, at: YamlPath, spec: ClaimSpec, written: dict, metrics:
         return None    # reported: nothing to read the paper's value against
     paper, paper_text = _paper(ctx, at, spec, unit, metric is not None)
     tol_rel, tol_abs, tol_text = _tolerance(ctx, at, spec, unit)
+    _paper_scale(ctx, at, spec, select, contrast, trend)
     if len(ctx.problems) > before:
         return None
     return Claim(id=spec.id, claim=spec.claim.strip(), seed=spec.source.seed, where=spec.source.where,
                  evidence=spec.evidence, why=spec.why.strip(), note=spec.note.strip(), metric=spec.metric,
                  unit=unit if trend is None else "", statistic=spec.statistic, select=select, contrast=contrast,
                  trend=trend, paper=paper, paper_text=paper_text, tolerance=tol_rel, tolerance_abs=tol_abs,
-                 tolerance_text=tol_text, written=written)
+                 tolerance_text=tol_text, written=written, paper_scale=spec.paper_scale)
 
 
 def _select(ctx: _Context, at: YamlPath, spec: ClaimSpec) -> dict[str, Any]:
@@ -496,6 +533,39 @@ def _paper(ctx: _Context, at: YamlPath, spec: ClaimSpec, unit: str, measured: bo
         return None, text
     v = parse(raw, path, "")
     return ((v, v), text) if v is not None else (None, text)
+
+
+def _paper_scale(ctx: _Context, at: YamlPath, spec: ClaimSpec, select: Mapping[str, Any],
+                 contrast: Contrast | None, trend: Trend | None) -> None:
+    """`paper_scale: KEY`: a numeric parameter with one value in the claim's cells (a ratio or a
+    trend compares cells, where one scale cancels or differs: not allowed)."""
+    key = spec.paper_scale
+    if key is None:
+        return
+    path = at + ("paper_scale",)
+    if contrast is not None or trend is not None:
+        ctx.problem(path, f"paper_scale scales a value; a {'trend' if trend else contrast.kind} is not one")
+        return
+    if key in ctx.overridden:
+        return
+    if key in ctx.matrix:
+        if key not in select and len(ctx.matrix[key]) > 1:
+            ctx.problem(path, f"{key} varies in matrix: select one of its values in cells: (the paper's value is "
+                              "scaled by it)")
+            return
+        values = [select[key]] if key in select else ctx.matrix[key]
+    elif key in ctx.fixed:
+        values = [ctx.fixed[key]]
+    else:
+        known = [*ctx.matrix, *ctx.fixed]
+        ctx.problem(path, f"'{key}' is no parameter of this experiment{did_you_mean(key, known)}")
+        return
+    for v in values:
+        try:
+            if not scale_factor(v) > 0:
+                raise ValueError
+        except (TypeError, ValueError, ZeroDivisionError):
+            ctx.problem(path, f"{key} is {v!r}: a paper's value is scaled by a positive number")
 
 
 def _tolerance(ctx: _Context, at: YamlPath, spec: ClaimSpec, unit: str) -> tuple[float, float, str]:

@@ -344,13 +344,14 @@ class RadioPower(BaseModel):
 class Power(BaseModel):
     """A device's power figures. `levels` are the whole device's power above its idle baseline per
     phase state (seed 000 measured its watch's so, on WiFi), over the medium `measured_on`, whose
-    radio is inside them; `radios` give each radio's own active power, so the model can move a
-    level to another medium (measure.energy)."""
+    radio is inside them - or the media, a list, whose radios all are (seed 003's phone relaying
+    over BT and WiFi at once: `[bt, wifi]`); `radios` give each radio's own active power, so the
+    model can move a level to other media (measure.energy)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     battery: Battery | None = None
-    measured_on: Medium | None = None
+    measured_on: Medium | tuple[Medium, ...] | None = None
     levels: dict[PowerState, PowerFigure] = Field(default_factory=dict)
     radios: dict[Medium, RadioPower] = Field(default_factory=dict)
 
@@ -362,6 +363,24 @@ class Power(BaseModel):
                 if key not in MEDIA:
                     raise ValueError(f"unknown medium '{key}'{did_you_mean(key, MEDIA)} (media: {', '.join(MEDIA)})")
         return v
+
+    @field_validator("measured_on", mode="before")
+    @classmethod
+    def _measured_media(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            for m in v:
+                if m not in MEDIA:
+                    raise ValueError(f"unknown medium '{m}'{did_you_mean(str(m), MEDIA)} (media: {', '.join(MEDIA)})")
+            if not v or len(set(v)) != len(v):
+                raise ValueError("measured_on: a medium, or a list of different media")
+            return tuple(v)
+        return v
+
+    @property
+    def measured_media(self) -> tuple[Medium, ...]:
+        """The media whose radios the levels hold (measured_on, one or several)."""
+        m = self.measured_on
+        return () if m is None else (m,) if isinstance(m, Medium) else tuple(m)
 
     @field_validator("levels", mode="before")
     @classmethod
@@ -397,16 +416,18 @@ ACTIVE_STATES = (PowerState.CONNECT, PowerState.HANDSHAKE, PowerState.DATA, Powe
 
 
 def radio_swaps(power: Power, radios: tuple[Medium, ...]) -> list[tuple[float, Medium, PowerFigure]]:
-    """How a level measured on `power.measured_on` moves to a node whose radios are `radios`: the
+    """How a level measured on `power.measured_on` moves to a node whose radios are `radios`: each
     measured medium's radio taken away (if the node does not use it), each other radio's added -
     (sign, medium, that radio's active power). KeyError(medium) where the device lacks a radio."""
     out: list[tuple[float, Medium, PowerFigure]] = []
-    if power.measured_on not in radios:
-        if power.measured_on not in power.radios:
-            raise KeyError(power.measured_on)
-        out.append((-1.0, power.measured_on, power.radios[power.measured_on].active))
+    measured = power.measured_media
+    for m in measured:
+        if m not in radios:
+            if m not in power.radios:
+                raise KeyError(m)
+            out.append((-1.0, m, power.radios[m].active))
     for m in radios:
-        if m != power.measured_on:
+        if m not in measured:
             if m not in power.radios:
                 raise KeyError(m)
             out.append((1.0, m, power.radios[m].active))

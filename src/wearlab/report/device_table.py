@@ -92,7 +92,7 @@ def detail(d: Device) -> Table:
     if p is not None:
         if p.battery:
             t.add_row("battery", f"{p.battery.mah:g} mAh", p.battery.basis, p.battery.source)
-        on = f" (on {p.measured_on.value})" if p.measured_on else ""
+        on = f" (on {'+'.join(m.value for m in p.measured_media)})" if p.measured_media else ""
         for state, f in p.levels.items():
             t.add_row(f"power: {state.value}{on}", f.describe(), f.basis, f.source)
         for medium, radio in p.radios.items():

@@ -1213,11 +1213,16 @@ def _energy(res: _Results, plt) -> Figure | None:
         return None
     # node -> cell -> state -> per-run joules
     per: dict[str, dict[str, dict[str, dict[str, float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+    # energy_j is the workload's client's, energy_relay_j any other node's (the phone relaying)
+    client = str((res.plan.get("fields") or {}).get("client") or "")
+    relays: set[str] = set()
     for r in rows:
         j = _f(r.get("joules"))
         if j is None:
             continue
         node = f"{r.get('node', '')} ({r.get('device', '')})"
+        if client and r.get("node", "") != client:   # results without the plan's client: no relay known
+            relays.add(node)
         runs = per[node][res.cell(r)][r.get("state", "")]
         runs[r.get("run", "")] = runs.get(r.get("run", ""), 0.0) + j
     if not per:
@@ -1241,7 +1246,7 @@ def _energy(res: _Results, plt) -> Figure | None:
         for x, lab in enumerate(labels):
             cell_rows = [r for r in res.ok if res.cell(r) == lab]
             for c in claims:
-                if _claim_cell(c, cell_rows, res) and (c.metric == "energy_relay_j") == ("relay" in node):
+                if _claim_cell(c, cell_rows, res) and (c.metric == "energy_relay_j") == (node in relays):
                     _mark_paper_point(ax, x + 0.42, c.paper_low, c.paper_high,
                                       None if labelled else "paper (claims)", scale=1 / div)
                     labelled = True
