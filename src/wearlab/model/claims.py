@@ -31,10 +31,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from wearlab.errors import Problem
-from wearlab.model import unit_input
+from wearlab.model import matrix_values, unit_input
 from wearlab.model.choices import Evidence, Statistic
 from wearlab.model.columns import columns_of
-from wearlab.model.link_settings import canonical, is_link_key
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 
 ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
@@ -262,8 +261,7 @@ def _plain(v: Any) -> Any:
     return str(v)
 
 
-def _same(a: Any, b: Any) -> bool:
-    return a == b or str(a) == str(b)
+_same = matrix_values.same
 
 
 def _selected(cell: Mapping[str, Any], select: Mapping[str, Any]) -> bool:
@@ -288,46 +286,13 @@ class _Context:
     def problem(self, path: YamlPath, message: str) -> None:
         self.problems.append(Problem(self.src.file, self.src.line(path), dotted(path), message))
 
-    def normalizers(self, key: str) -> list:
-        if key in self.wclass.params:
-            return [self.wclass.params[key].normalize]
-        if is_link_key(key):
-            field = key.rsplit(".", 1)[1]
-            return [lambda raw: canonical(field, raw)]
-        if "." in key:
-            opt = key.split(".", 1)[1]
-            return [k.options[opt].normalize for k in self.catalog.node_kinds.values() if opt in k.options]
-        return []
-
     def normalize(self, key: str, raw: Any, among: list[Any]) -> Any | None:
         """The value of `among` that `raw` means ('500KB' -> 500000), else None."""
-        for v in among:
-            if _same(v, raw):
-                return v
-        for f in self.normalizers(key):
-            try:
-                value = f(raw)
-            except (ValueError, TypeError):
-                continue
-            for v in among:
-                if _same(v, value):
-                    return v
-        # A value as tables show it (page: exp3-bing for the file the plan resolved it to).
-        param = self.wclass.params[key] if key in self.wclass.params else None
-        if param is not None and param.shown is not str:
-            hits = [v for v in among if param.shown(v) == str(raw)]
-            if len(hits) == 1:
-                return hits[0]
-        return None
+        return matrix_values.value_among(key, raw, among, self.wclass, self.catalog)
 
     def loose(self, key: str, raw: Any) -> Any:
         """`raw` normalised without a list to match (a key `--set` overrode)."""
-        for f in self.normalizers(key):
-            try:
-                return f(raw)
-            except (ValueError, TypeError):
-                continue
-        return raw
+        return matrix_values.loose(key, raw, self.wclass, self.catalog)
 
 
 def load_claims(src: YamlSource, specs: Sequence[ClaimSpec], wclass, matrix: Mapping[str, list[Any]],
