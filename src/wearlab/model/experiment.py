@@ -6,7 +6,8 @@ model.experiment_file's job; resolving it into runs is the plan's (wearlab.plan)
 - `nodes:` overrides a node's kind and options for the whole experiment (`phone: {kind: haproxy}`);
 - `matrix:` varies workload parameters (`size: [1KB, 1MB]`), node settings, written
   `node.option` (`phone.rmem_max: [8MB, 2MB]`, `phone.kind: [relay, haproxy]`), and a link's
-  settings, written `link.<link>.<field>` (`link.watch-ap.band: [2.4GHz, 5GHz]`, model.link_settings).
+  settings, written `link.<link>.<field>` (`link.watch-ap.band: [2.4GHz, 5GHz]`, model.link_settings);
+  its `exclude:` leaves combinations out (model.exclude).
 
 The kinds' declarations come from the catalog the experiment was read with (`catalog`), so
 `cells()` and `node_settings()` need no import of what runs.
@@ -14,7 +15,6 @@ The kinds' declarations come from the catalog the experiment was read with (`cat
 
 from __future__ import annotations
 
-import itertools
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
@@ -22,6 +22,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from wearlab.model import quantities, unit_input
 from wearlab.model import link_settings
 from wearlab.model.claims import Claim, ClaimSpec
+from wearlab.model.exclude import EXCLUDE_KEY, Exclusion, combinations, excluded_by
 from wearlab.model.link_settings import is_link_key
 from wearlab.model.declarations import Catalog
 from wearlab.model.choices import Runtime, values
@@ -85,6 +86,12 @@ class ExperimentSpec(BaseModel):
         # `matrix:` with every line commented out is an empty matrix, not an error.
         return {} if v is None else v
 
+    @field_validator("matrix", mode="before")
+    @classmethod
+    def _without_exclude(cls, v: Any) -> Any:
+        # `exclude:` is no list of values to sweep: model.exclude checks it (experiment_file).
+        return {k: x for k, x in v.items() if k != EXCLUDE_KEY} if isinstance(v, dict) else v
+
     @field_validator("expect", mode="before")
     @classmethod
     def _empty_list(cls, v: Any) -> Any:
@@ -110,6 +117,7 @@ class Experiment(BaseModel):
     workload: Any
     fixed: dict[str, Any]
     matrix: dict[str, list[Any]]
+    exclusions: tuple[Exclusion, ...] = ()     # `matrix: exclude:` (model.exclude), over the matrix's keys
     nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     ratios: tuple = ()                      # wearlab.workloads.workload.Ratio, beyond the workload's own
     claims: tuple[Claim, ...] = ()          # `expect:`, resolved (model.claims)
@@ -135,23 +143,36 @@ class Experiment(BaseModel):
     def cells(self) -> list[dict[str, Any]]:
         """Every combination to run: matrix keys first (first key varies slowest), then the fixed
         workload parameters. A parameter that does not apply in a cell (TLS settings of plain
-        HTTP) is "" there, and combinations that then coincide collapse into one (first kept)."""
+        HTTP) is "" there, and combinations that then coincide collapse into one (first kept).
+        Combinations `exclude:` names are left out; the others keep their values (their runs'
+        identities, plan.seeds) and their order."""
+        return self._cells()[0]
+
+    def excluded_cells(self) -> list[tuple[dict[str, Any], Exclusion]]:
+        """The cells `exclude:` left out, each with the first entry that names it (a combination
+        that coincides with a cell still run, as above, is run)."""
+        return self._cells()[1]
+
+    def _cells(self) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], Exclusion]]]:
         params = self.workload_class.params
-        keys = list(self.matrix)
         out: list[dict[str, Any]] = []
+        left_out: dict[tuple, tuple[dict[str, Any], Exclusion]] = {}
         seen: set[tuple] = set()
-        for combo in itertools.product(*(self.matrix[k] for k in keys)):
-            cell = dict(zip(keys, combo, strict=True))
+        for combo in combinations(self.matrix):
+            by = excluded_by(combo, self.exclusions)
+            cell = dict(combo)
             cell.update({k: v for k, v in self.fixed.items() if k not in cell})
             cell = self._first_hop(self.workload_class.expand_cell(cell))
             for p in params:
                 if p.applies is not None and p.name in cell and not p.applies(cell):
                     cell[p.name] = ""
             key = tuple(sorted((k, str(v)) for k, v in cell.items()))
-            if key not in seen:
+            if by is not None:
+                left_out.setdefault(key, (cell, by))
+            elif key not in seen:
                 seen.add(key)
                 out.append(cell)
-        return out
+        return out, [x for key, x in left_out.items() if key not in seen]
 
     def topology_of(self, cell: dict[str, Any], problem) -> Topology:
         """The topology a cell runs on: the experiment's, with the cell's link settings
@@ -250,7 +271,9 @@ class Experiment(BaseModel):
                                                           if not (k == "path" and self._chooses_first_hop())}},
             "nodes": {n: {k: v if k == "kind" else doc(f"{n}.{k}", v) for k, v in s.items()}
                       for n, s in self.nodes.items()},
-            "matrix": {k: [doc(k, v) for v in vs] for k, vs in self.matrix.items()},
+            "matrix": {**{k: [doc(k, v) for v in vs] for k, vs in self.matrix.items()},
+                       **({EXCLUDE_KEY: [{k: doc(k, v) for k, v in e.values.items()} for e in self.exclusions]}
+                          if self.exclusions else {})},
             **({"ratios": [{"param": r.param, "numerator": doc(r.param, r.numerator),
                             "denominator": doc(r.param, r.denominator), "metrics": list(r.metrics), "title": r.title}
                            for r in self.ratios]} if self.ratios else {}),

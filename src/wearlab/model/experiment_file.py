@@ -5,8 +5,8 @@ What a workload can be told is declared by its kind, what a node can be told by 
 both come from the catalog handed in. `workload:` holds the kind, its fixed fields (client,
 server, ...) and fixed parameters; `nodes:` overrides a node's kind and options for the whole
 experiment; `matrix:` varies workload parameters, node settings written `node.option` and a
-link's settings written `link.<link>.<field>` (model.link_settings). A
-parameter is either fixed (or left to its default) or varied, never both. Values are normalised
+link's settings written `link.<link>.<field>` (model.link_settings), and `matrix: exclude:` leaves
+combinations of them out (model.exclude). A parameter is either fixed (or left to its default) or varied, never both. Values are normalised
 once, here. Cross-checks that need the whole experiment resolved are the plan's (wearlab.plan).
 """
 
@@ -33,6 +33,7 @@ from wearlab.model.experiment import (
     split_kind,
 )
 from wearlab.model import link_settings
+from wearlab.model.exclude import EXCLUDE_KEY, load_exclusions
 from wearlab.model.link_settings import is_link_key
 from wearlab.model.timeline import STATIC, load_timeline
 from wearlab.model.topology import DOC_NAME, DOC_NAME_RULE, Topology, load_topology, resolve_kind, topology_from_mapping
@@ -90,6 +91,7 @@ def load_experiment(path: str | Path, catalog: Catalog, *, repetitions: int | No
     nodes: dict[str, dict[str, Any]] = {}
     value_paths: dict[str, YamlPath] = {}
     timeline_choice: dict[str, Any] = {}
+    exclusions: tuple = ()
     if wclass is not None:
         data = _apply_overrides(src, overrides or {}, wclass, problems)
         timeline_choice = _timeline_choice(src, data, problems)
@@ -97,6 +99,12 @@ def load_experiment(path: str | Path, catalog: Catalog, *, repetitions: int | No
         problems += found
         if timeline_choice.get("varied"):
             matrix[TIMELINE_KEY] = timeline_choice["varied"]
+        if not problems:
+            # Checked against a matrix whose keys and values are all known.
+            exclusions, found = load_exclusions(
+                src, data["exclude"], matrix, _fixed_value(fixed, nodes, matrix, timeline_choice),
+                set(overrides or {}), wclass, catalog, topology)
+            problems += found
 
     ratios: list = []
     claims: list = []
@@ -118,7 +126,8 @@ def load_experiment(path: str | Path, catalog: Catalog, *, repetitions: int | No
         catalog=catalog, name=name, description=spec.description, file=file, topology=topology,
         runtime=Runtime(runtime) if runtime is not None else spec.runtime,
         repetitions=repetitions if repetitions is not None else spec.repetitions,
-        seed=spec.seed, timeout_s=spec.timeout, workload=fields, fixed=fixed, matrix=matrix, nodes=nodes,
+        seed=spec.seed, timeout_s=spec.timeout, workload=fields, fixed=fixed, matrix=matrix, exclusions=exclusions,
+        nodes=nodes,
         ratios=tuple(ratios), claims=tuple(claims), timeline=timeline_choice.get("fixed", STATIC), full=spec.full,
         where=Where(file, src.lines), overridden=frozenset(overrides or {}), value_paths=value_paths)
     timelines = _load_timelines(src, exp, timeline_choice)
@@ -327,10 +336,13 @@ def _apply_overrides(src: YamlSource, overrides: dict[str, str], wclass, problem
     nodes = {k: dict(v) for k, v in (src.data.get("nodes") or {}).items() if isinstance(v, dict)} \
         if isinstance(src.data.get("nodes"), dict) else {}
     matrix = dict(src.data.get("matrix") or {}) if isinstance(src.data.get("matrix"), dict) else {}
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"exclude": matrix.pop(EXCLUDE_KEY, None)}
     for key, value in overrides.items():
         matrix.pop(key, None)
-        if key == TIMELINE_KEY:
+        if key == EXCLUDE_KEY:
+            problems.append(Problem(COMMAND_LINE, None, f"--set {key}",
+                                    "matrix.exclude is no parameter: it names combinations to leave out, in the file"))
+        elif key == TIMELINE_KEY:
             out[TIMELINE_KEY] = value
         elif is_link_key(key):
             matrix[key] = [value]    # a link has no fixed-settings section: one value, every cell
@@ -345,6 +357,22 @@ def _apply_overrides(src: YamlSource, overrides: dict[str, str], wclass, problem
                                     f"({wclass.name} parameters: {', '.join(wclass.params.names())}; node settings "
                                     "are written node.option, link settings link.<link>.<field>)"))
     return {"workload": wl, "nodes": nodes, "matrix": matrix, "overridden": set(overrides), **out}
+
+
+def _fixed_value(fixed: dict[str, Any], nodes: dict[str, dict[str, Any]], matrix: dict[str, list[Any]],
+                 timeline_choice: dict[str, Any]):
+    """key -> the value a key that is not swept has in every cell (None: not known here), for
+    `exclude:` entries that name a key `--set` fixed (model.exclude)."""
+    def value(key: str) -> Any:
+        if key == TIMELINE_KEY:
+            return timeline_choice.get("fixed", STATIC)
+        if is_link_key(key):
+            return matrix[key][0] if len(matrix.get(key, [])) == 1 else None   # `--set` gives a link one value
+        if "." in key:
+            node, opt = key.split(".", 1)
+            return nodes.get(node, {}).get(opt)
+        return fixed.get(key)
+    return value
 
 
 def _resolve_parameters(src: YamlSource, data: dict, wclass, fields, topo: Topology | None, catalog: Catalog):

@@ -110,6 +110,9 @@ class RunPlan(PlanView):
     schedulers: Mapping[str, str] = field(default_factory=dict)
     # the catalog's interface-selection policies: name -> "module:Class", what the wearable runs
     interface_policies: Mapping[str, str] = field(default_factory=dict)
+    # `matrix: exclude:` (model.exclude): the cells it left out, each with the entry that names it
+    # ({"values": ..., "by": ...}); None without exclude (and then not in the plan's document).
+    excluded: tuple[Mapping[str, Any], ...] | None = None
 
     # -- what the rest of wearlab asks ---------------------------------------------------------
     @property
@@ -197,6 +200,9 @@ class RunPlan(PlanView):
                                  for n, s in c.nodes.items()},
                        **({"links": _cell_links(self.topology, c.topology)} if c.topology is not None else {})}
                       for c in self.cells],
+            **({"excluded": [{"values": {k: _plain(v) for k, v in x["values"].items()},
+                              "by": {k: _plain(v) for k, v in x["by"].items()}} for x in self.excluded]}
+               if self.excluded is not None else {}),
             "links": [lp.to_document() for lp in self.network.links],
             "addresses": {n: [{"interface": i.name, "ip": i.ip, "peer": i.peer} for i in intfs]
                           for n, intfs in self.addresses.interfaces.items()},
@@ -370,7 +376,9 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
                    devices=devices,
                    schedulers={n: f"{c.__module__}:{c.__qualname__}" for n, c in (catalog.schedulers or {}).items()},
                    interface_policies={n: f"{c.__module__}:{c.__qualname__}"
-                                       for n, c in (catalog.interface_policies or {}).items()})
+                                       for n, c in (catalog.interface_policies or {}).items()},
+                   excluded=tuple({"values": values, "by": by.values} for values, by in exp.excluded_cells())
+                   if exp.exclusions else None)
 
 
 def _unshaped_rates(exp: Experiment, network: NetworkPlan, cells: list[CellPlan]) -> list[Problem]:

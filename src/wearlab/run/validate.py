@@ -44,12 +44,17 @@ def validate(files: list[Path], catalog: Catalog, console: Console, *, kernel: b
             if isinstance(said, Problem):
                 problems.append(said)
             else:
-                console.print(f"ok: {f} ({len(p.cells)} cells; {said})")
+                console.print(f"ok: {f} ({len(p.cells)} cells{_excluded(p.to_document())}; {said})")
         except InputError as e:
             problems += e.problems
     if problems:
         raise InputError(problems)
     return 0
+
+
+def _excluded(doc: dict) -> str:
+    """" (6 excluded by matrix.exclude)" where the experiment leaves combinations out, else nothing."""
+    return f" ({len(doc['excluded'])} excluded by matrix.exclude)" if "excluded" in doc else ""
 
 
 def _kernel_check(p: RunPlan, file: Path) -> str | Problem:
@@ -83,8 +88,8 @@ def show_plan(file: Path, catalog: Catalog, console: Console, *, as_json: bool =
     if as_json:
         console.print_json(json.dumps(doc))
         return 0
-    console.print(f"[bold]{doc['experiment']}[/bold]: {doc['workload']} {doc['endpoints']}, {len(doc['cells'])} cells "
-                  f"x {doc['repetitions']} = {doc['runs']} runs, seed {doc['seed']}, runtime {doc['runtime']}"
+    console.print(f"[bold]{doc['experiment']}[/bold]: {doc['workload']} {doc['endpoints']}, {len(doc['cells'])} cells"
+                  f"{_excluded(doc)} x {doc['repetitions']} = {doc['runs']} runs, seed {doc['seed']}, runtime {doc['runtime']}"
                   f"{f' ({undecided})' if undecided else ''}, shaper {doc['shaper']}")
     console.print(f"kernel features: {', '.join(doc['features']) or 'none'}")
     t = Table(title="cells", title_justify="left")
