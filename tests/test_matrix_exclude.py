@@ -215,3 +215,35 @@ def test_a_bad_exclude_exits_2_and_touches_nothing(tmp_path):
 def test_exclude_is_no_workload_parameter():
     """`exclude` under matrix: is the reserved key; a workload parameter of that name could not be swept."""
     assert not [w.name for w in CATALOG.workloads.values() if EXCLUDE_KEY in w.params]
+
+
+CLAIM = """\
+expect:
+  - id: bt-slower-on-fair-wifi
+    claim: "BT's goodput is below fair WiFi's"
+    source: {where: "by hand"}
+    evidence: prediction
+    metric: down_goodput_bps
+    cells: {link.watch-ap.profile: wifi-2g4-fair}
+    ratio: {over: watch.interface_policy, numerator: bt, denominator: wifi}
+    paper: [null, 1]
+"""
+
+
+@pytest.mark.parametrize("rate_too,error", [(False, True), (True, False)], ids=["both-rates", "one-rate"])
+def test_a_claim_whose_cells_are_all_excluded_exits_2_at_the_claim(tmp_path, rate_too, error):
+    """The claim reads (bt, fair) against (wifi, fair). Excluding (bt, fair) at both rates leaves its
+    numerator no cell: `wearlab check` would find no run, so the plan refuses it at the ratio's
+    numerator (line 19: exclude: is lines 10-11, expect: starts at 12, its ratio: is 7 lines on). Excluding
+    only (bt, fair, 1Mbit) leaves the 500kbit cell: the numerator reads that one."""
+    entry = "{watch.interface_policy: bt, link.watch-ap.profile: wifi-2g4-fair" + (", rate: 1Mbit}" if rate_too else "}")
+    f = _file(tmp_path, f"  exclude:\n    - {entry}\n" + CLAIM)
+    if not error:
+        (claim,) = plan(load_experiment(f, CATALOG)).claims
+        assert [(g.role, len(g.cells)) for g in claim.groups] == [("numerator", 1), ("denominator", 2)]
+        return
+    with pytest.raises(InputError) as e:
+        plan(load_experiment(f, CATALOG))
+    (problem,) = e.value.problems
+    assert (problem.file, problem.line, problem.field) == (str(f), 19, "expect[0].ratio.numerator")
+    assert "left out by matrix.exclude[0]" in problem.message, problem.message

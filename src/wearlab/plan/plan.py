@@ -367,11 +367,13 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
     used_kinds = sorted({s.kind.name for c in cells for s in c.nodes.values()})
     columns = columns_of(workload, [catalog.node_kinds[k] for k in used_kinds], exp.matrix)
     fixed = {**exp.fixed, **{f"{n}.{k}": v for n, opts in exp.nodes.items() for k, v in opts.items()}}
+    claims = tuple(c.planned([{**fixed, **x.values} for x in cells]) for c in exp.claims)
+    _raise(_claims_left_without_cells(exp, claims, fixed))
     return RunPlan(name=exp.name, file=exp.file, description=exp.description,
                    runtime=Runtime(runtime) if runtime is not None else exp.runtime,
                    repetitions=exp.repetitions, seed=exp.seed, timeout_s=exp.timeout_s, workload=workload,
                    fields=exp.workload, fixed=fixed, ratios=ratios, network=network,
-                   claims=tuple(c.planned([{**fixed, **x.values} for x in cells]) for c in exp.claims),
+                   claims=claims,
                    cells=tuple(cells), needs=needs, features=frozenset(features), ports=ports, columns=columns,
                    devices=devices,
                    schedulers={n: f"{c.__module__}:{c.__qualname__}" for n, c in (catalog.schedulers or {}).items()},
@@ -379,6 +381,34 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
                                        for n, c in (catalog.interface_policies or {}).items()},
                    excluded=tuple({"values": values, "by": by.values} for values, by in exp.excluded_cells())
                    if exp.exclusions else None)
+
+
+def _claims_left_without_cells(exp: Experiment, claims: tuple[Claim, ...], fixed: Mapping[str, Any]) -> list[Problem]:
+    """A claim whose cells - or one side of its contrast - `matrix: exclude:` left out entirely:
+    `wearlab check` would find no runs for it, so the file contradicts itself (leave the claim's
+    cells in, or read the claim from cells that are run). A group `--set` emptied is no error
+    (the user narrowed the experiment on purpose; `wearlab check` says so)."""
+    if not exp.exclusions:
+        return []
+    left_out = exp.excluded_cells()
+    kept = [{**fixed, **v} for v in exp.cells()]
+    out = []
+    for i, (claim, planned) in enumerate(zip(exp.claims, claims, strict=True)):
+        whole = claim.planned(kept + [{**fixed, **v} for v, _ in left_out])
+        had = {(g.role, str(g.level)): g.cells for g in whole.groups}
+        for g in planned.groups:
+            gone = had.get((g.role, str(g.level)), ())
+            if g.cells or not gone:
+                continue
+            by = sorted({left_out[j - len(kept)][1].at for j in gone if j >= len(kept)})
+            contrast = claim.contrast
+            path = ("expect", i, "cells") if contrast is None else ("expect", i, contrast.kind, g.role)
+            what = "cells" if contrast is None else f"{g.role} ({contrast.over}: {getattr(contrast, g.role)})"
+            out.append(exp.where.problem(path, f"claim {claim.id}: its {what} are all left out by "
+                                               + ", ".join(f"matrix.exclude[{k}]" for k in by)
+                                               + ", so wearlab check would find no run for it; keep those cells, "
+                                               "or read the claim from cells that run"))
+    return out
 
 
 def _unshaped_rates(exp: Experiment, network: NetworkPlan, cells: list[CellPlan]) -> list[Problem]:
