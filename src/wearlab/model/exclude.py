@@ -73,7 +73,7 @@ def load_exclusions(src: YamlSource, raw: Any, matrix: Mapping[str, list[Any]], 
                     f"value, e.g. - {EXAMPLE}")
         return (), problems
     out: list[Exclusion] = []
-    keys = [k for k in matrix]
+    keys = list(matrix)
     for i, entry in enumerate(raw):
         here = at + (i,)
         if not isinstance(entry, dict):
@@ -92,8 +92,8 @@ def load_exclusions(src: YamlSource, raw: Any, matrix: Mapping[str, list[Any]], 
             if key in overridden or mine in overridden:
                 # `--set` fixed it: compared with that value (GitHub: an entry that matches no
                 # combination is no error).
-                fixed = mine or key
-                if matrix_values.same(matrix_values.loose(fixed, value, wclass, catalog), fixed_value(fixed)):
+                name = mine or key
+                if matrix_values.same(matrix_values.loose(name, value, wclass, catalog), fixed_value(name)):
                     continue
                 matches_nothing = True
                 continue

@@ -404,7 +404,7 @@ def _claims_left_without_cells(exp: Experiment, claims: tuple[Claim, ...], fixed
             contrast = claim.contrast
             path = ("expect", i, "cells") if contrast is None else ("expect", i, contrast.kind, g.role)
             what = "cells" if contrast is None else f"{g.role} ({contrast.over}: {getattr(contrast, g.role)})"
-            out.append(exp.where.problem(path, f"claim {claim.id}: its {what} are all left out by "
+            out.append(exp.where.problem(path, f"claim {claim.id}: the cells of its {what} are all left out by "
                                                + ", ".join(f"matrix.exclude[{k}]" for k in by)
                                                + ", so wearlab check would find no run for it; keep those cells, "
                                                "or read the claim from cells that run"))
