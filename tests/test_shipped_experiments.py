@@ -84,7 +84,7 @@ QUICK: dict[str, list[str]] = {
     "seed003-telegram": ["phone.rmem_max=1MB"],
     # 8 cells: the CBR cells at 3 s (150 messages), the bulk ones at 250 KB (2.1 s over one path)
     "seed003-multipath": ["duration=3s", "bytes=250KB"],
-    # 24 cells (the file's matrix whole: WiFi fair is a link profile), each ~1 s of its own besides the
+    # 21 cells (the matrix less its 3 excluded; WiFi fair is a link profile), each ~1 s of its own besides the
     # cell's set-up: the apps at 1/256 of the paper's sizes (62.5 KB: 0.5 s over BT; video 0.47 s;
     # camera 0.59 s); the message is one in every tier. An app sets its own duration: no `duration=`.
     "seed003-interface-selection": ["app_scale=1/256"],
