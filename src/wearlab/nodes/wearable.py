@@ -73,8 +73,8 @@ MULTIPATH_CHUNK_RANGE = (16, 65536)   # bytes: a chunk below 16 is mostly header
 def _scheduler(v: Any) -> str:
     """A scheduler's name (checked against the catalog's at plan time) or none."""
     if not isinstance(v, str) or not v.strip():
-        raise ValueError(f"multipath names a scheduler (minrtt, round-robin, redundant, ecf, or one registered in the "
-                         f"catalog) or none; got {v!r}")
+        raise ValueError(f"multipath names a scheduler (one of the catalog's: `wearlab kinds` lists them) or none; "
+                         f"got {v!r}")
     return v.strip().lower()
 
 
@@ -179,8 +179,8 @@ class Wearable(NodeKind):
         Param("p3", P.duration, 8.3, "P3: WiFi association (paper mean)", to_doc=_dur, shown=_dur),
         Param("multipath", _scheduler, "none",
               "the chunked multipath transport (seed 003 section 5) between the watch and the workload's server, "
-              "one TCP connection per path, with this scheduler: minrtt, round-robin, redundant, ecf (or one registered "
-              "in the catalog); none: off. docs/multipath.md"),
+              "one TCP connection per path, with this scheduler (one of the catalog's: `wearlab kinds` lists them); "
+              "none: off. docs/multipath.md"),
         Param("multipath_paths", _media_list, ("wifi", "bt"), "multipath: the watch's links it uses, by medium, "
               "in path order (each medium must be exactly one link of the watch)", to_doc=list,
               shown=lambda v: "+".join(v)),
