@@ -20,7 +20,7 @@ view's split per path (`wearlab top`), one guest test against netem's physics, w
 each boundary) and a short upload over unequal paths, on loopback and in the guest (bounds beside
 them), BLEST's decisions (hand-worked, both sides of each boundary) and a 1 MB upload over the
 same unequal paths on loopback against the sum-of-rates and WiFi-alone bounds. Host tests ~13 s;
-the guest tests ~38 s and ~10 s.
+the guest tests ~38 s, ~10 s and ~18 s (BLEST, 1 MB: four cells).
 """
 
 from __future__ import annotations
@@ -978,3 +978,59 @@ matrix:
     assert WIFI_ALONE * 0.98 <= wifi, wifi
     assert ECF_BEST_SPLIT * 0.98 <= ecf <= upper, (ecf, wifi)
     assert ecf < minrtt, (ecf, minrtt)
+
+
+# BLEST on unequal paths, a long upload: WiFi 10 Mbit/s 5 ms one-way, BT 1 Mbit/s 15 ms one-way
+# (through the phone; it and the server 1 ms hops from the AP at 100 Mbit/s), 1 MB in bulk.
+#
+# On the wire: 1 MB in 715 chunks of <= 1400 B with 13 B headers (1,009,295 B), in 1448 B TCP
+# segments of 1514 B: 8.4424 Mbit, 0.8442 s at WiFi's 10 Mbit/s. `up_transfer_s` (the app's first
+# byte to the last delivered) also holds the path's handshake (a WiFi round trip, 12 ms) and the
+# last byte's one-way delay (WiFi 5 + 1 ms, BT 15 + 1 + 1 ms).
+# - Lower bound, the best split: x on BT so both finish together, 0.84424 (1 - x) + 0.006 =
+#   8.4424 x + 0.017 -> x = 9.0 %, 0.774 s, plus the handshake: 0.786 s.
+# - WiFi alone: 0.012 + 0.8442 + 0.006 + slow start's one 1.1 ms idle (as ECF's above) = 0.863 s.
+# - BLEST: at most WiFi alone measured in the same run (minRTT on the one path, through the same
+#   agents) plus the busy-machine slack: BT may only help. By hand it should land between the
+#   two (BT busy at ~1 Mbit/s from ~0.1 s on saves ~70 ms of WiFi; its last few kB land up to
+#   ~0.1 s after WiFi's last chunk).
+# - minRTT, for contrast: BT holds its 64 KB window (0.52 s at 1 Mbit/s) when the data runs out.
+BLEST_WIRE_BITS = (1e6 + 715 * HEADER_BYTES) * 1514 / 1448 * 8
+BLEST_BT_SHARE = (BLEST_WIRE_BITS / 10e6 + 0.006 - 0.017) / (BLEST_WIRE_BITS / 1e6 + BLEST_WIRE_BITS / 10e6)
+BLEST_BEST_SPLIT = ECF_HANDSHAKE + BLEST_BT_SHARE * BLEST_WIRE_BITS / 1e6 + 0.017
+BLEST_WIFI_ALONE = ECF_HANDSHAKE + BLEST_WIRE_BITS / 10e6 + 0.006 + 0.0011
+
+
+@pytest.mark.netem
+def test_blest_long_upload_on_unequal_paths_beats_wifi_alone(tmp_path):
+    (tmp_path / "blest.yaml").write_text("""
+name: blest
+topology:
+  nodes: {watch: {role: wearable}, phone: {role: phone, kind: host}, ap: {role: ap}, server: {role: server}}
+  links:
+    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 15ms}
+    - {between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}
+    - {between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}
+    - {between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}
+repetitions: 1
+workload: {kind: stream, client: watch, server: server, path: phone, direction: up, duration: 3s, bytes: 1MB}
+nodes:
+  watch: {multipath_paths: [wifi, bt]}
+matrix:
+  watch.multipath: [blest, minrtt]
+  watch.multipath_paths: [[wifi, bt], [wifi]]
+  pattern: [bulk]
+""")
+    res = wearlab("run", str(tmp_path / "blest.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    d = tmp_path / "r" / "blest" / "latest"
+    with (d / "runs.csv").open() as f:
+        rows = {(r["watch.multipath"], r["watch.multipath_paths"].count("bt")): r for r in csv.DictReader(f)}
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows.values()), rows
+    blest, minrtt, wifi = (float(rows[k]["up_transfer_s"]) for k in (("blest", 1), ("minrtt", 1), ("minrtt", 0)))
+    print(f"1 MB up: blest {blest:.3f} s (best split {BLEST_BEST_SPLIT:.3f}, WiFi alone {BLEST_WIFI_ALONE:.3f} by "
+          f"hand, {wifi:.3f} measured), minrtt {minrtt:.3f} s, blest on WiFi alone "
+          f"{float(rows['blest', 0]['up_transfer_s']):.3f} s")
+    assert BLEST_WIFI_ALONE * 0.98 <= wifi, wifi
+    assert BLEST_BEST_SPLIT * 0.98 <= blest <= wifi + timing_bound(wifi), (blest, wifi)
+    assert blest < minrtt, (blest, minrtt)
