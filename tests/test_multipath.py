@@ -34,7 +34,7 @@ import time
 
 import pytest
 
-from conftest import timing_bound, wearlab
+from conftest import ROOT, timing_bound, wearlab
 from wearlab.measure.chunk_flights import CHUNK_COLUMNS, flights
 from wearlab.nodes.multipath_agent import ChunkLog, Counters, PathSpec, ServerAgent, WatchAgent, listener, write_series
 from wearlab.nodes.multipath_schedulers import (Blest, Ecf, MinRtt, PathState, Redundant, RoundRobin,
@@ -707,6 +707,24 @@ def planned(tmp_path, nodes: str, catalog=None):
     f = tmp_path / "exp.yaml"
     f.write_text(f"name: mp\nrepetitions: 1\n{TOPOLOGY}nodes:\n{nodes}\n")
     return plan(load_experiment(f, catalog or CATALOG))
+
+
+def test_a_static_policy_beside_a_scheduler_leaves_its_cells_on_every_path(tmp_path):
+    """Seed 003's multipath experiment sets `interface_policy: wifi` for its `none` cells; its
+    scheduler cells must spread over both paths, not run pinned to WiFi (they did, measured in the
+    guest: minRTT's 500 KB bulk 0.94 Mbit/s with 0 B on BT; unpinned 1.29 Mbit/s, 203 KB on BT).
+    A policy the transport carries (adaptive) does pin it."""
+    from wearlab.catalog import CATALOG
+    from wearlab.model.experiment_file import load_experiment
+    from wearlab.nodes.wearable import policy_pins_transport
+    from wearlab.plan.plan import plan
+
+    p = plan(load_experiment(ROOT / "experiments" / "seeds" / "003-multipath.yaml", CATALOG))
+    cells = {c.nodes["watch"].options["multipath"]: c.nodes["watch"].options for c in p.cells}
+    assert cells["none"]["interface_policy"] == "wifi" and not policy_pins_transport(cells["none"])
+    assert cells["minrtt"]["interface_policy"] == "wifi" and not policy_pins_transport(cells["minrtt"])
+    adaptive = planned(tmp_path, "  watch: {interface_policy: adaptive}")
+    assert policy_pins_transport(adaptive.cells[0].nodes["watch"].options)
 
 
 @pytest.mark.parametrize("nodes, line, field, message", [

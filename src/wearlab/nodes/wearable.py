@@ -140,6 +140,13 @@ def policy_chosen(settings: Mapping[str, Any]) -> bool:
     return settings.get("interface_policy", "none") != "none"
 
 
+def policy_pins_transport(settings: Mapping[str, Any]) -> bool:
+    """The chunked transport runs one path at a time, the policy's: only for a policy it carries.
+    A static policy by route beside a scheduler names the path of the scheduler's `none` cells
+    (Wearable._check_policy), so the scheduler's own cells spread over every path."""
+    return transport_on(settings) and policy_chosen(settings) and settings.get("policy_transport") == CHUNKED
+
+
 class Wearable(NodeKind):
     name = "wearable"
     doc = "a watch; radio: bt emulates its Bluetooth radio's Active/Sniff states (seed 003 section 3)"
@@ -347,7 +354,7 @@ class Wearable(NodeKind):
             from wearlab.nodes.multipath_endpoints import MultipathEndpoints
             self.multipath = MultipathEndpoints(self)
             self.multipath.prepare()
-        if transport_on(self.settings) and policy_chosen(self.settings):
+        if policy_pins_transport(self.settings):
             from wearlab.nodes.interface_selection import InterfaceSelector
             self.selector = InterfaceSelector(self, self.multipath, phone=self._peer(Medium.BT, Role.PHONE))
         from wearlab.nodes.handover import POLICIES as WALK_POLICIES
