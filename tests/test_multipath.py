@@ -18,7 +18,9 @@ model's options at plan time (file:line, exit 2), a user's scheduler through the
 view's split per path (`wearlab top`), one guest test against netem's physics, with the
 2.4 GHz coupling off and on (its bounds beside it), and ECF's decisions (hand-worked, both sides of
 each boundary) and a short upload over unequal paths, on loopback and in the guest (bounds beside
-them). Host tests ~8 s; the guest tests ~38 s and ~10 s.
+them), BLEST's decisions (hand-worked, both sides of each boundary) and a 1 MB upload over the
+same unequal paths on loopback against the sum-of-rates and WiFi-alone bounds. Host tests ~13 s;
+the guest tests ~38 s, ~10 s and ~18 s (BLEST, 1 MB: four cells).
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ import time
 
 import pytest
 
-from conftest import timing_bound, wearlab
+from conftest import ROOT, timing_bound, wearlab
 from wearlab.measure.chunk_flights import CHUNK_COLUMNS, flights
 from wearlab.nodes.multipath_agent import ChunkLog, Counters, PathSpec, ServerAgent, WatchAgent, listener, write_series
-from wearlab.nodes.multipath_schedulers import Ecf, MinRtt, PathState, Redundant, RoundRobin, Scheduler
+from wearlab.nodes.multipath_schedulers import (Blest, Ecf, MinRtt, PathState, Redundant, RoundRobin,
+                                                 Scheduler)
 from wearlab.nodes.multipath_wire import (HEADER_BYTES, FrameReader, FrameType, ProtocolError, Reassembler, encode,
                                           hello, parse_hello)
 
@@ -183,6 +186,81 @@ def test_ecf_probes_an_unmeasured_path_one_chunk_at_a_time():
     assert ecf(10 ** 6).choose(ps, CHUNK) == []                        # not a second before its ACK
     ps[0].inflight = 0
     assert ecf(10 ** 6).choose(ps, CHUNK) == [0]                       # f with room comes first
+
+
+def blest_paths(f_srtt=0.062, f_flight=65_536, f_inflight=65_000, s_srtt=0.100, s_inflight=0, s_rate=2e6):
+    """Windows 64 KB each (the transport's default), so the shared window is 131,072 B. f: full
+    (65,000 + 1400 > 65,536), its cap 2 x 4 MB/s x 10 ms = 80 KB above its window. s: cap
+    2 x s_rate x 30 ms (120 KB at 2 MB/s: above its window)."""
+    f = PathState(0, "f", 65_536, srtt=f_srtt, flight=f_flight, inflight=f_inflight, min_rtt=0.010)
+    s = PathState(1, "s", 65_536, srtt=s_srtt, inflight=s_inflight, min_rtt=0.030)
+    f.rate_samples.append(4e6)
+    s.rate_samples.append(s_rate)
+    return [f, s]
+
+
+def test_blest_sends_on_the_slow_path_only_while_the_fast_paths_bytes_fit():
+    """Hand figures, a fresh scheduler (s's srtt range is its one srtt, so the linger time is
+    s's srtt: the paper's rule). X = 1.2 x min(flight_f + 1400 (r - 1) / 2, f's window) x r,
+    r = srtt_s / srtt_f; s is used iff X < 131,072 - (s's bytes in flight + 1400).
+    - f's flight 64 KB (its window: the term is capped), srtt_f 62 ms: X = 78,643.2 r.
+      s idle: left 129,672, r < 1.64888, srtt_s < 102.230 ms. s holding 8,000 B: left 121,672,
+      r < 1.54715, srtt_s < 95.923 ms.
+    - f's flight 20,000 B, srtt_f 20 ms, srtt_s 60 ms: r = 3, X = 1.2 x (20,000 + 1400) x 3 =
+      77,040: s holding 52,000 B leaves 77,672 (send), 53,000 B leaves 76,672 (wait); without the
+      paper's growth term X would be 72,000 and s would take the chunk at 53,000 too."""
+    assert Blest().choose(blest_paths(s_srtt=0.1020), CHUNK) == [1]
+    assert Blest().choose(blest_paths(s_srtt=0.1023), CHUNK) == []
+    assert Blest().choose(blest_paths(s_srtt=0.0959, s_inflight=8_000), CHUNK) == [1]
+    assert Blest().choose(blest_paths(s_srtt=0.0960, s_inflight=8_000), CHUNK) == []
+    grow = dict(f_srtt=0.020, f_flight=20_000, s_srtt=0.060)
+    assert Blest().choose(blest_paths(**grow, s_inflight=52_000), CHUNK) == [1]
+    assert Blest().choose(blest_paths(**grow, s_inflight=53_000), CHUNK) == []
+    assert Blest().choose(blest_paths(f_inflight=0), CHUNK) == [0]                 # f with room comes first
+    assert Blest().choose(blest_paths(s_inflight=65_000), CHUNK) == []             # both full
+
+
+def test_blest_lingers_by_how_full_the_slow_path_is_and_caps_each_path():
+    """The linger time (mptcp_blest.c's): s's lowest srtt seen plus the span to its highest in
+    proportion to how full its cap would be with the chunk. s's srtt range 40-140 ms, its cap
+    max(10 x 1400, 2 x 100 kB/s x 30 ms) = 14,000 B, its srtt now 70 ms (above f's: f stays f);
+    f as above (srtt 62 ms, X = 78,643.2 r for r >= 1).
+    - s holding 5,600 B: (5,600 + 1400) / 14,000 = 0.5 full, linger 90 ms, r = 1.4516,
+      X = 114,159 < 131,072 - 7,000 = 124,072: send.
+    - s holding 7,000 B: 0.6 full, linger 100 ms, r = 1.6129, X = 126,844 >= 122,672: wait.
+    - s idle with a stale srtt of 140 ms (what its last queue saw): 0.1 full, linger 50 ms: send
+      (its srtt would give r = 2.258, X = 177,574: wait for ever, as measured before the change).
+    The cap: f at 1.25 MB/s and 10 ms may hold 2 x 12,500 = 25,000 B within its 64 KB window, so
+    at 24,000 B it is full (s decides: X = 1.2 x (24,000 + 700) x 2 = 59,280, send); at 23,000 B
+    it takes the chunk. With no rate measured a path may hold 10 chunks (14,000 B)."""
+    def blest():
+        b = Blest()
+        b.srtt_range[1] = (0.040, 0.140)
+        return b
+    assert blest().choose(blest_paths(s_srtt=0.070, s_inflight=5_600, s_rate=1e5), CHUNK) == [1]
+    assert blest().choose(blest_paths(s_srtt=0.070, s_inflight=7_000, s_rate=1e5), CHUNK) == []
+    assert blest().choose(blest_paths(s_srtt=0.140, s_rate=1e5), CHUNK) == [1]
+    assert Blest().choose(blest_paths(s_srtt=0.140, s_rate=1e5), CHUNK) == []     # the paper's rule: srtt
+    capped = blest_paths(f_srtt=0.020, f_flight=24_000, f_inflight=24_000, s_srtt=0.040)
+    capped[0].rate_samples.append(1.25e6)
+    capped[0].rate_samples.remove(4e6)
+    assert Blest().choose(capped, CHUNK) == [1]
+    capped[0].inflight = 23_000
+    assert Blest().choose(capped, CHUNK) == [0]
+    capped[0].rate_samples.clear()
+    capped[0].inflight = 13_000
+    assert Blest().choose(capped, CHUNK) == [1]                                   # 10 chunks: full
+
+
+def test_a_paths_delivery_rate_is_its_best_recent_flight_over_rtt():
+    p = PathState(0, "p", 65_536)
+    assert p.delivery_rate is None and p.min_rtt is None
+    p.rtt_sample(0.040, 4_000)                 # 100 kB/s
+    p.rtt_sample(0.020, 1_400)                 # 70 kB/s: the max stays
+    assert p.delivery_rate == pytest.approx(100_000) and p.min_rtt == 0.020
+    for _ in range(16):
+        p.rtt_sample(0.050, 2_500)             # 50 kB/s, 16 times: the 100 kB/s sample has aged out
+    assert p.delivery_rate == pytest.approx(50_000) and p.min_rtt == 0.020
 
 
 def test_rtt_estimates_follow_rfc6298_and_the_flight():
@@ -347,6 +425,35 @@ def test_ecf_keeps_a_short_upload_off_the_slow_path():
     assert mtook >= (65536 - CHUNK) * frame * 8 / 1e6 + 0.040 - 0.010, mtook   # the first delivery: <= 10 ms in
     print(f"200 KB: ecf {took:.3f} s (WiFi alone after the probe {wifi_alone:.3f}), minrtt {mtook:.3f} s; "
           f"bytes on BT: ecf {wagent.counters.paths[1].bytes_sent}, minrtt {mwagent.counters.paths[1].bytes_sent}")
+
+
+def test_blest_keeps_a_long_upload_off_the_slow_paths_tail():
+    """1 MB over a 10 Mbit/s, 5 ms link (WiFi) and a 1 Mbit/s, 15 ms one (BT), on loopback (rates
+    count the frames' bytes, 1413 per 1400 B chunk), from the first delivery to the last (`bulk`):
+    - at least (1 MB - the first chunk) x 1413/1400 over both links' 11 Mbit/s: 0.733 s;
+    - at most WiFi alone, (1 MB - 1400 B) x 1413/1400 at 10 Mbit/s = 0.806 s, plus the busy-machine
+      slack: BT may only help. By hand BLEST lands between: BT may hold 10 chunks at most (its cap:
+      2 x 125 kB/s x ~42 ms, its 30 ms and a chunk's 11.3 ms serialisation, is 10.5 kB, under the
+      floor), and the linger rule stops it near 7 kB, above its 5.2 kB bandwidth-delay product,
+      so it is busy all along and its last chunks land <= 14,130 B at 1 Mbit/s + 15 ms = 0.128 s
+      after the app's data runs out, against WiFi's 0.030 s (its ~31 kB cap at 10 Mbit/s + 5 ms).
+    - BT carries at least half of what 1 Mbit/s brings in 0.733 s: 45 kB (it is used, not avoided).
+    - minRTT and ECF for contrast: both let BT take its 64 KB window (0.52 s at 1 Mbit/s); BLEST
+      must finish before either."""
+    size, frame = 1_000_000, (CHUNK + HEADER_BYTES) / CHUNK
+    links = [(1e7, 0.005), (1e6, 0.015)]
+    lower = (size - CHUNK) * frame * 8 / 11e6
+    wifi_alone = (size - CHUNK) * frame * 8 / 1e7
+    took, on_bt = {}, {}
+    for scheduler in ("Blest", "Ecf", "MinRtt"):
+        (got, rate), _, wagent = asyncio.run(carried(scheduler, links, bulk(size)))
+        assert got == size
+        took[scheduler], on_bt[scheduler] = (size - CHUNK) * 8 / rate, wagent.counters.paths[1].bytes_sent
+    print("1 MB: " + ", ".join(f"{k} {took[k]:.3f} s ({on_bt[k]} B on BT)" for k in took) +
+          f"; bounds {lower:.3f}-{wifi_alone:.3f} s")
+    assert lower <= took["Blest"] <= wifi_alone + timing_bound(wifi_alone), took
+    assert on_bt["Blest"] >= 0.5 * 1e6 / 8 * lower, on_bt
+    assert took["Blest"] < min(took["Ecf"], took["MinRtt"]), took
 
 
 def messages(count: int, size: int, interval: float):
@@ -602,6 +709,24 @@ def planned(tmp_path, nodes: str, catalog=None):
     return plan(load_experiment(f, catalog or CATALOG))
 
 
+def test_a_static_policy_beside_a_scheduler_leaves_its_cells_on_every_path(tmp_path):
+    """Seed 003's multipath experiment sets `interface_policy: wifi` for its `none` cells; its
+    scheduler cells must spread over both paths, not run pinned to WiFi (they did, measured in the
+    guest: minRTT's 500 KB bulk 0.94 Mbit/s with 0 B on BT; unpinned 1.29 Mbit/s, 203 KB on BT).
+    A policy the transport carries (adaptive) does pin it."""
+    from wearlab.catalog import CATALOG
+    from wearlab.model.experiment_file import load_experiment
+    from wearlab.nodes.wearable import policy_pins_transport
+    from wearlab.plan.plan import plan
+
+    p = plan(load_experiment(ROOT / "experiments" / "seeds" / "003-multipath.yaml", CATALOG))
+    cells = {c.nodes["watch"].options["multipath"]: c.nodes["watch"].options for c in p.cells}
+    assert cells["none"]["interface_policy"] == "wifi" and not policy_pins_transport(cells["none"])
+    assert cells["minrtt"]["interface_policy"] == "wifi" and not policy_pins_transport(cells["minrtt"])
+    adaptive = planned(tmp_path, "  watch: {interface_policy: adaptive}")
+    assert policy_pins_transport(adaptive.cells[0].nodes["watch"].options)
+
+
 @pytest.mark.parametrize("nodes, line, field, message", [
     ("  watch: {multipath: redundnt}", 13, "nodes.watch.multipath", "did you mean 'redundant'"),
     ("  watch: {multipath: minrtt, multipath_paths: [wifi, ble]}", 13, "nodes.watch.multipath_paths",
@@ -640,7 +765,7 @@ class LowestIndex(Scheduler):
 def test_a_users_scheduler_registers_through_the_catalog(tmp_path):
     from wearlab.catalog import CATALOG
 
-    assert sorted(CATALOG.schedulers) == ["ecf", "minrtt", "redundant", "round-robin"]
+    assert sorted(CATALOG.schedulers) == ["blest", "ecf", "minrtt", "redundant", "round-robin"]
     mine = CATALOG.extended(schedulers=[LowestIndex])
     p = planned(tmp_path, "  watch: {multipath: lowest-index}", mine)
     assert p.schedulers["lowest-index"] == f"{__name__}:LowestIndex"
@@ -871,3 +996,59 @@ matrix:
     assert WIFI_ALONE * 0.98 <= wifi, wifi
     assert ECF_BEST_SPLIT * 0.98 <= ecf <= upper, (ecf, wifi)
     assert ecf < minrtt, (ecf, minrtt)
+
+
+# BLEST on unequal paths, a long upload: WiFi 10 Mbit/s 5 ms one-way, BT 1 Mbit/s 15 ms one-way
+# (through the phone; it and the server 1 ms hops from the AP at 100 Mbit/s), 1 MB in bulk.
+#
+# On the wire: 1 MB in 715 chunks of <= 1400 B with 13 B headers (1,009,295 B), in 1448 B TCP
+# segments of 1514 B: 8.4424 Mbit, 0.8442 s at WiFi's 10 Mbit/s. `up_transfer_s` (the app's first
+# byte to the last delivered) also holds the path's handshake (a WiFi round trip, 12 ms) and the
+# last byte's one-way delay (WiFi 5 + 1 ms, BT 15 + 1 + 1 ms).
+# - Lower bound, the best split: x on BT so both finish together, 0.84424 (1 - x) + 0.006 =
+#   8.4424 x + 0.017 -> x = 9.0 %, 0.774 s, plus the handshake: 0.786 s.
+# - WiFi alone: 0.012 + 0.8442 + 0.006 + slow start's one 1.1 ms idle (as ECF's above) = 0.863 s.
+# - BLEST: at most WiFi alone measured in the same run (minRTT on the one path, through the same
+#   agents) plus the busy-machine slack: BT may only help. By hand it should land between the
+#   two (BT busy at ~1 Mbit/s from ~0.1 s on saves ~70 ms of WiFi; its last few kB land up to
+#   ~0.1 s after WiFi's last chunk).
+# - minRTT, for contrast: BT holds its 64 KB window (0.52 s at 1 Mbit/s) when the data runs out.
+BLEST_WIRE_BITS = (1e6 + 715 * HEADER_BYTES) * 1514 / 1448 * 8
+BLEST_BT_SHARE = (BLEST_WIRE_BITS / 10e6 + 0.006 - 0.017) / (BLEST_WIRE_BITS / 1e6 + BLEST_WIRE_BITS / 10e6)
+BLEST_BEST_SPLIT = ECF_HANDSHAKE + BLEST_BT_SHARE * BLEST_WIRE_BITS / 1e6 + 0.017
+BLEST_WIFI_ALONE = ECF_HANDSHAKE + BLEST_WIRE_BITS / 10e6 + 0.006 + 0.0011
+
+
+@pytest.mark.netem
+def test_blest_long_upload_on_unequal_paths_beats_wifi_alone(tmp_path):
+    (tmp_path / "blest.yaml").write_text("""
+name: blest
+topology:
+  nodes: {watch: {role: wearable}, phone: {role: phone, kind: host}, ap: {role: ap}, server: {role: server}}
+  links:
+    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 15ms}
+    - {between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}
+    - {between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}
+    - {between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}
+repetitions: 1
+workload: {kind: stream, client: watch, server: server, path: phone, direction: up, duration: 3s, bytes: 1MB}
+nodes:
+  watch: {multipath_paths: [wifi, bt]}
+matrix:
+  watch.multipath: [blest, minrtt]
+  watch.multipath_paths: [[wifi, bt], [wifi]]
+  pattern: [bulk]
+""")
+    res = wearlab("run", str(tmp_path / "blest.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    d = tmp_path / "r" / "blest" / "latest"
+    with (d / "runs.csv").open() as f:
+        rows = {(r["watch.multipath"], r["watch.multipath_paths"].count("bt")): r for r in csv.DictReader(f)}
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows.values()), rows
+    blest, minrtt, wifi = (float(rows[k]["up_transfer_s"]) for k in (("blest", 1), ("minrtt", 1), ("minrtt", 0)))
+    print(f"1 MB up: blest {blest:.3f} s (best split {BLEST_BEST_SPLIT:.3f}, WiFi alone {BLEST_WIFI_ALONE:.3f} by "
+          f"hand, {wifi:.3f} measured), minrtt {minrtt:.3f} s, blest on WiFi alone "
+          f"{float(rows['blest', 0]['up_transfer_s']):.3f} s")
+    assert BLEST_WIFI_ALONE * 0.98 <= wifi, wifi
+    assert BLEST_BEST_SPLIT * 0.98 <= blest <= wifi + timing_bound(wifi), (blest, wifi)
+    assert blest < minrtt, (blest, minrtt)

@@ -14,7 +14,7 @@ from wearlab.model.declarations import Catalog
 from wearlab.model.roles import Role
 from wearlab.nodes.caddy import Caddy
 from wearlab.nodes.interface_policies import Adaptive, Proactive, Reactive, StaticBt, StaticWifi, WifiAlways
-from wearlab.nodes.multipath_schedulers import Ecf, MinRtt, Redundant, RoundRobin
+from wearlab.nodes.multipath_schedulers import Blest, Ecf, MinRtt, Redundant, RoundRobin
 from wearlab.nodes.host import Host
 from wearlab.nodes.nginx import Nginx
 from wearlab.nodes.proxies import CommandProxy, HaproxyProxy, RelayProxy
@@ -30,6 +30,6 @@ CATALOG = Catalog.of(
     workloads=[HttpGet, PageLoad, Stream, Messages, CryptoOps, Characterizer],
     default_kinds={Role.WEARABLE: "wearable", Role.PHONE: "relay", Role.AP: "host", Role.ROUTER: "host",
                    Role.SERVER: "nginx"},
-    schedulers=[MinRtt, RoundRobin, Redundant, Ecf],
+    schedulers=[MinRtt, RoundRobin, Redundant, Ecf, Blest],
     interface_policies=[StaticBt, StaticWifi, Adaptive, Reactive, WifiAlways, Proactive],
 )

@@ -73,8 +73,8 @@ MULTIPATH_CHUNK_RANGE = (16, 65536)   # bytes: a chunk below 16 is mostly header
 def _scheduler(v: Any) -> str:
     """A scheduler's name (checked against the catalog's at plan time) or none."""
     if not isinstance(v, str) or not v.strip():
-        raise ValueError(f"multipath names a scheduler (minrtt, round-robin, redundant, ecf, or one registered in the "
-                         f"catalog) or none; got {v!r}")
+        raise ValueError(f"multipath names a scheduler (one of the catalog's: `wearlab kinds` lists them) or none; "
+                         f"got {v!r}")
     return v.strip().lower()
 
 
@@ -140,6 +140,13 @@ def policy_chosen(settings: Mapping[str, Any]) -> bool:
     return settings.get("interface_policy", "none") != "none"
 
 
+def policy_pins_transport(settings: Mapping[str, Any]) -> bool:
+    """The chunked transport runs one path at a time, the policy's: only for a policy it carries.
+    A static policy by route beside a scheduler names the path of the scheduler's `none` cells
+    (Wearable._check_policy), so the scheduler's own cells spread over every path."""
+    return transport_on(settings) and policy_chosen(settings) and settings.get("policy_transport") == CHUNKED
+
+
 class Wearable(NodeKind):
     name = "wearable"
     doc = "a watch; radio: bt emulates its Bluetooth radio's Active/Sniff states (seed 003 section 3)"
@@ -179,8 +186,8 @@ class Wearable(NodeKind):
         Param("p3", P.duration, 8.3, "P3: WiFi association (paper mean)", to_doc=_dur, shown=_dur),
         Param("multipath", _scheduler, "none",
               "the chunked multipath transport (seed 003 section 5) between the watch and the workload's server, "
-              "one TCP connection per path, with this scheduler: minrtt, round-robin, redundant, ecf (or one registered "
-              "in the catalog); none: off. docs/multipath.md"),
+              "one TCP connection per path, with this scheduler (one of the catalog's: `wearlab kinds` lists them); "
+              "none: off. docs/multipath.md"),
         Param("multipath_paths", _media_list, ("wifi", "bt"), "multipath: the watch's links it uses, by medium, "
               "in path order (each medium must be exactly one link of the watch)", to_doc=list,
               shown=lambda v: "+".join(v)),
@@ -347,7 +354,7 @@ class Wearable(NodeKind):
             from wearlab.nodes.multipath_endpoints import MultipathEndpoints
             self.multipath = MultipathEndpoints(self)
             self.multipath.prepare()
-        if transport_on(self.settings) and policy_chosen(self.settings):
+        if policy_pins_transport(self.settings):
             from wearlab.nodes.interface_selection import InterfaceSelector
             self.selector = InterfaceSelector(self, self.multipath, phone=self._peer(Medium.BT, Role.PHONE))
         from wearlab.nodes.handover import POLICIES as WALK_POLICIES
