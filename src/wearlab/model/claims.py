@@ -207,7 +207,7 @@ class Claim:
         is 1) leaves it as written."""
         if self.paper_scale is None or self.paper is None:
             return self
-        found = {scale_factor(c[self.paper_scale]) for c in cells if c.get(self.paper_scale, "") != ""}
+        found = {unit_input.parse_fraction(c[self.paper_scale]) for c in cells if c.get(self.paper_scale, "") != ""}
         if len(found) != 1 or found == {1.0}:
             return self
         (k,) = found
@@ -235,14 +235,6 @@ class Claim:
             "band_high": _bound(band[1]) if band else None,
             "groups": [{"role": g.role, "level": _plain(g.level), "cells": list(g.cells)} for g in self.groups],
         }
-
-
-def scale_factor(value: Any) -> float:
-    """A scale as a cell holds it: a number, or a fraction written as text ('1/16')."""
-    if isinstance(value, str) and "/" in value:
-        num, den = value.split("/", 1)
-        return float(num) / float(den)
-    return float(value)
 
 
 def _fraction(k: float) -> str:
@@ -527,9 +519,9 @@ def _paper_scale(ctx: _Context, at: YamlPath, spec: ClaimSpec, select: Mapping[s
         return
     for v in values:
         try:
-            if not scale_factor(v) > 0:
+            if not unit_input.parse_fraction(v) > 0:
                 raise ValueError
-        except (TypeError, ValueError, ZeroDivisionError):
+        except ValueError:
             ctx.problem(path, f"{key} is {v!r}: a paper's value is scaled by a positive number")
 
 

@@ -341,6 +341,12 @@ class RadioPower(BaseModel):
     on: PowerFigure | None = None
 
 
+def _known_media(names: Any) -> None:
+    for name in names:
+        if name not in MEDIA:
+            raise ValueError(f"unknown medium '{name}'{did_you_mean(str(name), MEDIA)} (media: {', '.join(MEDIA)})")
+
+
 class Power(BaseModel):
     """A device's power figures. `levels` are the whole device's power above its idle baseline per
     phase state (seed 000 measured its watch's so, on WiFi), over the medium `measured_on`, whose
@@ -359,18 +365,14 @@ class Power(BaseModel):
     @classmethod
     def _media(cls, v: Any) -> Any:
         if isinstance(v, dict):
-            for key in v:
-                if key not in MEDIA:
-                    raise ValueError(f"unknown medium '{key}'{did_you_mean(key, MEDIA)} (media: {', '.join(MEDIA)})")
+            _known_media(v)
         return v
 
     @field_validator("measured_on", mode="before")
     @classmethod
     def _measured_media(cls, v: Any) -> Any:
         if isinstance(v, list):
-            for m in v:
-                if m not in MEDIA:
-                    raise ValueError(f"unknown medium '{m}'{did_you_mean(str(m), MEDIA)} (media: {', '.join(MEDIA)})")
+            _known_media(v)
             if not v or len(set(v)) != len(v):
                 raise ValueError("measured_on: a medium, or a list of different media")
             return tuple(v)

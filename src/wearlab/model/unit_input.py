@@ -256,6 +256,19 @@ def parse_number(value: object) -> float:
     return v
 
 
+def parse_fraction(value: object) -> float:
+    """A number, or a fraction written as text: '1/16' -> 0.0625, 0.5 -> 0.5 (app_scale's spelling)."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"expected a number or a fraction, got {value!r}")
+    try:
+        if isinstance(value, str) and "/" in value:
+            num, den = value.split("/", 1)
+            return float(num) / float(den)
+        return float(value)
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise ValueError(f"{value!r} is not a number or a fraction; write e.g. 1, 0.125 or 1/8") from None
+
+
 def parse_share(value: object) -> float:
     """A share as metrics of unit `ratio` hold it, 0..1: '12%' -> 0.12, 0.12 -> 0.12."""
     if isinstance(value, str) and value.strip().endswith("%"):

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from wearlab.model.unit_input import parse_fraction
+
 # The stream parameters a preset sets (writing one of them beside `app:` is an error).
 SETS = ("pattern", "rate", "message_size", "bytes", "duration", "playout_buffer", "direction")
 
@@ -78,14 +80,8 @@ NONE = "none"
 def scale(value: Any) -> float:
     """app_scale: a number in (0, 1] ('1/16' allowed): what part of the paper's sizes and durations."""
     try:
-        if isinstance(value, str) and "/" in value:
-            num, den = value.split("/", 1)
-            v = float(num) / float(den)
-        elif isinstance(value, bool):
-            raise ValueError
-        else:
-            v = float(value)
-    except (TypeError, ValueError, ZeroDivisionError):
+        v = parse_fraction(value)
+    except ValueError:
         raise ValueError(f"{value!r} is not a scale; write e.g. 1, 0.125 or 1/8") from None
     if not 0 < v <= 1:
         raise ValueError(f"{value!r} is impossible here: must be above 0 and at most 1")
