@@ -953,32 +953,39 @@ ECF_PROBE = ECF_HANDSHAKE + (1413 + 66) * 8 / 10e6
 WIFI_ALONE = ECF_HANDSHAKE + ECF_WIRE_BITS / 10e6 + 0.006 + (ECF_PROBE - 10 * 1514 * 8 / 10e6)
 
 
-@pytest.mark.netem
-def test_ecf_short_upload_on_unequal_paths_finishes_with_wifi(tmp_path):
-    (tmp_path / "ecf.yaml").write_text("""
-name: ecf
+def _unequal_paths_upload(tmp_path, scheduler: str, bt_delay: str, duration: str, size: str) -> dict:
+    """A bulk upload of `size` over WiFi 10 Mbit/s (5 ms) and BT 1 Mbit/s (`bt_delay`), by
+    `scheduler` and by minRTT, each over both paths and over WiFi alone: the rows by
+    (scheduler, paths with BT: 1 or 0)."""
+    (tmp_path / f"{scheduler}.yaml").write_text(f"""
+name: {scheduler}
 topology:
-  nodes: {watch: {role: wearable}, phone: {role: phone, kind: host}, ap: {role: ap}, server: {role: server}}
+  nodes: {{watch: {{role: wearable}}, phone: {{role: phone, kind: host}}, ap: {{role: ap}}, server: {{role: server}}}}
   links:
-    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 40ms}
-    - {between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}
-    - {between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}
-    - {between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}
+    - {{between: [watch, phone], medium: bt, rate: 1Mbit, delay: {bt_delay}}}
+    - {{between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}}
+    - {{between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}}
+    - {{between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}}
 repetitions: 1
-workload: {kind: stream, client: watch, server: server, path: phone, direction: up, duration: 2s, bytes: 200KB}
+workload: {{kind: stream, client: watch, server: server, path: phone, direction: up, duration: {duration}, bytes: {size}}}
 nodes:
-  watch: {multipath_paths: [wifi, bt]}
+  watch: {{multipath_paths: [wifi, bt]}}
 matrix:
-  watch.multipath: [ecf, minrtt]
+  watch.multipath: [{scheduler}, minrtt]
   watch.multipath_paths: [[wifi, bt], [wifi]]
   pattern: [bulk]
 """)
-    res = wearlab("run", str(tmp_path / "ecf.yaml"), "--out", str(tmp_path / "r"), timeout=300)
+    res = wearlab("run", str(tmp_path / f"{scheduler}.yaml"), "--out", str(tmp_path / "r"), timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    d = tmp_path / "r" / "ecf" / "latest"
-    with (d / "runs.csv").open() as f:
+    with (tmp_path / "r" / scheduler / "latest" / "runs.csv").open() as f:
         rows = {(r["watch.multipath"], r["watch.multipath_paths"].count("bt")): r for r in csv.DictReader(f)}
     assert len(rows) == 4 and all(r["status"] == "ok" for r in rows.values()), rows
+    return rows
+
+
+@pytest.mark.netem
+def test_ecf_short_upload_on_unequal_paths_finishes_with_wifi(tmp_path):
+    rows = _unequal_paths_upload(tmp_path, "ecf", bt_delay="40ms", duration="2s", size="200KB")
     ecf, minrtt = (float(rows[s, 1]["up_transfer_s"]) for s in ("ecf", "minrtt"))
     # WiFi alone through the same agents (minRTT on the one path: no probe); ECF over both may
     # lose to it only its probe's round trip and the busy-machine slack: the agents' own cost
@@ -1021,30 +1028,7 @@ BLEST_WIFI_ALONE = ECF_HANDSHAKE + BLEST_WIRE_BITS / 10e6 + 0.006 + 0.0011
 
 @pytest.mark.netem
 def test_blest_long_upload_on_unequal_paths_beats_wifi_alone(tmp_path):
-    (tmp_path / "blest.yaml").write_text("""
-name: blest
-topology:
-  nodes: {watch: {role: wearable}, phone: {role: phone, kind: host}, ap: {role: ap}, server: {role: server}}
-  links:
-    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 15ms}
-    - {between: [watch, ap], medium: wifi, band: 5GHz, rate: 10Mbit, delay: 5ms}
-    - {between: [phone, ap], medium: wired, rate: 100Mbit, delay: 1ms}
-    - {between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}
-repetitions: 1
-workload: {kind: stream, client: watch, server: server, path: phone, direction: up, duration: 3s, bytes: 1MB}
-nodes:
-  watch: {multipath_paths: [wifi, bt]}
-matrix:
-  watch.multipath: [blest, minrtt]
-  watch.multipath_paths: [[wifi, bt], [wifi]]
-  pattern: [bulk]
-""")
-    res = wearlab("run", str(tmp_path / "blest.yaml"), "--out", str(tmp_path / "r"), timeout=300)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    d = tmp_path / "r" / "blest" / "latest"
-    with (d / "runs.csv").open() as f:
-        rows = {(r["watch.multipath"], r["watch.multipath_paths"].count("bt")): r for r in csv.DictReader(f)}
-    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows.values()), rows
+    rows = _unequal_paths_upload(tmp_path, "blest", bt_delay="15ms", duration="3s", size="1MB")
     blest, minrtt, wifi = (float(rows[k]["up_transfer_s"]) for k in (("blest", 1), ("minrtt", 1), ("minrtt", 0)))
     print(f"1 MB up: blest {blest:.3f} s (best split {BLEST_BEST_SPLIT:.3f}, WiFi alone {BLEST_WIFI_ALONE:.3f} by "
           f"hand, {wifi:.3f} measured), minrtt {minrtt:.3f} s, blest on WiFi alone "
