@@ -118,3 +118,20 @@ def test_encrypted_needs_a_clean_close_and_one_session_id():
     assert not tc.encrypted(plain, plain) and tc.fallback_reason(plain) == "eno-bpf: SynAckWithoutEno"
     reset = {"mode": "none", "state": "aborted", "reason": "fail closed: no ENO record for the socket"}
     assert tc.fallback_reason(reset) == "fail closed: no ENO record for the socket"
+
+
+def test_close_records_are_read_only_when_whole(tmp_path):
+    """The daemon appends a record with one write(), but a reader can see it half-copied (a
+    write crossing a page boundary grows the file a page at a time): a line without its newline
+    yet is left for the next read, never parsed half (CI saw "Expecting ',' delimiter" there)."""
+    stats = tmp_path / "tcpcrypt-stats.jsonl"
+    first = b'{"id": 1, "state": "closed"}\n'
+    second = b'{"id": 2, "state": "closed", "mode": "tcpcrypt"}\n'
+    stats.write_bytes(first + second[:17])
+    records, offset = tc.whole_json_lines(stats, 0)
+    assert [r["id"] for r in records] == [1] and offset == len(first)
+    stats.write_bytes(first + second)
+    records, offset = tc.whole_json_lines(stats, offset)
+    assert [r["id"] for r in records] == [2] and offset == len(first + second)
+    assert tc.whole_json_lines(stats, offset) == ([], offset)
+    assert tc.whole_json_lines(tmp_path / "absent.jsonl", 0) == ([], 0)

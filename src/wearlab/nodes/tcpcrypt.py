@@ -105,7 +105,7 @@ class TcpcryptDaemon:
         # with a fresh /sys (for its interfaces), where the cgroup2 hierarchy is mounted again.
         self.node_cgroup = NODE_CGROUP2 / self.cgroup.relative_to(cgroup.cgroup2_root())
         self.proc: subprocess.Popen | None = None
-        self.seen = 0  # stats lines already handed out
+        self.seen = 0  # bytes of the stats file already handed out (whole lines)
 
     def argv(self) -> list[str]:
         out, inb = self.ports["outbound"], self.ports["inbound"]
@@ -177,10 +177,25 @@ class TcpcryptDaemon:
             return 0.0
 
     def closed(self) -> list[dict[str, Any]]:
-        """Close records written since the last call."""
-        lines = self.stats.read_text().splitlines()
-        new, self.seen = lines[self.seen:], len(lines)
-        return [json.loads(l) for l in new if l.strip()]
+        """Close records written since the last call: whole lines only. The daemon appends each
+        record with one write(), but a reader may see it half-copied (a write that crosses a page
+        boundary grows the file a page at a time), so a last line without its newline is left
+        for the next call."""
+        records, self.seen = whole_json_lines(self.stats, self.seen)
+        return records
+
+
+def whole_json_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The JSON lines of `path` from byte `offset` that end in a newline, and the offset after
+    them (a line still being written is not among them)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], offset
+    whole = data[:data.rfind(b"\n") + 1]
+    return [json.loads(l) for l in whole.decode().splitlines() if l.strip()], offset + len(whole)
 
     def version(self) -> str:
         res = subprocess.run([str(binary()), "help"], capture_output=True, text=True, check=False)
