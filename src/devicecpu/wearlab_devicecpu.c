@@ -706,6 +706,8 @@ struct lib {
     FN(int, SSL_session_reused, (const void *));
     FN(int, SSL_get_state, (const void *));
     FN(int, SSL_version, (const void *));
+    FN(const void *, EVP_KDF_CTX_kdf, (void *));
+    FN(const char *, EVP_KDF_get0_name, (const void *));
 };
 
 #define MAX_LIBS 8
@@ -1238,8 +1240,150 @@ CREDITED(EVP_CIPHER_CTX_ctrl, (void *c, int type, int arg, void *ptr), (c, type,
 CREDITED(EVP_DigestInit_ex, (void *c, const void *t, void *e), (c, t, e))
 CREDITED(EVP_DigestFinal_ex, (void *c, unsigned char *md, unsigned int *n), (c, md, n))
 
-/* TLS 1.2's PRF and TLS 1.3's HKDF: a few HMACs of short inputs; no table names them, so they
- * cost the time here times the general CPU factor. */
+/* ---------------------------------------------------------------------------------------------
+ * Key derivation: TLS 1.0-1.2's PRF, TLS 1.3's key schedule (OpenSSL's TLS13-KDF) and HKDF (QUIC
+ * stacks). No table times them, and timing them here made a few microseconds of hashing a hostage
+ * to the host's scheduler: one preemption inside a PRF call, times the device's CPU factor, added
+ * milliseconds to a handshake (CI saw 1.9 ms on the watch's 128 ms). They are HMACs of short
+ * inputs, so the device's time is the HMACs' digest calls priced by its digest table, each HMAC
+ * two calls as RFC 2104 writes it - H(K^opad || H(K^ipad || m)): b + |m| bytes, then b + h (b the
+ * digest's block, h its output) - with a key longer than b hashed first. libssl hands every input
+ * to EVP_KDF_derive in its parameters, which is where the lengths are read. A KDF or digest the
+ * profile cannot price costs the time here times the general CPU factor ("~kdf"), as before. */
+
+/* OpenSSL 3's OSSL_PARAM (openssl/core.h): a stable ABI. */
+struct ossl_param {
+    const char *key;
+    unsigned int data_type;       /* 1 integer, 4 UTF-8 string, 5 octet string */
+    void *data;
+    size_t data_size, return_size;
+};
+
+struct kdf_inputs {
+    char digest[40];
+    double secret, seed, key, salt, info, prefix, label, data;
+    int has_key, has_salt, has_data, mode;   /* mode: 0 extract and expand, 1 extract only, 2 expand only */
+};
+
+struct hmac_digest {
+    struct op *table;
+    double h, b;                  /* output and block bytes */
+};
+
+static int digest_of(const char *name, struct hmac_digest *d) {
+    static const struct { const char *name, *key; double h, b; } known[] = {
+        {"md5", "digest:md5", 16, 64}, {"sha1", "digest:sha1", 20, 64},
+        {"sha2-224", "digest:sha224", 28, 64}, {"sha2-256", "digest:sha256", 32, 64},
+        {"sha2-384", "digest:sha384", 48, 128}, {"sha2-512", "digest:sha512", 64, 128},
+        {"sha224", "digest:sha224", 28, 64}, {"sha256", "digest:sha256", 32, 64},
+        {"sha384", "digest:sha384", 48, 128}, {"sha512", "digest:sha512", 64, 128},
+        {"sha-1", "digest:sha1", 20, 64},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(name, known[i].name)) {
+            d->table = find_op(known[i].key);
+            d->h = known[i].h;
+            d->b = known[i].b;
+            return d->table != NULL;
+        }
+    return 0;
+}
+
+/* Output blocks of `len` bytes that make `out` bytes (at least one). */
+static double blocks(double out, double len) {
+    double n = (double)(long long)((out + len - 1) / len);
+    return n < 1 ? 1 : n;
+}
+
+/* HMAC(K, m) with |K| = key, |m| = msg bytes, on the device (RFC 2104 section 2). */
+static double hmac_ns(const struct hmac_digest *d, double key, double msg) {
+    return (key > d->b ? table_ns(d->table, key) : 0) + table_ns(d->table, d->b + msg)
+           + table_ns(d->table, d->b + d->h);
+}
+
+/* P_hash(secret, seed) to `out` bytes (RFC 5246 section 5): A(1) = HMAC(seed), A(i) = HMAC(A(i-1)),
+ * each output block HMAC(A(i) || seed). */
+static double p_hash_ns(const struct hmac_digest *d, double secret, double seed, double out) {
+    double n = blocks(out, d->h);
+    return hmac_ns(d, secret, seed) + (n - 1) * hmac_ns(d, secret, d->h) + n * hmac_ns(d, secret, d->h + seed);
+}
+
+/* HKDF-Expand(PRK, info, out) (RFC 5869 section 2.3): T(i) = HMAC(PRK, T(i-1) || info || i), T(0) empty. */
+static double hkdf_expand_ns(const struct hmac_digest *d, double prk, double info, double out) {
+    double n = blocks(out, d->h);
+    return hmac_ns(d, prk, info + 1) + (n - 1) * hmac_ns(d, prk, d->h + info + 1);
+}
+
+static void kdf_read_params(const struct ossl_param *p, struct kdf_inputs *in) {
+    for (; p && p->key; p++) {
+        double n = (double)p->data_size;
+        if (!strcmp(p->key, "digest") && p->data_type == 4 && p->data) {
+            snprintf(in->digest, sizeof in->digest, "%.*s",
+                     (int)(p->data_size ? p->data_size : strlen(p->data)), (const char *)p->data);
+            lower(in->digest);
+        } else if (!strcmp(p->key, "mode") && p->data) {
+            if (p->data_type == 1 && p->data_size == sizeof(int))
+                in->mode = *(const int *)p->data;
+            else if (p->data_type == 4)
+                in->mode = !strncmp(p->data, "EXTRACT_ONLY", 12) ? 1 : !strncmp(p->data, "EXPAND_ONLY", 11) ? 2 : 0;
+        } else if (!strcmp(p->key, "secret")) {
+            in->secret += n;
+        } else if (!strcmp(p->key, "seed")) {
+            in->seed += n;
+        } else if (!strcmp(p->key, "key")) {
+            in->key += n, in->has_key = 1;
+        } else if (!strcmp(p->key, "salt")) {
+            in->salt += n, in->has_salt = 1;
+        } else if (!strcmp(p->key, "info")) {
+            in->info += n;
+        } else if (!strcmp(p->key, "prefix")) {
+            in->prefix += n;
+        } else if (!strcmp(p->key, "label")) {
+            in->label += n;
+        } else if (!strcmp(p->key, "data")) {
+            in->data += n, in->has_data = 1;
+        }
+    }
+}
+
+/* The device's time for one derivation, or -1 where it cannot be priced. */
+static double kdf_ns(const char *kdf, const struct kdf_inputs *in, double out) {
+    struct hmac_digest d, md5, sha1;
+    if (!strcmp(kdf, "tls1-prf")) {
+        if (!strcmp(in->digest, "md5-sha1")) {  /* TLS 1.0/1.1: the secret's halves through both */
+            if (!digest_of("md5", &md5) || !digest_of("sha1", &sha1))
+                return -1;
+            double half = blocks(in->secret, 2);  /* RFC 2246 5: ceil(|S| / 2) bytes each */
+            return p_hash_ns(&md5, half, in->seed, out) + p_hash_ns(&sha1, half, in->seed, out);
+        }
+        return digest_of(in->digest, &d) ? p_hash_ns(&d, in->secret, in->seed, out) : -1;
+    }
+    if (!digest_of(in->digest, &d))
+        return -1;
+    double ikm = in->has_key ? in->key : d.h;
+    if (!strcmp(kdf, "hkdf")) {
+        double salt = in->has_salt ? in->salt : d.h;   /* no salt: h zero bytes */
+        if (in->mode == 1)
+            return hmac_ns(&d, salt, ikm);
+        if (in->mode == 2)
+            return hkdf_expand_ns(&d, in->key, in->info, out);
+        return hmac_ns(&d, salt, ikm) + hkdf_expand_ns(&d, d.h, in->info, out);
+    }
+    if (!strcmp(kdf, "tls13-kdf")) {
+        /* RFC 8446 7.1: HKDF-Expand-Label's info is HkdfLabel - length (2), the label's length
+         * (1), "tls13 " || label, the context's length (1) and the context. */
+        if (in->mode == 2)
+            return hkdf_expand_ns(&d, in->key, 2 + 1 + in->prefix + in->label + 1 + in->data, out);
+        /* Extract: from a previous secret (the salt) OpenSSL first derives Derive-Secret(salt,
+         * "derived", "") - the empty transcript's hash, then an expand with it as context. */
+        double pre = 0;
+        if (in->has_salt && in->salt > 0)
+            pre = table_ns(d.table, 0) + hkdf_expand_ns(&d, in->salt, 2 + 1 + in->prefix + in->label + 1 + d.h, d.h);
+        return pre + hmac_ns(&d, d.h, ikm);
+    }
+    return -1;
+}
+
 int EVP_KDF_derive(void *ctx, unsigned char *key_out, size_t keylen, const void *params) {
     ENTER;
     struct lib *l = lib_of(CALLER);
@@ -1250,7 +1394,21 @@ int EVP_KDF_derive(void *ctx, unsigned char *key_out, size_t keylen, const void 
     int r = l->EVP_KDF_derive(ctx, key_out, keylen, params);
     int64_t host = now_ns() - t0;
     depth--;
-    charge_op("kdf", 0, host);
+    char kdf[32] = "";
+    const void *k = l->EVP_KDF_CTX_kdf ? l->EVP_KDF_CTX_kdf(ctx) : NULL;
+    if (k && l->EVP_KDF_get0_name && l->EVP_KDF_get0_name(k))
+        snprintf(kdf, sizeof kdf, "%s", l->EVP_KDF_get0_name(k));
+    lower(kdf);
+    struct kdf_inputs in = {0};
+    kdf_read_params(params, &in);
+    double device = kdf[0] && params ? kdf_ns(kdf, &in, (double)keylen) : -1;
+    if (device >= 0) {
+        char key[48];
+        snprintf(key, sizeof key, "kdf:%s", kdf);
+        charge(key, NULL, keylen, host, device);
+    } else {
+        charge_op("kdf", keylen, host);
+    }
     pay(0);
     return r;
 }
@@ -1523,7 +1681,7 @@ static void fill(struct lib *l, void *h) {
     H(OBJ_nid2sn); H(EVP_CIPHER_CTX_get0_cipher); H(EVP_CIPHER_get0_name); H(X509_STORE_CTX_get0_chain);
     H(OPENSSL_sk_num); H(OPENSSL_sk_value); H(X509_get0_pubkey); H(SSL_in_before);
     H(SSL_is_init_finished); H(SSL_is_server); H(SSL_session_reused); H(SSL_get_state);
-    H(SSL_version);
+    H(SSL_version); H(EVP_KDF_CTX_kdf); H(EVP_KDF_get0_name);
 #undef R
 #undef H
 }

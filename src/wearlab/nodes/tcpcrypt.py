@@ -68,6 +68,19 @@ def binary() -> Path:
     return BINARY
 
 
+def whole_json_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The JSON lines of `path` from byte `offset` that end in a newline, and the offset after
+    them (a line still being written is not among them)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], offset
+    whole = data[:data.rfind(b"\n") + 1]
+    return [json.loads(l) for l in whole.decode().splitlines() if l.strip()], offset + len(whole)
+
+
 class TcpcryptDaemon:
     """One tcpcryptd in one node."""
 
@@ -183,19 +196,6 @@ class TcpcryptDaemon:
         for the next call."""
         records, self.seen = whole_json_lines(self.stats, self.seen)
         return records
-
-
-def whole_json_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """The JSON lines of `path` from byte `offset` that end in a newline, and the offset after
-    them (a line still being written is not among them)."""
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except FileNotFoundError:
-        return [], offset
-    whole = data[:data.rfind(b"\n") + 1]
-    return [json.loads(l) for l in whole.decode().splitlines() if l.strip()], offset + len(whole)
 
     def version(self) -> str:
         res = subprocess.run([str(binary()), "help"], capture_output=True, text=True, check=False)
