@@ -769,3 +769,91 @@ def test_top_shows_the_active_interface():
     console = Console(width=160, record=True)
     console.print(render(doc))
     assert "interface: WIFI since 1.6 s (adaptive, 1 switches)" in console.export_text()
+
+
+# http-get over the chunked transport (its TCP REDIRECTed into the watch agent): the fetch is timed
+# on the watch's loopback, where the app's connection ends, and its energy is each radio's for the
+# time its path carried - as the stream kinds'. A static policy pins one path: 100 KB of file over
+# BT at 1 Mbit/s takes at least 0.8 s; at most that plus the transport's framing and the TCP/IP
+# headers on BT (13 B per chunk, 66 B per 1,448: 4.6 %, so x 1.05), the request's flight and TCP's
+# slow start over BT's 20 ms round trip (0.15 s), plus the busy-machine slack. Over WiFi at 10
+# Mbit/s at least 0.08 s; at most the time the app takes to read it - the watch's platform cost,
+# 3,219.77 ns per byte received (builtin.yaml, seed 000's 2.6 Mbit/s): 0.322 s, which TCP's flow
+# control carries back onto the path - plus WiFi's last window (0.05 s) and the slack. The phone
+# (nexus-5x: 1,048 mW for both radios, seed 003 §5.1) relays only while BT carries, then its 200 ms
+# tail at the same power; not at all under `wifi`. `bt` switches WiFi off, so no base power is paid.
+FETCH_BYTES = 100_000
+PHONE_RELAY_W = 1.048
+FETCH_PER_BYTE_S = 3219.77e-9
+
+
+@pytest.mark.netem
+def test_a_fetch_over_the_transport_is_timed_at_the_agent_and_pays_the_radio_that_carried(tmp_path):
+    import csv
+
+    (tmp_path / "exp.yaml").write_text(f"""
+name: fetchcarried
+topology:
+  nodes: {{watch: {{role: wearable, device: lg-g-watch-r}}, phone: {{role: phone, kind: host, device: nexus-5x}},
+          ap: {{role: ap}}, server: {{role: server}}}}
+  links:
+    - {{between: [watch, phone], medium: bt, rate: 1Mbit, delay: 10ms}}
+    - {{between: [watch, ap], medium: wifi, band: 2.4GHz, rate: 10Mbit, delay: 5ms}}
+    - {{between: [phone, ap], medium: wifi, band: 5GHz, rate: 100Mbit, delay: 1ms}}
+    - {{between: [ap, server], medium: wired, rate: 100Mbit, delay: 1ms}}
+repetitions: 1
+workload: {{kind: http-get, client: watch, server: server, size: {FETCH_BYTES}, protocol: http}}
+nodes:
+  watch: {{policy_transport: chunked}}
+matrix:
+  watch.interface_policy: [bt, wifi]
+""")
+    res = wearlab("run", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "r"), timeout=120)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    with (tmp_path / "r" / "fetchcarried" / "latest" / "runs.csv").open() as f:
+        runs = {r["watch.interface_policy"]: r for r in csv.DictReader(f)}
+    for policy, run in runs.items():
+        print(policy, {k: v for k, v in run.items() if k.startswith(("energy", "bytes_down_total", "wire_total"))})
+        assert run["status"] == "ok", run
+        # the app's connection on the loopback: the file, nginx's header, and TCP/IP headers of
+        # packets up to the loopback's 64 KB
+        assert FETCH_BYTES <= int(run["bytes_down_total"]) <= FETCH_BYTES * 1.1, run["bytes_down_total"]
+        assert run["energy_handshake_j"] == ""        # the radios' time holds no handshake phase
+    bt, wifi = runs["bt"], runs["wifi"]
+    bt_s = float(bt["energy_bt_active_s"])
+    low = FETCH_BYTES * 8 / 1e6
+    assert low <= bt_s <= low * 1.05 + 0.15 + timing_bound(low), bt_s
+    assert float(bt["energy_wifi_active_s"]) == 0.0 and float(bt["energy_radio_on_j"]) == 0.0
+    assert WATCH_BT_W * bt_s + TAIL_J - 1e-6 <= float(bt["energy_j"]) <= WATCH_BT_W * bt_s + 2 * TAIL_J + 1e-6
+    assert PHONE_RELAY_W * (bt_s + 0.2) - 1e-6 <= float(bt["energy_relay_j"]) <= PHONE_RELAY_W * (bt_s + 0.4) + 1e-6
+    wifi_s = float(wifi["energy_wifi_active_s"])
+    reading = FETCH_BYTES * FETCH_PER_BYTE_S
+    assert FETCH_BYTES * 8 / 10e6 <= wifi_s <= reading + 0.05 + timing_bound(reading), wifi_s
+    assert float(wifi["energy_bt_active_s"]) == 0.0 and float(wifi["energy_relay_j"]) == 0.0
+    base_j = float(wifi["energy_radio_on_j"])
+    assert 0.0 <= base_j <= WIFI_ON_W * (float(wifi["time_total"]) + 0.5)
+    watch_j = float(wifi["energy_j"]) - base_j
+    assert 0.53412 * wifi_s + TAIL_J - 1e-6 <= watch_j <= 0.53412 * wifi_s + 2 * TAIL_J + 1e-6, watch_j
+
+
+def test_a_workload_the_transport_does_not_carry_is_refused_at_its_line(tmp_path):
+    """A page load's connections (several origins, QUIC over UDP) are not the chunked transport's:
+    a plan that asks for it stops at the option that turns it on, exit 2, no traceback."""
+    f = tmp_path / "exp.yaml"
+    f.write_text("""name: pagecarried
+topology:
+  nodes: {watch: {role: wearable}, phone: {role: phone, kind: host}, ap: {role: ap},
+          www: {role: server, kind: caddy}}
+  links:
+    - {between: [watch, phone], medium: bt}
+    - {between: [watch, ap], medium: wifi}
+    - {between: [phone, ap], medium: wired}
+    - {between: [ap, www], medium: wired}
+workload: {kind: page-load, client: watch, page: exp3-java, servers: {static: www}}
+nodes:
+  watch: {multipath: minrtt}
+""")
+    res = wearlab("plan", str(f))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert (f"{f}:12: nodes.watch.multipath: the chunked transport carries the stream kinds and http-get; "
+            "a page-load workload's connections are not carried by it") in res.stderr + res.stdout

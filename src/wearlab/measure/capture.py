@@ -27,6 +27,7 @@ from wearlab.measure.tls_records import tcpcrypt_init1_end, tls_resumed
 
 # QUIC (HTTP/3) is captured on its port only: UDP elsewhere is not the capture's business.
 QUIC_PORT = 443
+LOOPBACK = "lo"   # where an app's connection to a node-local agent runs (the multipath transport's)
 
 
 class ClientCapture:
@@ -39,7 +40,9 @@ class ClientCapture:
         directory.mkdir(parents=True, exist_ok=True)
         for intf in interfaces:
             f = directory / f"{node}-{intf}.pcap"
-            tap = add_tap(net, node, intf)
+            # The loopback has no qdisc to wait in (and a tap on it would mirror each packet twice,
+            # leaving and arriving): tcpdump reads it itself.
+            tap = intf if intf == LOOPBACK else add_tap(net, node, intf)
             # -B: a 32 MB kernel buffer (default 2 MB), so a busy single-CPU guest (e.g. with
             # tcpcrypt's daemons) does not drop packets of a 9 MB transfer before tcpdump reads them.
             # `-w -` into a file opened here: tcpdump changes the owner of a file it opens itself (to
@@ -76,12 +79,13 @@ class ClientCapture:
         self.packets[intf].extend(self.readers[intf].read_new())
 
     def connection_bytes(self, intf: str, client: tuple[str, int], tls_version: str | None,
-                         timeout: float = 3.0):
-        """Phase bytes of the connection from `client`; waits until its teardown is captured."""
+                         timeout: float = 3.0, redirected_to: tuple[str, int] | None = None):
+        """Phase bytes of the connection from `client`; waits until its teardown is captured.
+        `redirected_to`: the local socket netfilter redirected it to (tcp.connection_packets)."""
         deadline = time.monotonic() + timeout
         while True:
             self._poll(intf)
-            conn = connection_packets(self.packets[intf], client)
+            conn = connection_packets(self.packets[intf], client, redirected_to)
             if conn and _closed(conn) or time.monotonic() > deadline:
                 break
             time.sleep(0.005)

@@ -344,16 +344,23 @@ def _client_key(client: tuple[str, int]) -> tuple[bytes, int]:
     return ip.packed, port
 
 
-def connection_packets(packets: Iterable[Any], client: tuple[str, int]) -> list[ConnPacket]:
+def connection_packets(packets: Iterable[Any], client: tuple[str, int],
+                       redirected_to: tuple[str, int] | None = None) -> list[ConnPacket]:
     """All packets of the TCP connection whose client endpoint is ``client`` = (ip, port).
 
     ``packets`` are ``(ts, frame, linktype)`` tuples or :class:`Packet` objects (as returned by
     :class:`PcapReader`); plain 3-tuples count ``len(frame)`` as the wire length, 4-tuples
     ``(ts, frame, linktype, wire_len)`` are accepted too. Non-TCP and undecodable frames are
     skipped. The server endpoint is the peer of the first matching packet.
+
+    ``redirected_to``: a connection netfilter REDIRECTed to a local socket, captured on the
+    loopback, shows the client's packets addressed to that socket (after the OUTPUT hook's
+    DNAT) and the replies from the original destination (NAT undone before they are sent):
+    its packets to ``redirected_to`` count as the connection's too.
     """
     cip, cport = _client_key(client)
     server: tuple[bytes, int] | None = None
+    local = _client_key(redirected_to) if redirected_to is not None else None
     out: list[ConnPacket] = []
     for p in packets:
         ts, frame, linktype, wire_len = _as_packet(p)
@@ -366,7 +373,9 @@ def connection_packets(packets: Iterable[Any], client: tuple[str, int]) -> list[
             direction, peer = "down", (seg.src, seg.sport)
         else:
             continue
-        if server is None:
+        if local is not None and direction == "up" and peer == local:
+            pass                     # the redirected side: the server's packets set `server`
+        elif server is None:
             server = peer
         elif peer != server:
             continue

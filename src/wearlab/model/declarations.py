@@ -66,6 +66,8 @@ class NodeView:
     schedulers: tuple[str, ...] = ()     # the catalog's multipath schedulers, by name
     # the catalog's interface-selection policies: name -> class (its initial medium, moves_on, transports)
     interface_policies: Mapping[str, type[InterfacePolicyDecl]] = field(default_factory=dict)
+    workload: str = ""                   # the workload's kind
+    rides_transport: bool = True         # ... and whether its client's TCP may ride the chunked transport
 
     def links_of(self, medium: Medium, peer_role: Role) -> list[LinkEnd]:
         return [l for l in self.links if l.medium == medium and l.peer_role == peer_role]
@@ -190,6 +192,10 @@ class WorkloadDecl:
     # Its client's agent charges a device's platform cost per byte received (nodes.devicecpu's
     # per_byte): such a client receives no faster than its device allows (the estimate paces it so).
     client_pays_per_byte: ClassVar[bool] = False
+    # Its client's TCP may ride a wearable's chunked multipath transport (`multipath:`, or an
+    # interface policy by `chunked`): it runs through the transport's agent, and its results say
+    # what each path carried (energy per radio from the chunks' flights, RunEnergy.over_transport).
+    rides_transport: ClassVar[bool] = False
 
     @classmethod
     def check(cls, fields: BaseModel, fixed: dict[str, Any], matrix: dict[str, list[Any]],

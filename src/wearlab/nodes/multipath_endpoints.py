@@ -49,6 +49,9 @@ from wearlab.nodes.software import KindError, wait_listening
 MULTIPATH_TABLE = 110            # the watch's routing table for path i: MULTIPATH_TABLE + i
 SERIES_INTERVAL_S = 0.1
 FALLBACK_SCHEDULER = "minrtt"    # with an interface policy and no `multipath:`: used only if the policy's path fails
+# Where netfilter's REDIRECT delivers an app's connection made on the watch (locally generated:
+# the loopback address): the watch agent's socket, as a loopback capture shows the app's packets.
+APP_REDIRECT = ("127.0.0.1", MULTIPATH_LOCAL)
 LIVE_TAIL_BYTES = 4096           # the series' tail the live view reads: several rows of every path
 MULTIPATH_SERIES = Series("multipath", ("t_s", *SERIES_COLUMNS),
                           "the multipath transport's counters per path and side (cumulative over the agent's "

@@ -320,7 +320,11 @@ class Wearable(NodeKind):
             if len(ends) != 1:
                 out.append(("multipath_paths", f"a {medium} path needs exactly one link with medium {medium} on "
                                                f"{view.name}; found {len(ends)}{_undeclared(view)}"))
-        if "server" not in view.endpoints:
+        if not view.rides_transport:
+            out.append((field, f"the chunked transport carries the stream kinds and http-get; a {view.workload} "
+                               f"workload's connections are not carried by it: choose the path by route "
+                               f"(interface_policy with policy_transport: route), or run without the transport"))
+        elif "server" not in view.endpoints:
             out.append((field, f"{field} carries the workload's connection to its server; this workload has none"))
         elif view.endpoints.get("client") != view.name:
             out.append((field, f"{field} carries the connections {view.name} opens; the workload's client "

@@ -341,7 +341,8 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
     for c in cells:
         for n, setting in c.nodes.items():
             view = NodeView(n, topo.nodes[n].role, setting.options, ends[n], c.values, endpoints,
-                            tuple(catalog.schedulers or ()), dict(catalog.interface_policies or {}))
+                            tuple(catalog.schedulers or ()), dict(catalog.interface_policies or {}),
+                            workload.name, workload.rides_transport)
             for option, message in setting.kind.check(view):
                 problems.append(_at_option(exp, n, option, c.values, message))
     ports = _ports(exp, workload, cells, needs, problems)

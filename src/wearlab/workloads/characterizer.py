@@ -73,6 +73,7 @@ def _encrypted_as(value: Any) -> str:
 
 class Characterizer(HttpGet):
     name = "characterizer"
+    rides_transport = False   # it reads every connection's flow off the client's interfaces
     doc = ("seed 004's characterizer: labelled flows (sensitivity 0-4) fetched in order, each over tcpcrypt or "
            "in the clear as the client's battery (drained by the energy model) and the thresholds decide")
     Fields = CharacterizerFields

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wearlab.measure.capture import ClientCapture
+from wearlab.measure.capture import LOOPBACK, ClientCapture
 
 if TYPE_CHECKING:
     from wearlab.nodes.node_kind import NodeKind
@@ -38,11 +38,19 @@ class WorkloadContext:
 
     def capture(self, node: str, snaplen: int = 0) -> ClientCapture:
         """One capture of all of `node`'s interfaces for the whole experiment (kept in captures/);
-        snaplen 0 keeps whole packets."""
+        snaplen 0 keeps whole packets. A node whose apps' TCP rides the multipath transport
+        (`transport`) is captured on its loopback too, where their connections end (at the agent)."""
         if node not in self.captures:
             intfs = [i.name for i in self.plan.addresses.interfaces[node]]
+            if self.transport(node) is not None:
+                intfs.append(LOOPBACK)
             self.captures[node] = ClientCapture(self.net, node, intfs, self.out_dir / "captures", snaplen=snaplen)
         return self.captures[node]
+
+    def transport(self, node: str):
+        """The multipath transport `node`'s apps' TCP rides (its wearable kind's
+        MultipathEndpoints: `multipath:` or an `interface_policy:` by `chunked`), or None."""
+        return getattr(self.nodes.get(node), "multipath", None)
 
     def select_route(self, node: str, destination: str, via: str) -> None:
         """Send `node`'s packets for `destination` through its neighbour `via` (only when it

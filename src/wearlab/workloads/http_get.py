@@ -5,18 +5,28 @@ Each run is one fresh libcurl handle and one TCP connection, as in seed 000's Ex
 HTTPS run pays a full TLS handshake with certificate validation. Phase boundaries are read from
 the client's capture (`wire_*`: the network's timing) and from libcurl's own clock (`time_*`:
 the app's view, which adds the client's CPU time); bytes per phase from the capture.
+
+A wearable whose TCP rides the multipath transport (`multipath:`, or an `interface_policy:` by
+`chunked`) fetches through it: its connection ends at the transport's agent on the watch, so the
+capture that times it is the watch's loopback - `wire_*` and `bytes_*` are the app's connection
+as the agent carried it, end to end; what crossed each radio (chunks, framing, both paths) is
+series multipath. Its energy is each radio's, for the time its path carried (run_energy:
+RunEnergy.over_transport), without a handshake part (energy_handshake_j empty).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from wearlab.errors import Problem
 from wearlab.measure.agents import FetchAgent
+from wearlab.measure.capture import LOOPBACK
 from wearlab.measure.curl import CURL_TIMES, curl_argv, tls_options
 from wearlab.measure.phases import PHASES
 from wearlab.measure.tls_records import TCPCRYPT
+from wearlab.nodes.multipath_endpoints import APP_REDIRECT
 from wearlab.model import params as P
 from wearlab.model.columns import Metric, Ratio, Series
 from wearlab.model.features import KernelFeature
@@ -62,6 +72,7 @@ class HttpGetFields(WorkloadFields):
 class HttpGet(Workload):
     name = "http-get"
     client_pays_per_byte = True
+    rides_transport = True
     doc = "one GET of a generated file per run, timed by phase (TCP, TLS, transfer, close)"
     Fields = HttpGetFields
     params = ParamSet((
@@ -255,7 +266,15 @@ class HttpGet(Workload):
         crypt = self._daemons() if cell["protocol"] == "tcpcrypt" else {}
         account = RunAccount(crypt) if crypt else None
         device = RunCounters(self.device) if self.device else None
+        t0 = self.ctx.run_start_ns or time.time_ns()
         m = self._fetch(cell)
+        transport = self.ctx.transport(self.fields.client)
+        https = cell["protocol"] == "https"
+        # Over the multipath transport each radio's energy is what its path carried (the chunks'
+        # flights up to now: read before the next run adds its own).
+        carried = (self.energy.over_transport(self.ctx.nodes[self.fields.client], t0,
+                                              encrypted=https or cell["protocol"] == "tcpcrypt")
+                   if transport is not None else None)
         series: dict[str, list[dict[str, Any]]] = {}
         extra: dict[str, Any] = {}
         if account:
@@ -266,7 +285,6 @@ class HttpGet(Workload):
             if mine.get("handshake_ms") is not None:
                 extra["tcpcrypt_handshake_s"] = mine["handshake_ms"] / 1000
             series["tcpcrypt"] = [_series_row(n, r) for n, r in records.items()]
-        https = cell["protocol"] == "https"
         row = {k: m[k] for k in CURL_TIMES}
         row["tls_handshake_s"] = (m["time_appconnect"] - m["time_connect"]) if https else None  # no TLS, no phase
         row.update(http_code=m["http_code"], size_download=m["size_download"],
@@ -275,7 +293,11 @@ class HttpGet(Workload):
         if device:
             row.update(device.metrics(), device_hs_overflow=device.overflow())
             series["devicecpu"] = device.rows()
-        intf = next(i.name for i in self.ctx.net.addresses.interfaces[self.fields.client] if i.ip == m["local_ip"])
+        # The app's connection: on the interface its address is on, or - its TCP redirected into the
+        # multipath transport's agent on the node - on the loopback (the paths' own bytes are in
+        # series multipath).
+        intf = (LOOPBACK if transport is not None else
+                next(i.name for i in self.ctx.net.addresses.interfaces[self.fields.client] if i.ip == m["local_ip"]))
         client = (m["local_ip"], m["local_port"])
         if crypt:
             # On the wire the connection is the client daemon's own (curl's ends at the daemon).
@@ -288,7 +310,8 @@ class HttpGet(Workload):
 
         def finish() -> dict[str, Any]:
             # The connection's teardown is on the wire by the time the next run is done.
-            pb = self.capture.connection_bytes(intf, client, tls_version)
+            pb = self.capture.connection_bytes(intf, client, tls_version,
+                                               redirected_to=APP_REDIRECT if transport is not None else None)
             if pb is None:
                 raise RuntimeError("the connection is missing from the packet capture")
             values = pb.as_row()
@@ -307,6 +330,9 @@ class HttpGet(Workload):
                 if values.get("wire_pretransfer_s") is not None and app_done > values["wire_pretransfer_s"]:
                     values["data_rate_bps"] = round(values["bytes_down_data"] * 8 / (app_done - values["wire_pretransfer_s"]))
             per_byte = bool(self.device and self.device.per_byte)
+            if carried is not None:
+                values.update(carried[0])
+                return Outcome(row=values, series={"energy": carried[1]} if carried[1] else {})
             erow, erows = self.energy.transaction(cell["path"], {**values, "app_done_s": app_done if per_byte else None},
                                                   encrypted=https or bool(extra.get("tcpcrypt_encrypted")))
             values.update(erow)

@@ -18,6 +18,7 @@ WiFi off as Wear OS does).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -189,6 +190,16 @@ class RunEnergy:
             row["energy_relay_j"] = sum(model.energy(relay, phases).values())
             rows += model.series_rows(relay, phases)
         return row, rows
+
+    def over_transport(self, client_kind: Any, t0_ns: int, encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """`interfaces` for a run from t0_ns to now whose flow rode the client's multipath
+        transport (`client_kind.multipath`): its paths' busy intervals, and the radios its
+        interface policy keeps on (its class's `radios_on`; no policy - a scheduler's - both)."""
+        end = time.time_ns()
+        busy = client_kind.multipath.busy(t0_ns, end)
+        selector = getattr(client_kind, "selector", None)
+        radios_on = [Medium(m) for m in selector.policy_class.radios_on] if selector is not None else None
+        return self.interfaces(busy, encrypted=encrypted, span_s=(end - t0_ns) / 1e9, radios_on=radios_on)
 
     def _radio_bases(self, radios_on: Iterable[Medium] | None) -> dict[Medium, PowerFigure]:
         """The client's radios kept on (None: every radio of its links) whose device gives a base

@@ -49,7 +49,6 @@ from wearlab.model import params as P
 from wearlab.model import ports
 from wearlab.model.columns import Metric, Series
 from wearlab.model.features import KernelFeature
-from wearlab.model.media import Medium
 from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
@@ -151,6 +150,8 @@ SERIES = (
 class _Streams(Workload):
     """What the three stream kinds share: agents, a run, its statistics and decomposition."""
 
+    rides_transport = True
+
     metrics = _stream_metrics()
     series = SERIES
     headline = ("down_owd_median_s", "up_owd_median_s")
@@ -218,7 +219,7 @@ class _Streams(Workload):
         self.energy = RunEnergy(self.ctx.plan, f.client, f.server)
         return {"stream_agent": "wearlab.measure.stream_agent (Python, TCP_NODELAY, app-level delivery times)",
                 "stream_port": STREAM_PORT, "energy": self.energy.facts(sorted({c["path"] for c in cells}),
-                                           transport=getattr(self.ctx.nodes.get(f.client), "multipath", None) is not None)}
+                                           transport=self.ctx.transport(f.client) is not None)}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         c = cells[0]
@@ -295,16 +296,10 @@ class _Streams(Workload):
                 row[f"{spec['direction']}_stall_share"] = sum(1 for b in bins if b["goodput_bps"] == 0) / len(bins)
             if name == "main" and cell.get("playout_buffer") and _is_cbr(cell):
                 row.update(playout(records, float(cell["rate"]), float(cell["playout_buffer"])).row(spec["direction"]))
-        transport = getattr(self.ctx.nodes.get(f.client), "multipath", None)
-        if transport is not None:
+        if self.ctx.transport(f.client) is not None:
             # The flow rode the multipath transport: each radio's energy from what its path carried.
-            end = time.time_ns()
-            busy = transport.busy(t0, end)
-            # The radios the policy keeps on all run (data on its class; None: a scheduler's, both).
-            selector = getattr(self.ctx.nodes.get(f.client), "selector", None)
-            radios_on = ([Medium(m) for m in selector.policy_class.radios_on] if selector is not None else None)
-            erow, erows = self.energy.interfaces(busy, encrypted=bool(row.get("tcpcrypt_encrypted")),
-                                                 span_s=(end - t0) / 1e9, radios_on=radios_on)
+            erow, erows = self.energy.over_transport(self.ctx.nodes[f.client], t0,
+                                                     encrypted=bool(row.get("tcpcrypt_encrypted")))
         else:
             erow, erows = self.energy.activity(cell["path"], flights, encrypted=bool(row.get("tcpcrypt_encrypted")))
         row.update(erow)
