@@ -407,10 +407,11 @@ def test_a_users_policy_registers_through_the_catalog(tmp_path):
 # transport pinned by the adaptive policy with B = 10 KB, T1 = 500 ms, T2 = 1 s (shorter than the
 # paper's 5 s, to keep the test short), threshold 500 kbit/s. Two cells: the phone (a relay)
 # forwards the transport's BT path (intercept: [], the backlog is its BT qdisc's) or splits it
-# (intercept: [7101], the backlog is its sockets' queues).
+# (intercept: [7101], the backlog is its sockets' queues plus what the relay's pipe holds).
 #
 # BT (5 ms one-way) starts at 4 Mbit/s: it carries the 2 Mbit/s with no backlog (a split
-# phone's send queue holds what is in flight, 2 Mbit/s x 10 ms RTT = 2.5 KB, below B). At
+# phone's send queue holds what is in flight, 2 Mbit/s x 10 ms RTT = 2.5 KB, and its relay's pipe
+# what one read took, a message or two: below B). At
 # BT_SLOW the timeline cuts its phone->watch rate to 500 kbit/s: 1.5 Mbit/s more arrives at the
 # phone than leaves, so its queue passes B = 10 KB no sooner than the change itself and, once
 # TCP keeps the path full, after about 10 000 x 8 / 1.5e6 = 53 ms: we give it FILL_S = 250 ms
@@ -479,7 +480,7 @@ matrix:
             return [r for r in rows(name) if r["phone.intercept"] == cell]
         seen[cell] = check_cell(of("interface"), of("timeline"), of("multipath"))
         check_energy(next(r for r in runs if r["phone.intercept"] == cell), of("interface"), of("timeline"))
-    assert sorted(seen.values()) == ["qdisc", "sockets"], seen       # one phone forwards, one splits
+    assert sorted(seen.values()) == ["qdisc", "sockets+relay"], seen       # one phone forwards, one splits
 
 
 def wifi_bytes_begin(multipath, side, to_wifi):

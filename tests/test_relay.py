@@ -118,3 +118,48 @@ def test_a_transparent_listener_resets_what_was_not_redirected_to_it():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_what_it_holds_is_in_its_held_file_at_most_its_buffer_and_none_at_the_end(tmp_path):
+    """`--held`: the bytes the relay has taken in and not yet handed on (the paper's CPROXY count
+    less the sockets' queues). A sender writes 2 MB toward a receiver that reads nothing: once
+    every socket buffer on the way is full the relay holds at most its application buffer (one
+    16 KiB pipe per direction, F_SETPIPE_SZ's pages) and more than nothing (its pump took a
+    pipe's worth it cannot hand on); nothing is held upward (the receiver sends nothing); when
+    the receiver has read every byte, nothing is held."""
+    from wearlab.nodes.relay import read_held
+
+    lst = socket.socket()
+    lst.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)   # small socket buffers on the way:
+    lst.bind(("127.0.0.1", 0))                                    # 2 MB cannot hide in them
+    lst.listen()
+    port, held_file = free_port(), tmp_path / "held"
+    relay = start_relay(f"{port}=127.0.0.1:{lst.getsockname()[1]}", "--bind", "127.0.0.1", "--held", str(held_file),
+                        "--app-buffer", "16384", "--sndbuf", "65536", "--rcvbuf", "65536")
+    data = os.urandom(2_000_000)
+    try:
+        s = socket.create_connection(("127.0.0.1", port))
+        receiver, _ = lst.accept()
+        sent = threading.Thread(target=s.sendall, args=(data,), daemon=True)
+        sent.start()
+        samples = []
+        deadline = time.monotonic() + 10
+        while len([h for h in samples if h["up"]]) < 50 and time.monotonic() < deadline:
+            samples.append(read_held(held_file))   # the pump's pipe fills once the socket buffers have
+            time.sleep(0.002)
+        assert any(h["up"] for h in samples), samples[-3:]
+        # "up": client -> upstream, as the relay names it; never more than the pipe
+        assert all(0 <= h["up"] <= 16384 and h["down"] == 0 for h in samples), max(h["up"] for h in samples)
+        got = bytearray()
+        while len(got) < len(data):
+            got += receiver.recv(1 << 20)
+        sent.join(timeout=10)
+        assert bytes(got) == data
+        deadline = time.monotonic() + 5
+        while read_held(held_file) != {"down": 0, "up": 0} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert read_held(held_file) == {"down": 0, "up": 0}
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        assert relay.wait(timeout=5) == 0
+        lst.close()

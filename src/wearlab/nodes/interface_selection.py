@@ -23,8 +23,10 @@ know the workload's direction, and a matrix may sweep it):
     the proxy, not yet acknowledged by the watch: this includes what waits in the BT qdisc, so
     the qdisc is not added, and the bytes in flight on BT, rate x RTT: 2.5 KB at 2 Mbit/s over
     a 10 ms RTT). Read from the phone's /proc/net/tcp (tx_queue, rx_queue), through a process
-    in the phone's namespace. The proxy's own user-space buffer is invisible from there and not
-    counted (the relay's `app_buffer` bounds it);
+    in the phone's namespace. The proxy's own user-space buffer is invisible from there: wearlab's
+    `relay` keeps what its pipes hold in a file (relay.HeldBytes, `--held`), which is added
+    (`backlog_at` "sockets+relay": the paper's count, in minus out, whole); HAProxy's or a
+    command proxy's own buffer is not counted (their `bufsize`/own bound it);
 - toward the phone (an upload: watch -> server), at the watch (`watch_backlog`): the watch agent
   writes each chunk into its BT path's TCP socket, and the bytes wait in two places there, each
   counted once: the watch's BT link's egress queue (the root qdisc's `backlog` on the watch's
@@ -76,6 +78,7 @@ from wearlab.model.ports import MULTIPATH_AGENT
 from wearlab.nodes.handover import IpBatch
 from wearlab.nodes.interface_policies import (INTERFACE_SERIES, PHONE, WATCH, InterfacePolicy, PolicyOptions, Sample,
                                               Switch)
+from wearlab.nodes.relay import read_held
 from wearlab.nodes.software import KindError
 from wearlab.nodes.tcp_diag import TcpDiag
 from wearlab.realize.linkctl import TcBatch
@@ -243,7 +246,11 @@ class InterfaceSelector:
         split, held = proxy_backlog(Path(f"/proc/{self.tc.proc.pid}/net/tcp").read_text(), self.watch_bt_ip,
                                     (self.server_ip, MULTIPATH_AGENT))
         if split:
-            phone = Backlog(held, PHONE, "sockets")
+            relay_file = getattr(self.kind.ctx.peers.get(self.phone), "held_file", None)
+            if relay_file is not None and relay_file.exists():
+                phone = Backlog(held + read_held(relay_file)["down"], PHONE, "sockets+relay")
+            else:
+                phone = Backlog(held, PHONE, "sockets")
         else:
             (qdiscs,) = self.tc.query([f"qdisc show dev {self.phone_dev}"])
             phone = Backlog(root_backlog(qdiscs), PHONE, "qdisc")
@@ -307,7 +314,9 @@ class InterfaceSelector:
                                      f"{self.watch}, at {self.phone}: forwarding (no TCP connection with "
                                      f"{self.watch_bt_ip}), the root qdisc backlog of {self.phone}:{self.phone_dev}; "
                                      f"splitting, the send queues of its TCP connections to {self.watch_bt_ip} + the "
-                                     f"receive queues of those to {self.server_ip}:{MULTIPATH_AGENT} (/proc/net/tcp). "
+                                     f"receive queues of those to {self.server_ip}:{MULTIPATH_AGENT} (/proc/net/tcp) + "
+                                     f"what wearlab's relay holds in its own buffers toward the watch (its --held file; "
+                                     f"another proxy's own buffer is not counted). "
                                      f"Toward {self.phone}, at {self.watch}: the root qdisc backlog of "
                                      f"{self.watch}:{self.watch_bt_dev} + the unsent bytes (tcpi_notsent_bytes) of its "
                                      f"TCP connections from {self.watch_bt_ip} to {self.server_ip}:{MULTIPATH_AGENT}"),

@@ -15,7 +15,8 @@ need starts wearlab's tcpcryptd beside whatever the kind runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,9 @@ class NodeContext:
     links: LinkControl | None = None   # the run's links, for kinds that change them (a handover)
     changes: ChangeLog | None = None   # ... and the log every change goes to
     out_dir: Path | None = None        # the experiment's results directory (None: not in a run)
+    # The kinds running now, by node (the run's live map): what a kind may read of its neighbours
+    # (a wearable's interface selector, the relay's own buffer on its phone).
+    peers: Mapping[str, NodeKind] = field(default_factory=dict)
 
 
 class NodeKind(NodeKindDecl):

@@ -319,6 +319,12 @@ class RelayProxy(ProxyKind):
     def series_file(self) -> Path:
         return self.workdir / "relay-vq.csv"
 
+    @property
+    def held_file(self) -> Path:
+        """What the relay's own buffers hold per direction, kept current (relay.HeldBytes): the
+        interface selector's view into the one part of a split connection the kernel cannot show."""
+        return self.workdir / "relay-held"
+
     def prepare(self) -> None:
         super().prepare()
         self.throttled_uplinks: list[str] = []
@@ -366,7 +372,8 @@ class RelayProxy(ProxyKind):
         argv = [sys.executable, "-m", "wearlab.nodes.relay",
                 *[f"{self.listen_port(i)}={u.address}:{u.port}" for i, u in enumerate(self.upstreams)],
                 *[f"{self.listen_port(len(self.upstreams) + j)}=original" for j in range(len(self.intercepted))],
-                "--app-buffer", str(s["app_buffer"]), "--events", str(self.events_file)]
+                "--app-buffer", str(s["app_buffer"]), "--events", str(self.events_file),
+                "--held", str(self.held_file)]
         for opt in ("sndbuf", "rcvbuf"):
             if s.get(opt):
                 argv += [f"--{opt}", str(s[opt])]

@@ -28,6 +28,10 @@ workload's d2/d3 split; flushed at least every half second, so a live view can r
 buffer from the file's tail. A connection's events are written before its EOF is passed on, so they are
 on disk when the receiver sees the end of the stream.
 
+`--held FILE`: the bytes the relay's pipes hold per direction (taken in, not yet handed on), over
+all connections, kept current in an mmap'ed file (HeldBytes): what the interface selector adds to
+the sockets' queues for the paper's CPROXY backlog.
+
 `--mitigation virtual-queue`: see wearlab.nodes.vqueue (the controller runs in this process).
 
 `--window-share F`: the relay's server-side sockets hold at most F x their receive buffer of
@@ -48,6 +52,7 @@ from __future__ import annotations
 import argparse
 import errno
 import fcntl
+import mmap
 import os
 import signal
 import socket
@@ -63,6 +68,8 @@ LISTEN_BACKLOG = 1024
 FLUSH_NS = 500_000_000      # events reach the file at least this often (the live d3: measure.queues)
 SO_ORIGINAL_DST = 80          # linux/netfilter_ipv4.h: at SOL_IP, a REDIRECTed socket's sockaddr_in before NAT
 ORIGINAL = "original"        # LISTEN_PORT=original: relay to the connection's original destination
+HELD_DIRECTIONS = ("down", "up")   # down: server -> watch
+HELD_SIZE = 8 * len(HELD_DIRECTIONS)
 RESET_ERRNOS = (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH)
 
 
@@ -83,6 +90,42 @@ class EventLog:
         text = "".join(f"{t},{c},{d},{op},{off}\n" for t, c, d, op, off in rows)
         with self.lock, open(self.path, "a") as f:
             f.write(text)
+
+
+class HeldBytes:
+    """What the relay holds in its own buffers, per direction over all connections: bytes taken in
+    and not yet handed on - the paper's CPROXY count (what went in minus what came out) less the
+    sockets' queues, which the kernel shows (/proc/net/tcp) where this process's pipes it does not.
+    Kept in a file of two little-endian int64 (HELD_DIRECTIONS' order), mmap'ed, so a reader
+    outside the process (the interface selector, every poll) sees it at once; `read_held`."""
+
+    def __init__(self, path: str | None):
+        self.mm: mmap.mmap | None = None
+        self.held = dict.fromkeys(HELD_DIRECTIONS, 0)
+        self.lock = threading.Lock()
+        if path:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.ftruncate(fd, HELD_SIZE)
+                self.mm = mmap.mmap(fd, HELD_SIZE)
+            finally:
+                os.close(fd)
+
+    def add(self, direction: str, n: int) -> None:
+        if self.mm is None or not n:
+            return
+        with self.lock:
+            self.held[direction] += n
+            struct.pack_into("<q", self.mm, 8 * HELD_DIRECTIONS.index(direction), self.held[direction])
+
+
+def read_held(path: str | os.PathLike[str]) -> dict[str, int]:
+    """A relay's HeldBytes file: {"down": bytes, "up": bytes} (zeros before the relay wrote it)."""
+    with open(path, "rb") as f:
+        data = f.read(HELD_SIZE)
+    if len(data) < HELD_SIZE:
+        return dict.fromkeys(HELD_DIRECTIONS, 0)
+    return dict(zip(HELD_DIRECTIONS, struct.unpack("<qq", data)))
 
 
 class Connection:
@@ -107,6 +150,7 @@ class Connection:
     def _pump(self, src: socket.socket, dst: socket.socket, direction: str) -> None:
         events: list[tuple[int, int, str, str, int]] | None = [] if self.relay.events.path else None
         r, w = os.pipe()
+        held, took, gave = self.relay.held, 0, 0
         try:
             size = self.relay.app_buffer
             try:
@@ -114,7 +158,6 @@ class Connection:
             except OSError:
                 pass  # above /proc/sys/fs/pipe-max-size: the default pipe (64 KiB)
             cap = fcntl.fcntl(w, F_GETPIPE_SZ)
-            took = gave = 0
             share = PayloadShare(self.relay.window_share) if direction == "down" and self.relay.window_share \
                 else None
             while True:
@@ -137,6 +180,7 @@ class Connection:
                         pass
                     return
                 took += n
+                held.add(direction, n)
                 if share is not None:
                     share.apply(src)
                 if events is not None:
@@ -155,12 +199,14 @@ class Connection:
                         raise
                     left -= m
                     gave += m
+                    held.add(direction, -m)
                     if events is not None:
                         events.append((time.time_ns(), self.id, direction, "out", gave))
                 if events is not None and (len(events) >= 4096 or events[-1][0] - events[0][0] >= FLUSH_NS):
                     self.relay.events.write(events)
                     events.clear()
         finally:
+            held.add(direction, gave - took)   # what a reset left in the pipe is dropped with it
             if events:
                 self.relay.events.write(events)
             os.close(r)
@@ -230,6 +276,7 @@ class Relay:
         self.window_share = args.window_share
         self.app_buffer = args.app_buffer
         self.events = EventLog(args.events)
+        self.held = HeldBytes(args.held)
         self.live: set[Connection] = set()
         self.lock = threading.Lock()
         self.listeners: list[tuple[socket.socket, tuple[str, int]]] = []
@@ -346,6 +393,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rcvbuf", type=_positive)
     ap.add_argument("--app-buffer", type=_positive, default=65536)
     ap.add_argument("--events")
+    ap.add_argument("--held")
     ap.add_argument("--mitigation", choices=("none", "virtual-queue"), default="none")
     ap.add_argument("--vq-T", type=float, default=1.0)
     ap.add_argument("--vq-epsilon", type=float, default=0.3)

@@ -104,7 +104,7 @@ class Nodes:
         workdir = wctx.workdir(f"{node}-{len(self.facts.get(node, []))}")
         ctx = NodeContext(net=wctx.net, node=node, settings=dict(setting.options), workdir=workdir,
                           seed=plan.seed, plan=plan, links=self.state.links, changes=self.state.changes,
-                          out_dir=wctx.out_dir)
+                          out_dir=wctx.out_dir, peers=wctx.nodes)
         return setting.kind(ctx, plan.needs_of(node, setting))
 
     def stop(self) -> None:
