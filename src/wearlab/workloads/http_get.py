@@ -268,13 +268,9 @@ class HttpGet(Workload):
         device = RunCounters(self.device) if self.device else None
         t0 = self.ctx.run_start_ns or time.time_ns()
         m = self._fetch(cell)
+        fetched_ns = time.time_ns()
         transport = self.ctx.transport(self.fields.client)
         https = cell["protocol"] == "https"
-        # Over the multipath transport each radio's energy is what its path carried (the chunks'
-        # flights up to now: read before the next run adds its own).
-        carried = (self.energy.over_transport(self.ctx.nodes[self.fields.client], t0,
-                                              encrypted=https or cell["protocol"] == "tcpcrypt")
-                   if transport is not None else None)
         series: dict[str, list[dict[str, Any]]] = {}
         extra: dict[str, Any] = {}
         if account:
@@ -285,6 +281,12 @@ class HttpGet(Workload):
             if mine.get("handshake_ms") is not None:
                 extra["tcpcrypt_handshake_s"] = mine["handshake_ms"] / 1000
             series["tcpcrypt"] = [_series_row(n, r) for n, r in records.items()]
+        # Over the multipath transport each radio's energy is what its path carried: the chunks'
+        # flights to the fetch's end (read before the next run adds its own).
+        carried = (self.energy.over_transport(self.ctx.nodes[self.fields.client], t0,
+                                              encrypted=https or bool(extra.get("tcpcrypt_encrypted")),
+                                              end_ns=fetched_ns)
+                   if transport is not None else None)
         row = {k: m[k] for k in CURL_TIMES}
         row["tls_handshake_s"] = (m["time_appconnect"] - m["time_connect"]) if https else None  # no TLS, no phase
         row.update(http_code=m["http_code"], size_download=m["size_download"],

@@ -191,11 +191,12 @@ class RunEnergy:
             rows += model.series_rows(relay, phases)
         return row, rows
 
-    def over_transport(self, client_kind: Any, t0_ns: int, encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """`interfaces` for a run from t0_ns to now whose flow rode the client's multipath
-        transport (`client_kind.multipath`): its paths' busy intervals, and the radios its
-        interface policy keeps on (its class's `radios_on`; no policy - a scheduler's - both)."""
-        end = time.time_ns()
+    def over_transport(self, client_kind: Any, t0_ns: int, encrypted: bool,
+                       end_ns: int | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """`interfaces` for a run from t0_ns to end_ns (default: now) whose flow rode the client's
+        multipath transport (`client_kind.multipath`): its paths' busy intervals, and the radios
+        its interface policy keeps on (its class's `radios_on`; no policy - a scheduler's - both)."""
+        end = end_ns or time.time_ns()
         busy = client_kind.multipath.busy(t0_ns, end)
         selector = getattr(client_kind, "selector", None)
         radios_on = [Medium(m) for m in selector.policy_class.radios_on] if selector is not None else None
