@@ -23,6 +23,7 @@ from wearlab.measure.energy_model import (
     node_power,
     relay_phases,
     transaction_phases,
+    until_read,
 )
 from wearlab.model.choices import PowerState as S
 from wearlab.model.devices import builtin_devices
@@ -475,3 +476,15 @@ def test_the_phones_relay_energy_is_its_one_power_over_bts_flights_and_tails(tmp
     assert relay([(0.0, 0.1), (1.0, 1.1)]) == pytest.approx(0.6288, abs=1e-9)
     assert relay([(0.0, 120.0)]) == pytest.approx(125.76 + 0.2096, abs=1e-6)
     assert relay([], wifi=[(0.0, 1.0)]) == 0.0
+
+
+def test_a_slow_reader_keeps_the_client_in_its_data_state_on_the_radio_that_carried_last():
+    """Over the transport the radios may finish before the app has read everything (the agent
+    holds it): the client's data state runs on to the app's last read, on the radio whose
+    stretch ended last - the direct route's rule (transaction_phases: data until app_done)."""
+    bt, wifi = Medium.BT, Medium.WIFI
+    busy = {bt: [(0.0, 0.5)], wifi: [(0.4, 1.0), (1.2, 1.3)]}
+    assert until_read(busy, 2.0) == {bt: [(0.0, 0.5)], wifi: [(0.4, 1.0), (1.2, 1.3), (1.3, 2.0)]}
+    assert until_read(busy, 1.3) == busy and until_read(busy, 0.9) == busy   # read before the radios finished
+    assert until_read({bt: [], wifi: []}, 1.0) == {bt: [], wifi: []}          # nothing carried
+    assert busy == {bt: [(0.0, 0.5)], wifi: [(0.4, 1.0), (1.2, 1.3)]}          # not changed in place

@@ -227,6 +227,24 @@ def interface_phases(busy: dict[Medium, Sequence[tuple[float, float]]], encrypte
     return [(media, state, s) for (media, state), s in seconds.items()]
 
 
+def until_read(busy: dict[Medium, list[tuple[float, float]]], read_s: float) -> dict[Medium, list[tuple[float, float]]]:
+    """A client's busy intervals per radio, its data state held until its application read its
+    last byte at `read_s`, as transaction_phases holds it on a direct route: the device's data
+    level is a whole device's (seed 000 measured the watch's while its platform, not its radio,
+    set the rate), and its platform's work goes on while the app reads what a transport already
+    delivered. When that is after the radios' last busy stretch, the stretch of the radio that
+    carried last runs on to it (the radios' own busy time is what `busy` says)."""
+    ends = [(b, m.value, m) for m, ivs in busy.items() for a, b in ivs if b > a]
+    if not ends:
+        return busy
+    last, _, medium = max(ends)
+    if read_s <= last:
+        return busy
+    out = {m: list(ivs) for m, ivs in busy.items()}
+    out[medium].append((last, read_s))
+    return out
+
+
 def radio_on_seconds(span_s: float, phases: Iterable[tuple[tuple[Medium, ...], PowerState, float]],
                      on: Iterable[Medium]) -> dict[Medium, float]:
     """Each radio of `on` (kept on all of a window `span_s` long): the time it is on but carrying

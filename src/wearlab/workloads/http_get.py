@@ -11,7 +11,9 @@ A wearable whose TCP rides the multipath transport (`multipath:`, or an `interfa
 capture that times it is the watch's loopback - `wire_*` and `bytes_*` are the app's connection
 as the agent carried it, end to end; what crossed each radio (chunks, framing, both paths) is
 series multipath. Its energy is each radio's, for the time its path carried (run_energy:
-RunEnergy.over_transport), without a handshake part (energy_handshake_j empty).
+RunEnergy.over_transport), without a handshake part (energy_handshake_j empty); a device that
+pays per byte received stays in its data state until its app has read the last byte, as on the
+direct route (energy_model.until_read).
 """
 
 from __future__ import annotations
@@ -282,10 +284,13 @@ class HttpGet(Workload):
                 extra["tcpcrypt_handshake_s"] = mine["handshake_ms"] / 1000
             series["tcpcrypt"] = [_series_row(n, r) for n, r in records.items()]
         # Over the multipath transport each radio's energy is what its path carried: the chunks'
-        # flights to the fetch's end (read before the next run adds its own).
+        # flights to the fetch's end (read before the next run adds its own); a device that pays
+        # per byte received stays in its data state until its app has read the last byte - when
+        # the fetch agent answers, within the agent's few ms of reply.
+        per_byte = bool(self.device and self.device.per_byte)
         carried = (self.energy.over_transport(self.ctx.nodes[self.fields.client], t0,
                                               encrypted=https or bool(extra.get("tcpcrypt_encrypted")),
-                                              end_ns=fetched_ns)
+                                              end_ns=fetched_ns, read_ns=fetched_ns if per_byte else None)
                    if transport is not None else None)
         row = {k: m[k] for k in CURL_TIMES}
         row["tls_handshake_s"] = (m["time_appconnect"] - m["time_connect"]) if https else None  # no TLS, no phase
@@ -331,7 +336,6 @@ class HttpGet(Workload):
                 app_done = (0.0 if crypt else values["wire_connect_s"]) + m["time_total"] - m["time_connect"]
                 if values.get("wire_pretransfer_s") is not None and app_done > values["wire_pretransfer_s"]:
                     values["data_rate_bps"] = round(values["bytes_down_data"] * 8 / (app_done - values["wire_pretransfer_s"]))
-            per_byte = bool(self.device and self.device.per_byte)
             if carried is not None:
                 values.update(carried[0])
                 return Outcome(row=values, series={"energy": carried[1]} if carried[1] else {})

@@ -138,7 +138,8 @@ class RunEnergy:
                              lambda tail: model.relay_phases(total_s, encrypted, tail))
 
     def interfaces(self, busy: dict[str, list[tuple[float, float]]], encrypted: bool, span_s: float,
-                   radios_on: Iterable[Medium] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                   radios_on: Iterable[Medium] | None = None,
+                   read_s: float | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A flow over the chunked multipath transport: `busy` is each path's (medium name's)
         busy intervals in s (measure.chunk_flights.path_busy: the union of its chunks' flights, from
         both agents' per-chunk records). The client is in its
@@ -151,8 +152,12 @@ class RunEnergy:
         scheduler keeps both paths up); each one whose device gives its base power (radios.<m>.on)
         is charged it for the time it is on but outside its data state and tail
         (model.radio_on_seconds) - over the run, or to the end of the last tail if later - in
-        energy_j and apart in energy_radio_on_j."""
+        energy_j and apart in energy_radio_on_j. `read_s`: when the client's application read its
+        last byte (a device with a cost per byte received), to which the client's data state
+        lasts (model.until_read; the radios' active seconds and the phone's relaying stay the
+        paths' own)."""
         media_busy = {Medium(name): ivs for name, ivs in busy.items()}
+        client_busy = model.until_read(media_busy, read_s) if read_s is not None else media_busy
         row: dict[str, Any] = {f"energy_{m.value}_active_s": round(sum(b - a for a, b in media_busy.get(m, [])), 6)
                                for m in (Medium.BT, Medium.WIFI)}
         rows: list[dict[str, Any]] = []
@@ -160,7 +165,7 @@ class RunEnergy:
         if every is not None:
             joules = 0.0
             by_media: dict[tuple[Medium, ...], list[tuple[PowerState, float]]] = {}
-            timeline = model.interface_phases(media_busy, encrypted, every.tail_s)
+            timeline = model.interface_phases(client_busy, encrypted, every.tail_s)
             for media, state, seconds in timeline:
                 by_media.setdefault(media, []).append((state, seconds))
             for media, phases in by_media.items():
@@ -173,7 +178,7 @@ class RunEnergy:
             base_j = 0.0
             # The window the radios are on in: the run, or to the end of the tail after its last
             # bytes when that is later (the energy above charges that tail).
-            last = max((b for ivs in media_busy.values() for a, b in ivs if b > a), default=None)
+            last = max((b for ivs in client_busy.values() for a, b in ivs if b > a), default=None)
             window_s = max(span_s, last + every.tail_s) if last is not None else span_s
             for m, seconds in model.radio_on_seconds(window_s, timeline, bases).items():
                 watts = bases[m].watts
@@ -191,16 +196,18 @@ class RunEnergy:
             rows += model.series_rows(relay, phases)
         return row, rows
 
-    def over_transport(self, client_kind: Any, t0_ns: int, encrypted: bool,
-                       end_ns: int | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def over_transport(self, client_kind: Any, t0_ns: int, encrypted: bool, end_ns: int | None = None,
+                       read_ns: int | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """`interfaces` for a run from t0_ns to end_ns (default: now) whose flow rode the client's
         multipath transport (`client_kind.multipath`): its paths' busy intervals, and the radios
-        its interface policy keeps on (its class's `radios_on`; no policy - a scheduler's - both)."""
+        its interface policy keeps on (its class's `radios_on`; no policy - a scheduler's - both).
+        `read_ns`: when the client's application read its last byte (interfaces' read_s)."""
         end = end_ns or time.time_ns()
         busy = client_kind.multipath.busy(t0_ns, end)
         selector = getattr(client_kind, "selector", None)
         radios_on = [Medium(m) for m in selector.policy_class.radios_on] if selector is not None else None
-        return self.interfaces(busy, encrypted=encrypted, span_s=(end - t0_ns) / 1e9, radios_on=radios_on)
+        return self.interfaces(busy, encrypted=encrypted, span_s=(end - t0_ns) / 1e9, radios_on=radios_on,
+                               read_s=(read_ns - t0_ns) / 1e9 if read_ns is not None else None)
 
     def _radio_bases(self, radios_on: Iterable[Medium] | None) -> dict[Medium, PowerFigure]:
         """The client's radios kept on (None: every radio of its links) whose device gives a base
