@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -155,8 +157,11 @@ def main() -> int:
         echo = net.popen("server", [sys.executable, "-c", ECHO, str(ECHO_PORT)], stdout=subprocess.PIPE, text=True)
         assert echo.stdout.readline().strip() == "listening"
         net.popen("server", ["iperf3", "-s", "-p", "5201"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # As the relay kind runs it (nodes.proxies): its events and its held-bytes file kept current.
+        files = Path(tempfile.mkdtemp(prefix="wearlab-bench-relay-"))
         relay = net.popen("phone", [sys.executable, "-m", "wearlab.nodes.relay", f"{RELAY_PORT}={server}:{ECHO_PORT}",
-                                    f"{RELAY_PORT + 1}={server}:5201"], stdout=subprocess.PIPE, text=True)
+                                    f"{RELAY_PORT + 1}={server}:5201", "--events", str(files / "events.csv"),
+                                    "--held", str(files / "held")], stdout=subprocess.PIPE, text=True)
         assert relay.stdout.readline().strip() == "ready"
         time.sleep(0.3)
         for _ in range(a.reps):   # interleaved, so a drift of the machine hits both paths alike
@@ -164,6 +169,7 @@ def main() -> int:
             results["lat_relay"].append(latency(net, phone, RELAY_PORT, a.rounds))
             results["tput_direct"].append(throughput(net, server, 5201, a.seconds))
             results["tput_relay"].append(throughput(net, phone, RELAY_PORT + 1, a.seconds))
+    shutil.rmtree(files, ignore_errors=True)
     lat_d, lat_r = median(results["lat_direct"]), median(results["lat_relay"])
     tp_d, tp_r = median(results["tput_direct"]), median(results["tput_relay"])
     added = lat_r - lat_d
