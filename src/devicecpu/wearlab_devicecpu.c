@@ -1262,7 +1262,7 @@ struct ossl_param {
 struct kdf_inputs {
     char digest[40];
     double secret, seed, key, salt, info, prefix, label, data;
-    int has_key, has_salt, has_data, mode;   /* mode: 0 extract and expand, 1 extract only, 2 expand only */
+    int has_key, has_salt, mode;   /* mode: 0 extract and expand, 1 extract only, 2 expand only */
 };
 
 struct hmac_digest {
@@ -1326,22 +1326,20 @@ static void kdf_read_params(const struct ossl_param *p, struct kdf_inputs *in) {
                 in->mode = *(const int *)p->data;
             else if (p->data_type == 4)
                 in->mode = !strncmp(p->data, "EXTRACT_ONLY", 12) ? 1 : !strncmp(p->data, "EXPAND_ONLY", 11) ? 2 : 0;
-        } else if (!strcmp(p->key, "secret")) {
-            in->secret += n;
-        } else if (!strcmp(p->key, "seed")) {
-            in->seed += n;
-        } else if (!strcmp(p->key, "key")) {
-            in->key += n, in->has_key = 1;
-        } else if (!strcmp(p->key, "salt")) {
-            in->salt += n, in->has_salt = 1;
-        } else if (!strcmp(p->key, "info")) {
-            in->info += n;
-        } else if (!strcmp(p->key, "prefix")) {
-            in->prefix += n;
-        } else if (!strcmp(p->key, "label")) {
-            in->label += n;
-        } else if (!strcmp(p->key, "data")) {
-            in->data += n, in->has_data = 1;
+        } else {
+            /* The inputs whose lengths price it: a parameter given twice (TLS 1-PRF's seeds,
+             * HKDF's info) adds up, as the KDF concatenates them. */
+            const struct { const char *key; double *len; int *given; } sizes[] = {
+                {"secret", &in->secret, NULL}, {"seed", &in->seed, NULL}, {"key", &in->key, &in->has_key},
+                {"salt", &in->salt, &in->has_salt}, {"info", &in->info, NULL}, {"prefix", &in->prefix, NULL},
+                {"label", &in->label, NULL}, {"data", &in->data, NULL},
+            };
+            for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+                if (!strcmp(p->key, sizes[i].key)) {
+                    *sizes[i].len += n;
+                    if (sizes[i].given)
+                        *sizes[i].given = 1;
+                }
         }
     }
 }
