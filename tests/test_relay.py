@@ -163,3 +163,30 @@ def test_what_it_holds_is_in_its_held_file_at_most_its_buffer_and_none_at_the_en
         relay.send_signal(signal.SIGTERM)
         assert relay.wait(timeout=5) == 0
         lst.close()
+
+
+def test_the_relay_kind_takes_timestamps_only_for_a_workload_that_reads_them(tmp_path):
+    """Each clock read is a system call in the UML guest (~11 us, no vDSO), two per splice: the
+    relay kind takes its read/write timestamps only where a workload reads them - the streams'
+    d2/d3 split - and never for an HTTP fetch through the phone."""
+    from conftest import ROOT
+    from wearlab.catalog import CATALOG
+    from wearlab.model.experiment_file import load_experiment
+    from wearlab.model.needs import Relay
+    from wearlab.nodes.node_kind import NodeContext
+    from wearlab.plan.plan import plan
+
+    def relays(name: str) -> list[Relay]:
+        p = plan(load_experiment(ROOT / "experiments" / f"{name}.yaml", CATALOG))
+        return [n for n in p.needs if isinstance(n, Relay)]
+
+    streamed, fetched = relays("bufferbloat"), relays("device-relay")
+    assert streamed and all(n.timestamps for n in streamed)
+    assert fetched and not any(n.timestamps for n in fetched)
+    kind = CATALOG.node_kinds["relay"]
+    defaults = {p.name: p.default for p in kind.options}
+    for needs, events in ((streamed, True), (fetched, False)):
+        proxy = kind(NodeContext(None, needs[0].node, dict(defaults), tmp_path), needs)
+        argv = proxy.processes()[0]
+        assert ("--events" in argv) is events and "--held" in argv
+        assert (proxy.events_file is not None) is events

@@ -72,6 +72,10 @@ class Relay(Need):
     server: str = ""
     address: str = ""
     port: int = 0
+    # The workload reads the relay's own per-read/per-write timestamps (the streams' d2/d3 split).
+    # Only then does a relay take them: a clock read is a system call in the UML guest (~11 us,
+    # no vDSO there), two per splice, a third of what a relayed round trip costs there.
+    timestamps: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ two placeholders), and a handover that moves the watch off the phone needs no ap
 
 Kinds:
 - `relay`: wearlab's own relay (wearlab.nodes.relay): socket and application buffers, its own
-  read/write timestamps (the d3 of the delay decomposition), optional virtual-queue mitigation.
+  read/write timestamps when the workload reads them (the streams' d3 of the delay decomposition),
+  the bytes it holds (the interface selector's backlog), optional virtual-queue mitigation.
 - `haproxy`: HAProxy in TCP mode from a generated configuration.
 - `command`: any program, started once per upstream with `{listen}` and `{upstream}` replaced
   (`host:port` each); ready when its port accepts.
@@ -312,8 +313,14 @@ class RelayProxy(ProxyKind):
         return super().features(settings) | extra
 
     @property
-    def events_file(self) -> Path:
-        return self.workdir / "relay-events.csv"
+    def timestamps(self) -> bool:
+        """Whether the relay takes its per-read/per-write timestamps: only when a workload reads
+        them (needs.Relay.timestamps), for their clock reads cost a system call each in the guest."""
+        return any(u.timestamps for u in self.upstreams)
+
+    @property
+    def events_file(self) -> Path | None:
+        return self.workdir / "relay-events.csv" if self.timestamps else None
 
     @property
     def series_file(self) -> Path:
@@ -372,8 +379,9 @@ class RelayProxy(ProxyKind):
         argv = [sys.executable, "-m", "wearlab.nodes.relay",
                 *[f"{self.listen_port(i)}={u.address}:{u.port}" for i, u in enumerate(self.upstreams)],
                 *[f"{self.listen_port(len(self.upstreams) + j)}=original" for j in range(len(self.intercepted))],
-                "--app-buffer", str(s["app_buffer"]), "--events", str(self.events_file),
-                "--held", str(self.held_file)]
+                "--app-buffer", str(s["app_buffer"]), "--held", str(self.held_file)]
+        if self.timestamps:
+            argv += ["--events", str(self.events_file)]
         for opt in ("sndbuf", "rcvbuf"):
             if s.get(opt):
                 argv += [f"--{opt}", str(s[opt])]

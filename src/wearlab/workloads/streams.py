@@ -182,7 +182,7 @@ class _Streams(Workload):
     @classmethod
     def needs(cls, fields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:
         f = fields
-        out: list[Need] = [Relay(hop, f.server, plan.address_of(f.server), port)
+        out: list[Need] = [Relay(hop, f.server, plan.address_of(f.server), port, timestamps=True)
                            for hop, port in sorted({(c["path"], cls.port(c)) for c in cells})]
         if any(c.get("tcpcrypt") for c in cells):
             out += [Tcpcrypt(f.client, TCPCRYPT_PORT, "outbound"), Tcpcrypt(f.server, TCPCRYPT_PORT, "inbound")]
