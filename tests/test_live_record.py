@@ -23,6 +23,7 @@ from wearlab.run.state import RunState
 from wearlab.run.control import ControlServer
 from wearlab.measure.queues import QueueSampler
 from wearlab.measure.stream_records import LiveTail
+from wearlab.nodes.relay import HeldBytes, read_held
 
 MESSAGE = 1000          # bytes
 OWD_S = (0.020, 0.030, 0.040)
@@ -85,13 +86,15 @@ def test_what_the_runner_writes_reads_back_typed(tmp_path):
     vq = tmp_path / "vq.csv"
     vq.write_text("t_ns,vq_bytes,bw_bps,q_ub_bytes,q_lb_bytes,throttled\n1,50000,1050000,90000,30000,1\n")
     # `ss` in the phone's namespace (its socket towards the server 10.0.2.2:5001, and the watch's)
-    # and in the server's; the relay's events: 70,000 B read from the server, 40,000 B written on.
+    # and in the server's; the relay's held-bytes file: 70,000 B read from the server, 40,000 B written on.
     ss = {"phone": "100000 0 10.0.1.1:40000 10.0.2.2:5001\n0 20 10.0.0.2:20000 10.0.0.1:50000\n",
           "server": "0 3000 10.0.2.2:5001 10.0.1.1:40000\n"}
     net = SimpleNamespace(run=lambda node, argv: SimpleNamespace(stdout=ss[node]))
-    events = tmp_path / "relay-events.csv"
-    events.write_text("t_ns,conn,dir,op,offset\n1,2,down,in,70000\n2,2,up,in,10\n3,2,down,out,40000\n")
-    sampler = QueueSampler(net, "phone", "server", ("10.0.2.2", 5001), events)
+    held = HeldBytes(str(tmp_path / "relay-held"))
+    held.add("down", 70000)
+    held.add("up", 10)
+    held.add("down", -40000)
+    sampler = QueueSampler(net, "phone", "server", ("10.0.2.2", 5001), lambda: read_held(tmp_path / "relay-held")["down"])
     sampler.sample_once()
     doc = write_record(tmp_path, Workload(LiveTail([{"out": str(out), "direction": "down"}], sampler, vq)))
 

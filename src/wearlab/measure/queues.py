@@ -1,13 +1,14 @@
 """Where a proxied download's backlog sits during a run (seed 003 Fig. 10's d1-d4), sampled with
-`ss` in the namespaces of the phone and the server, and the relay's own buffer from its events.
+`ss` in the namespaces of the phone and the server, and the proxy's own buffer as its kind tells it.
 
 Per sample, the bytes of the server -> watch stream waiting in each part of the path:
 - d1: the server's send queue (`ss` Send-Q of its stream sockets: not yet sent, or sent and not
   yet acknowledged by the phone - the WiFi qdisc and the path included);
 - d2: the phone's receive queue on its server-side socket (Recv-Q: acknowledged, not yet read by
   the proxy) - the seed's bufferbloat;
-- d3: the relay's own buffer (read from the server, not yet written to the watch: its events'
-  `in` minus `out`; proxies that do not report them leave it unknown);
+- d3: the proxy's own buffer (read from the server, not yet written to the watch), as its kind
+  tells it (nodes.proxies ProxyKind.held_down: wearlab's relay counts its pipes' bytes, HAProxy
+  answers its runtime API; a command proxy cannot tell and leaves it unknown);
 - d4: the phone's send queue towards the watch (Send-Q: not yet sent over BT, in BT's qdisc, or
   not yet acknowledged by the watch).
 Each byte leaves every part at the rate the watch receives, so a part's delay is its bytes over
@@ -18,11 +19,10 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 QUEUE_SAMPLE_S = 0.2
-EVENTS_TAIL = 16384          # bytes of the relay's events file read for its last offsets
 PARTS = ("d1", "d2", "d3", "d4")
 
 
@@ -36,45 +36,15 @@ def _socks(text: str) -> list[tuple[int, int, str, str]]:
     return out
 
 
-def relay_buffer_bytes(events_file: str | Path | None) -> int | None:
-    """The relay's down buffer now: the last `in` minus the last `out` offset of its newest
-    connection in the tail of its events file (it flushes them at least every half second)."""
-    if not events_file:
-        return None
-    try:
-        with open(events_file, "rb") as f:
-            end = f.seek(0, 2)
-            f.seek(max(0, end - EVENTS_TAIL))
-            lines = f.read().decode(errors="replace").splitlines()[1:]   # the first may be cut
-    except OSError:
-        return None
-    last: dict[str, int] = {}
-    conn = None
-    for line in reversed(lines):
-        row = line.split(",")
-        if len(row) < 5 or row[2] != "down" or row[3] not in ("in", "out") or not row[4].isdigit():
-            continue
-        if conn is None:
-            conn = row[1]
-        if row[1] != conn:
-            continue
-        last.setdefault(row[3], int(row[4]))
-        if len(last) == 2:
-            break
-    if "in" not in last:
-        return None
-    return max(0, last["in"] - last.get("out", 0))
-
-
 class QueueSampler:
     """The phone's TCP socket queues (`ss -tn`: Recv-Q, Send-Q) every QUEUE_SAMPLE_S, and with
     `server`/`upstream` given, the server's stream sockets and the d1-d4 split of the backlog
     (module doc). `upstream` is the server's (address, port) the phone's proxy connects to."""
 
     def __init__(self, net, node: str, server: str | None = None, upstream: tuple[str, int] | None = None,
-                 events_file: str | Path | None = None):
+                 held: Callable[[], int | None] | None = None):
         self.net, self.node, self.server, self.upstream = net, node, server, upstream
-        self.events_file = events_file
+        self.held = held      # the proxy's own buffer toward the watch now (None: it cannot tell)
         self.rows: list[tuple[int, str, str, int, int]] = []     # t, node, socket, recv_q, send_q
         self.last: dict[str, Any] | None = None                   # the newest sample's split, in bytes
         self._stop = threading.Event()
@@ -106,7 +76,7 @@ class QueueSampler:
                      "receive": sum(s[0] for s in towards_server), "send": sum(s[1] for s in towards_watch),
                      "d1": sum(s[1] for s in server if s[2].endswith(f":{self.upstream[1]}")) if self.server else None,
                      "d2": sum(s[0] for s in towards_server),
-                     "d3": relay_buffer_bytes(self.events_file),
+                     "d3": self.held() if self.held else None,
                      "d4": sum(s[1] for s in towards_watch)}
 
     def stop(self) -> None:

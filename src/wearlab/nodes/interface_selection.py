@@ -23,10 +23,12 @@ know the workload's direction, and a matrix may sweep it):
     the proxy, not yet acknowledged by the watch: this includes what waits in the BT qdisc, so
     the qdisc is not added, and the bytes in flight on BT, rate x RTT: 2.5 KB at 2 Mbit/s over
     a 10 ms RTT). Read from the phone's /proc/net/tcp (tx_queue, rx_queue), through a process
-    in the phone's namespace. The proxy's own user-space buffer is invisible from there: wearlab's
-    `relay` keeps what its pipes hold in a file (relay.HeldBytes, `--held`), which is added
-    (`backlog_at` "sockets+relay": the paper's count, in minus out, whole); HAProxy's or a
-    command proxy's own buffer is not counted (their `bufsize`/own bound it);
+    in the phone's namespace. The proxy's own user-space buffer is invisible from there; the
+    proxy kind says what it holds (ProxyKind.held_down), which is added (`backlog_at`
+    "sockets+KIND": the paper's count, in minus out, whole): wearlab's `relay` keeps what its
+    pipes hold in a file (relay.HeldBytes, `--held`); a kind that cannot tell leaves "sockets".
+    Only the relay splits the path (its `intercept:` with 7101): HAProxy and a command proxy
+    take only the workload's (server, port), so under them the phone forwards it (the qdisc);
 - toward the phone (an upload: watch -> server), at the watch (`watch_backlog`): the watch agent
   writes each chunk into its BT path's TCP socket, and the bytes wait in two places there, each
   counted once: the watch's BT link's egress queue (the root qdisc's `backlog` on the watch's
@@ -78,7 +80,7 @@ from wearlab.model.ports import MULTIPATH_AGENT
 from wearlab.nodes.handover import IpBatch
 from wearlab.nodes.interface_policies import (INTERFACE_SERIES, PHONE, WATCH, InterfacePolicy, PolicyOptions, Sample,
                                               Switch)
-from wearlab.nodes.relay import read_held
+from wearlab.nodes.proxies import ProxyKind
 from wearlab.nodes.software import KindError
 from wearlab.nodes.tcp_diag import TcpDiag
 from wearlab.realize.linkctl import TcBatch
@@ -246,11 +248,10 @@ class InterfaceSelector:
         split, held = proxy_backlog(Path(f"/proc/{self.tc.proc.pid}/net/tcp").read_text(), self.watch_bt_ip,
                                     (self.server_ip, MULTIPATH_AGENT))
         if split:
-            relay_file = getattr(self.kind.ctx.peers.get(self.phone), "held_file", None)
-            if relay_file is not None and relay_file.exists():
-                phone = Backlog(held + read_held(relay_file)["down"], PHONE, "sockets+relay")
-            else:
-                phone = Backlog(held, PHONE, "sockets")
+            proxy = self.kind.ctx.peers.get(self.phone)
+            own = proxy.held_down() if isinstance(proxy, ProxyKind) else None
+            phone = Backlog(held, PHONE, "sockets") if own is None else \
+                Backlog(held + own, PHONE, f"sockets+{proxy.name}")
         else:
             (qdiscs,) = self.tc.query([f"qdisc show dev {self.phone_dev}"])
             phone = Backlog(root_backlog(qdiscs), PHONE, "qdisc")
@@ -315,8 +316,8 @@ class InterfaceSelector:
                                      f"{self.watch_bt_ip}), the root qdisc backlog of {self.phone}:{self.phone_dev}; "
                                      f"splitting, the send queues of its TCP connections to {self.watch_bt_ip} + the "
                                      f"receive queues of those to {self.server_ip}:{MULTIPATH_AGENT} (/proc/net/tcp) + "
-                                     f"what wearlab's relay holds in its own buffers toward the watch (its --held file; "
-                                     f"another proxy's own buffer is not counted). "
+                                     f"what the proxy holds in its own buffers toward the watch, as its kind tells it "
+                                     f"(wearlab's relay: its --held file). "
                                      f"Toward {self.phone}, at {self.watch}: the root qdisc backlog of "
                                      f"{self.watch}:{self.watch_bt_dev} + the unsent bytes (tcpi_notsent_bytes) of its "
                                      f"TCP connections from {self.watch_bt_ip} to {self.server_ip}:{MULTIPATH_AGENT}"),

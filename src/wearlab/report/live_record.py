@@ -125,12 +125,12 @@ DELAY_PARTS = {"d1": "server send queue", "d2": "phone TCP receive buffer", "d3"
 class DelaySplit(_Record):
     """Where a proxied download's backlog sits now (measure.queues): bytes per part, and the
     delay each adds at the rate the watch receives (None while it receives nothing; d3 None for
-    a proxy that does not report its reads and writes)."""
+    a proxy that cannot tell what it holds: a command proxy)."""
 
     drain_bytes_per_s: float | None = None
     d1_bytes: int | None = None        # the server's send queue
     d2_bytes: int | None = None        # the phone's TCP receive queue (server side)
-    d3_bytes: int | None = None        # the relay's own buffer
+    d3_bytes: int | None = None        # the proxy's own buffer (relay: its pipes; HAProxy: its buffers)
     d4_bytes: int | None = None        # the phone's send queue towards the watch (BT)
     d1_s: float | None = None
     d2_s: float | None = None

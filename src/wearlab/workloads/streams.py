@@ -250,7 +250,7 @@ class _Streams(Workload):
         proxy = self.ctx.nodes.get(cell["path"])
         proxying = self.ctx.plan.proxying(cell["path"], cell)
         sampler = QueueSampler(self.ctx.net, cell["path"], f.server, (self.ctx.address(f.server), self.port(cell)),
-                               getattr(proxy, "events_file", None)) if proxying else None
+                               getattr(proxy, "held_down", None)) if proxying else None
         vq_start = file_size(getattr(proxy, "series_file", None))
         events_start = file_size(getattr(proxy, "events_file", None))
         t0 = self.ctx.run_start_ns or time.time_ns()   # shared with the timeline's log
