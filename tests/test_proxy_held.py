@@ -77,12 +77,16 @@ def test_haproxy_holds_its_bufsize_for_a_client_that_reads_nothing_and_none_once
 
     kind = CATALOG.node_kinds["haproxy"]
     settings = {**{p.name: p.default for p in kind.options}, "bufsize": bufsize}
-    proxy = kind(NodeContext(None, "phone", settings, tmp_path),
+    workdir = tmp_path / ("a-run-s-long-work-directory-" * 4)   # longer than a socket's path may be
+    workdir.mkdir()
+    assert len(str(workdir / "haproxy.sock")) > 108
+    proxy = kind(NodeContext(None, "phone", settings, workdir),
                  [Relay("phone", "server", "127.0.0.1", upstream.getsockname()[1])])
     assert proxy.held_down() is None                       # before it runs: it cannot tell
-    conf = tmp_path / "haproxy.cfg"
-    conf.write_text(proxy.config().replace(f"bind 0.0.0.0:{proxy.listen_port(0)}", f"bind 127.0.0.1:{front_port}"))
-    haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(conf)])
+    (argv,) = proxy.processes()                             # as the kind starts it, on a free loopback port
+    conf = workdir / "haproxy.cfg"
+    conf.write_text(conf.read_text().replace(f"bind 0.0.0.0:{proxy.listen_port(0)}", f"bind 127.0.0.1:{front_port}"))
+    haproxy = subprocess.Popen(argv, cwd="/")
     try:
         _wait(lambda: proxy.held_down() is not None, 10, "HAProxy's runtime API never answered")
         client = socket.socket()
