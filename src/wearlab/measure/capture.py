@@ -5,7 +5,7 @@ read incrementally so each run's connection is cut out of the capture as soon as
 Where the capture taps: a link's delay is netem on the *sender's* egress, so tcpdump on the
 interface itself would see outgoing packets only after they have waited out their propagation
 delay. Each captured interface therefore gets a tap: tc mirrors every packet into a dummy
-device at the clsact hooks, egress *before* the root qdisc (the moment the node sends it) and
+device (a veth pair on a kernel without it) at the clsact hooks, egress *before* the root qdisc (the moment the node sends it) and
 ingress as it arrives. Timestamps in the capture are departures and arrivals on the wire, both
 read from the one kernel clock, so phase durations from it are the network's own timing,
 without the application's time around it.
@@ -248,12 +248,17 @@ def tap_name(intf: str) -> str:
 
 def add_tap(net, node: str, intf: str) -> str:
     """Mirror everything `intf` sends (before its qdiscs) and receives into a dummy device;
-    returns the device's name. u32 match-all works on kernels without the matchall classifier."""
-    tap = tap_name(intf)
+    returns the device's name. u32 match-all works on kernels without the matchall classifier.
+    A kernel without the dummy driver (this machine's host kernel, where container nodes run)
+    gets a veth pair instead: mirred needs its target up with carrier, so the peer is up too,
+    without addresses (no IPv6 link-local either), and drops what it receives as not its own
+    (PACKET_OTHERHOST, before netfilter)."""
+    tap, peer = tap_name(intf), f"tapp-{intf}"
     # Priority 1: before any other clsact filter (e.g. a redirect into an ifb throttle), and
     # `continue` so that those filters still see the packet (a plain mirror ends classification).
     match = f"prio 1 protocol all u32 match u32 0 0 action mirred egress mirror dev {tap} continue"
-    net.sh(node, f"ip link add {tap} type dummy && ip link set {tap} up && "
+    net.sh(node, f"{{ ip link add {tap} type dummy 2>/dev/null || {{ ip link add {tap} type veth peer name {peer} && "
+                 f"ip link set {peer} addrgenmode none && ip link set {peer} up; }}; }} && ip link set {tap} up && "
                  f"(tc qdisc show dev {intf} | grep -q clsact || tc qdisc add dev {intf} clsact) && "
                  f"tc filter add dev {intf} egress {match} && tc filter add dev {intf} ingress {match}")
     return tap
