@@ -75,6 +75,33 @@ links:
     assert any("delay 20000us" in l and "wlpatch" not in l for l in lines["ap"]), lines["ap"]
 
 
+def test_a_workload_that_captures_a_container_node_beside_the_guest_is_refused_before_anything_is_made(tmp_path):
+    """Under uml a container node runs on the host, outside the guest, where wearlab starts no
+    process beside it; a stream through a proxying container phone captures the phone's packets
+    (its delay decomposition), so the run stops at the node's image line, exit 2, before a guest
+    boots or a container starts."""
+    f = tmp_path / "exp.yaml"
+    f.write_text("""name: capturedcontainer
+topology:
+  nodes:
+    watch: {role: wearable}
+    phone:
+      role: phone
+      kind: haproxy
+      image: "wearlab/server-haproxy:bookworm"
+    server: {role: server}
+  links:
+    - {between: [watch, phone], medium: bt, rate: 1Mbit, delay: 10ms}
+    - {between: [phone, server], medium: wired, delay: 1ms}
+workload: {kind: stream, client: watch, server: server, path: phone, pattern: cbr, rate: 100kbit, duration: 1s}
+""")
+    res = wearlab("run", str(f), "--runtime", "uml", "--out", str(tmp_path / "r"), timeout=60)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert (f"{f}:8: topology.nodes.phone.image: node phone runs as a container on the host, outside the UML guest, and the "
+            "stream workload captures its packets") in res.stderr, res.stderr
+    assert "booting" not in res.stderr and not (tmp_path / "r").exists()
+
+
 def _docker_ready() -> str | None:
     if shutil.which("docker") is None:
         return "docker is not installed (make test-compose installs it)"

@@ -198,6 +198,14 @@ class WorkloadDecl:
     rides_transport: ClassVar[bool] = False
 
     @classmethod
+    def captured(cls, plan: Any) -> set[str]:
+        """The nodes whose packets a run captures: tcpdump in each one's namespace, beside its
+        software (a RunPlan is given). A container node under uml runs on the host, outside the
+        guest, where wearlab starts no process beside it: run.start refuses that before anything
+        is made."""
+        return set()
+
+    @classmethod
     def check(cls, fields: BaseModel, fixed: dict[str, Any], matrix: dict[str, list[Any]],
               where: dict[tuple[str, Any], YamlPath], topo: TopologyView, src: YamlSource) -> list[Problem]:
         """Load time: problems between parameters and the topology. May fill computed defaults

@@ -118,6 +118,14 @@ def check_runnable(p: RunPlan) -> None:
                                  "cannot start them; run this experiment where you have root (`make experiment`)")
     check_kernel(p)
     check_builds(p)
+    if images and p.runtime == Runtime.UML:
+        captured = sorted(set(images) & p.workload.captured(p))
+        if captured:
+            raise InputError([p.topology.where.problem(
+                ("nodes", n, "image"), f"node {n} runs as a container on the host, outside the UML guest, and the "
+                f"{p.workload.name} workload captures its packets (tcpdump in its namespace, beside its software), "
+                "which wearlab cannot start there: make it a namespace node (no image:) for this workload")
+                for n in captured])
     if images:
         from wearlab.realize import containers
 

@@ -76,6 +76,10 @@ class HttpGet(Workload):
     client_pays_per_byte = True
     rides_transport = True
     doc = "one GET of a generated file per run, timed by phase (TCP, TLS, transfer, close)"
+
+    @classmethod
+    def captured(cls, plan) -> set[str]:
+        return {plan.fields.client}   # its fetches are timed and counted on the client's interfaces
     Fields = HttpGetFields
     params = ParamSet((
         Param("protocol", P.choice("protocol", ("http", "https", "tcpcrypt"), lower=True), "https",

@@ -152,6 +152,11 @@ class _Streams(Workload):
 
     rides_transport = True
 
+    @classmethod
+    def captured(cls, plan) -> set[str]:
+        # a proxying hop: its uplink and its link to the watch time the delay decomposition
+        return {c.values["path"] for c in plan.cells if plan.proxying(c.values["path"], c.values)}
+
     metrics = _stream_metrics()
     series = SERIES
     headline = ("down_owd_median_s", "up_owd_median_s")
