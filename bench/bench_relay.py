@@ -175,12 +175,12 @@ def main() -> int:
             relay = net.popen("phone", argv, stdout=subprocess.PIPE, text=True)
             assert relay.stdout.readline().strip() == "ready"
             ports[name] = port
-        targets = {"direct": (server, ECHO_PORT, 5201), **{n: (phone, p, p + 1) for n, p in ports.items()}}
+        endpoints = {"direct": (server, ECHO_PORT, 5201), **{n: (phone, p, p + 1) for n, p in ports.items()}}
         # Interleaved, so a drift of the machine hits every path alike, and in an order rotated per
         # repetition: in the guest the path measured first came out slower whichever it was.
         for rep in range(a.reps):
             for name in paths[rep % len(paths):] + paths[:rep % len(paths)]:
-                ip, echo_port, iperf_port = targets[name]
+                ip, echo_port, iperf_port = endpoints[name]
                 results[f"lat_{name}"].append(latency(net, ip, echo_port, a.rounds))
                 results[f"tput_{name}"].append(throughput(net, ip, iperf_port, a.seconds))
     shutil.rmtree(files, ignore_errors=True)

@@ -5,10 +5,10 @@ read incrementally so each run's connection is cut out of the capture as soon as
 Where the capture taps: a link's delay is netem on the *sender's* egress, so tcpdump on the
 interface itself would see outgoing packets only after they have waited out their propagation
 delay. Each captured interface therefore gets a tap: tc mirrors every packet into a dummy
-device (a veth pair on a kernel without it) at the clsact hooks, egress *before* the root qdisc (the moment the node sends it) and
-ingress as it arrives. Timestamps in the capture are departures and arrivals on the wire, both
-read from the one kernel clock, so phase durations from it are the network's own timing,
-without the application's time around it.
+device (a veth pair on a kernel without it) at the clsact hooks, egress *before* the root qdisc
+(the moment the node sends it) and ingress as it arrives. Timestamps in the capture are
+departures and arrivals on the wire, both read from the one kernel clock, so phase durations from
+it are the network's own timing, without the application's time around it.
 """
 
 from __future__ import annotations

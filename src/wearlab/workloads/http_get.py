@@ -76,10 +76,6 @@ class HttpGet(Workload):
     client_pays_per_byte = True
     rides_transport = True
     doc = "one GET of a generated file per run, timed by phase (TCP, TLS, transfer, close)"
-
-    @classmethod
-    def captured(cls, plan) -> set[str]:
-        return {plan.fields.client}   # its fetches are timed and counted on the client's interfaces
     Fields = HttpGetFields
     params = ParamSet((
         Param("protocol", P.choice("protocol", ("http", "https", "tcpcrypt"), lower=True), "https",
@@ -178,6 +174,10 @@ class HttpGet(Workload):
         scheme = "https" if cell["protocol"] == "https" else "http"
         url = f"{scheme}://{f.server}:{service.port}{content_path(cell['size'])}"
         return url, f"{f.server}:{service.port}:{self.ctx.address(f.server)}", service.port
+
+    @classmethod
+    def captured(cls, plan) -> set[str]:
+        return {plan.fields.client}   # its fetches are timed and counted on the client's interfaces
 
     @classmethod
     def needs(cls, fields: HttpGetFields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:

@@ -217,10 +217,6 @@ class PageLoad(Workload):
     client_pays_per_byte = True
     doc = "a page's objects from several origins, as a browser loads them, over HTTP/1.1, HTTP/2 or HTTP/3"
     Fields = PageLoadFields
-
-    @classmethod
-    def captured(cls, plan) -> set[str]:
-        return {plan.fields.client}   # its connections, TLS handshakes and bytes: the client's capture
     params = ParamSet((
         Param("page", _page, None, "the page: a file under experiments/pages/ by name (exp3-bing) or a path "
               "relative to the experiment", required=True, shown=lambda v: Path(str(v)).stem),
@@ -490,6 +486,10 @@ class PageLoad(Workload):
         elif "page" in fixed:
             fixed["page"] = resolved[0]
         return problems
+
+    @classmethod
+    def captured(cls, plan) -> set[str]:
+        return {plan.fields.client}   # its connections, TLS handshakes and bytes: the client's capture
 
     @classmethod
     def needs(cls, fields: PageLoadFields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:

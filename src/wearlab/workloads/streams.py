@@ -147,15 +147,16 @@ SERIES = (
 )
 
 
+def _proxying_hops(plan, cells: list[Mapping[str, Any]]) -> set[str]:
+    """The cells' first hops that proxy the stream: the workload captures them (its uplink and its
+    link to the watch time the delay decomposition)."""
+    return {c["path"] for c in cells if plan.proxying(c["path"], c)}
+
+
 class _Streams(Workload):
     """What the three stream kinds share: agents, a run, its statistics and decomposition."""
 
     rides_transport = True
-
-    @classmethod
-    def captured(cls, plan) -> set[str]:
-        # a proxying hop: its uplink and its link to the watch time the delay decomposition
-        return {c.values["path"] for c in plan.cells if plan.proxying(c.values["path"], c.values)}
 
     metrics = _stream_metrics()
     series = SERIES
@@ -183,6 +184,10 @@ class _Streams(Workload):
     @staticmethod
     def port(cell: Mapping[str, Any]) -> int:
         return TCPCRYPT_PORT if cell.get("tcpcrypt") else STREAM_PORT
+
+    @classmethod
+    def captured(cls, plan) -> set[str]:
+        return _proxying_hops(plan, [c.values for c in plan.cells])
 
     @classmethod
     def needs(cls, fields, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:
@@ -217,10 +222,8 @@ class _Streams(Workload):
         self.client = StreamAgent(self.ctx.net, f.client, [])
         self.dir = self.ctx.out_dir / "streams"
         self.dir.mkdir(parents=True, exist_ok=True)
-        for hop in sorted({c["path"] for c in cells}):
-            if any(self.ctx.plan.proxying(hop, c) for c in cells if c["path"] == hop):
-                # Headers are enough for the delay decomposition: 128-byte snaplen.
-                self.ctx.capture(hop, snaplen=128)
+        for hop in sorted(_proxying_hops(self.ctx.plan, cells)):
+            self.ctx.capture(hop, snaplen=128)   # headers are enough for the delay decomposition
         self.energy = RunEnergy(self.ctx.plan, f.client, f.server)
         return {"stream_agent": "wearlab.measure.stream_agent (Python, TCP_NODELAY, app-level delivery times)",
                 "stream_port": STREAM_PORT, "energy": self.energy.facts(sorted({c["path"] for c in cells}),
