@@ -201,16 +201,17 @@ def test_backlog_is_the_root_qdiscs():
 
 
 def test_an_uploads_backlog_is_the_watchs_qdisc_plus_its_unsent_bytes_and_the_larger_side_counts():
-    # At the watch: 6000 B sent into its BT qdisc + 5000 B its BT path's socket holds unsent
-    # (disjoint: sent vs. not yet sent) = 11 000 B, above B = 10 000 B.
-    up = watch_backlog(6000, 5000)
-    assert up == Backlog(11_000, "watch", "qdisc+unsent")
+    # At the watch: 6000 B sent into its BT qdisc + 5000 B its BT path's socket holds unsent +
+    # 2000 B the agent's write buffer holds for that socket (disjoint: sent; in the socket, not
+    # sent; not in the socket yet) = 13 000 B, above B = 10 000 B.
+    up = watch_backlog(6000, 5000, 2000)
+    assert up == Backlog(13_000, "watch", "qdisc+unsent+agent")
     # The phone's side holds the upload's ACKs: the watch's side is the sample's; a download's
     # 15 140 B at the phone beat the watch's ACKs; a tie (both empty) reads as the phone's.
     assert larger(Backlog(132, "phone", "qdisc"), up) == up
     down = Backlog(15_140, "phone", "qdisc")
-    assert larger(down, watch_backlog(66, 0)) == down
-    assert larger(Backlog(0, "phone", "sockets"), watch_backlog(0, 0)).side == "phone"
+    assert larger(down, watch_backlog(66, 0, 0)) == down
+    assert larger(Backlog(0, "phone", "sockets"), watch_backlog(0, 0, 0)).side == "phone"
     # The policy's reason names the side its backlog waited on.
     p = Adaptive(PolicyOptions(t1_s=0.04))
     assert p.observe(Sample(0.0, 11_000, 0.0, "watch")) is None
@@ -728,7 +729,7 @@ timeline:
     bt_slow, wifi_slow = changes["watch-phone"], changes["watch-ap"]
     # the backlog that moved it waited at the watch, read as its qdisc plus its unsent bytes
     above = [r for r in samples if int(r["backlog_bytes"]) > 10_000 and float(r["t_s"]) <= to_wifi]
-    assert above and {(r["backlog_side"], r["backlog_at"]) for r in above} == {("watch", "qdisc+unsent")}, above
+    assert above and {(r["backlog_side"], r["backlog_at"]) for r in above} == {("watch", "qdisc+unsent+agent")}, above
 
     crossed = began(samples, to_wifi, lambda r: int(r["backlog_bytes"]) > 10_000)
     fell = began(samples, to_bt, lambda r: float(r["wifi_bps"]) <= 500_000)

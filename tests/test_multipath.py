@@ -27,19 +27,23 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import fcntl
 import random
 import socket
 import struct
+import termios
 import time
 
 import pytest
 
 from conftest import ROOT, timing_bound, wearlab
 from wearlab.measure.chunk_flights import CHUNK_COLUMNS, flights
-from wearlab.nodes.multipath_agent import ChunkLog, Counters, PathSpec, ServerAgent, WatchAgent, listener, write_series
+from wearlab.nodes.held_file import HeldFile, read_held_file
+from wearlab.nodes.multipath_agent import (HELD_TICK_S, ChunkLog, Counters, PathSpec, ServerAgent, WatchAgent,
+                                           keep_held, listener, write_series)
 from wearlab.nodes.multipath_schedulers import (Blest, Ecf, MinRtt, PathState, Redundant, RoundRobin,
                                                  Scheduler)
-from wearlab.nodes.multipath_wire import (HEADER_BYTES, FrameReader, FrameType, ProtocolError, Reassembler, encode,
+from wearlab.nodes.multipath_wire import (HEADER_BYTES, HELLO_BODY, FrameReader, FrameType, ProtocolError, Reassembler, encode,
                                           hello, parse_hello)
 
 CHUNK = 1400
@@ -398,6 +402,63 @@ def test_chunk_records_are_written_with_the_counters_and_at_exit(tmp_path):
     assert [r["seq"] for r in written] == ["0"]
     with (tmp_path / "chunks.csv").open() as f:
         assert [(r["seq"], r["t_ns"]) for r in csv.DictReader(f)] == [("0", "1"), ("1", "2")]
+
+
+def test_the_agents_held_file_is_what_it_wrote_less_what_the_kernels_took(tmp_path):
+    """A path whose far end stops reading, its send buffer smaller than the agent's window: once
+    the stream has stalled, the watch agent's --held
+    count for that path is, byte for byte, what it wrote to it (its HELLO, and each chunk with
+    its header: its own counters) less what the two kernels hold - the path socket's send queue
+    (SIOCOUTQ) and the far end's receive queue (FIONREAD); on loopback nothing is between them.
+    Its write buffer's high-water mark (asyncio's 64 KiB) bounds it from above; zero again once
+    the session has ended."""
+    def ioctl_int(sock, request: int) -> int:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), request, bytes(4)))[0]
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        far = socket.socket()
+        far.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        far.bind(("127.0.0.1", 0))
+        far.listen()
+        far.setblocking(False)
+        wagent = WatchAgent([PathSpec("bt", far.getsockname(), None)], "wearlab.nodes.multipath_schedulers:MinRtt",
+                            CHUNK, 1 << 20)
+        keeper = asyncio.create_task(keep_held(HeldFile(tmp_path / "held", ["bt"]), wagent.live))
+        local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
+        _, app = await asyncio.open_connection(*local.sockets[0].getsockname())
+        conn, _ = await loop.sock_accept(far)
+        while not wagent.live.sessions or next(iter(wagent.live.sessions)).paths[0] is None:
+            await asyncio.sleep(0.01)      # the session's path connected and attached
+        (session,) = wagent.live.sessions
+        path_sock = session.paths[0][1].get_extra_info("socket")
+        # A send buffer smaller than the agent's window (Linux's autotuned one, up to tcp_wmem's
+        # 4 MB, would take the whole window and leave the agent nothing to hold).
+        path_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        app.write(bytes(2_000_000))        # far more than the kernels take: the agent's buffer fills
+        c, last = wagent.counters.paths[0], None
+        while (now := (c.chunks_sent, c.bytes_sent, ioctl_int(path_sock, termios.TIOCOUTQ),
+                       ioctl_int(conn, termios.FIONREAD))) != last:
+            last = now
+            await asyncio.sleep(0.2)       # stalled: nothing moved for 0.2 s
+        await asyncio.sleep(2 * HELD_TICK_S)
+        held = read_held_file(tmp_path / "held", ["bt"])["bt"]
+        chunks, payload, outq, rxq = now
+        written = HEADER_BYTES + HELLO_BODY.size + payload + chunks * HEADER_BYTES
+        conn.close()                       # the path goes down; nothing else carries: the session ends
+        app.close()
+        deadline = time.monotonic() + 5
+        while wagent.live.sessions or read_held_file(tmp_path / "held", ["bt"])["bt"]:
+            assert time.monotonic() < deadline, "the session did not end, or its count stayed"
+            await asyncio.sleep(0.05)
+        keeper.cancel()
+        local.close()
+        far.close()
+        return held, written, outq, rxq
+    held, written, outq, rxq = asyncio.run(scenario())
+    print(f"wrote {written} B: the path socket holds {outq} B, the far end {rxq} B, the agent {held} B")
+    assert held == written - outq - rxq
+    assert CHUNK < held <= 65536 + CHUNK + HEADER_BYTES
 
 
 def test_ecf_keeps_a_short_upload_off_the_slow_path():

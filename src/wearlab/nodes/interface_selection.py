@@ -30,10 +30,13 @@ know the workload's direction, and a matrix may sweep it):
     Only the relay splits the path (its `intercept:` with 7101): HAProxy and a command proxy
     take only the workload's (server, port), so under them the phone forwards it (the qdisc);
 - toward the phone (an upload: watch -> server), at the watch (`watch_backlog`): the watch agent
-  writes each chunk into its BT path's TCP socket, and the bytes wait in two places there, each
+  writes each chunk into its BT path's TCP socket, and the bytes wait in three places there, each
   counted once: the watch's BT link's egress queue (the root qdisc's `backlog` on the watch's
-  device toward the phone: what TCP has sent) plus the bytes the BT path's sockets hold written
-  but not yet sent (tcpi_notsent_bytes, wearlab.nodes.tcp_diag). The latter are not small: the
+  device toward the phone: what TCP has sent), the bytes the BT path's sockets hold written
+  but not yet sent (tcpi_notsent_bytes, wearlab.nodes.tcp_diag), and the frames the agent has
+  written that the socket's send buffer has not taken yet (asyncio's write buffer: the agent
+  keeps it in its --held file, wearlab.nodes.held_file, at most HELD_TICK_S old). The unsent
+  bytes are not small: the
   agent writes up to its window (multipath_window, 64 KB) at the app's rate, but TCP sends only
   within its congestion window, which grows by at most a segment per segment acknowledged, i.e.
   at BT's rate. Measured (the guest test: 2 Mbit/s offered, BT cut from 4 Mbit/s to 500 kbit/s):
@@ -43,9 +46,9 @@ know the workload's direction, and a matrix may sweep it):
   or a window from a slower phase, and the unsent part decides when B is passed. The
   socket's tx_queue (/proc/net/tcp: write_seq - snd_una) is NOT used: it holds the qdisc's bytes
   too (sent, unacknowledged), so adding it to the qdisc would count them twice. Not counted:
-  bytes in the agent's user-space write buffer (asyncio's, what the kernel's send buffer has
-  not taken: invisible from outside the agent, as a splitting proxy's own buffer is), and those
-  in flight past the qdisc (past the watch). A splitting phone changes nothing here: past BT, its sockets hold what has crossed;
+  the bytes in flight past the qdisc (past the watch), and the app's own bytes the agent has not
+  read yet (held back by the agent's window: the app's, not the path's). A splitting phone
+  changes nothing here: past BT, its sockets hold what has crossed;
 - the sample's backlog is the larger of the two sides (`backlog_side` in the series says which;
   a tie, e.g. both empty, reads as the phone's): each BT direction is its own queue with its
   own rate here (netem shapes each egress), so B, a per-queue threshold (the paper's CPROXY
@@ -134,16 +137,18 @@ def proxy_backlog(proc_net_tcp: str, watch_ip: str, upstream: tuple[str, int]) -
 @dataclass(frozen=True)
 class Backlog:
     """Bytes waiting to cross BT, on one side of it: `side` (phone: toward the watch; watch:
-    toward the phone) and how they were read (`at`: qdisc, sockets, qdisc+unsent)."""
+    toward the phone) and how they were read (`at`: qdisc, sockets, sockets+KIND,
+    qdisc+unsent+agent)."""
     bytes: int
     side: str
     at: str
 
 
-def watch_backlog(qdisc_backlog: int, notsent: int) -> Backlog:
-    """The bytes waiting at the watch to cross BT (module doc): its BT egress qdisc's plus what
-    its BT path's sockets hold unsent - two disjoint sets (sent vs. not yet sent)."""
-    return Backlog(qdisc_backlog + notsent, WATCH, "qdisc+unsent")
+def watch_backlog(qdisc_backlog: int, notsent: int, agent_held: int) -> Backlog:
+    """The bytes waiting at the watch to cross BT (module doc): its BT egress qdisc's, what its BT
+    path's sockets hold unsent, and what the agent holds for them - three disjoint sets (sent;
+    in the socket, not sent; not yet in the socket)."""
+    return Backlog(qdisc_backlog + notsent + agent_held, WATCH, "qdisc+unsent+agent")
 
 
 def larger(phone: Backlog, watch: Backlog) -> Backlog:
@@ -257,7 +262,8 @@ class InterfaceSelector:
             phone = Backlog(root_backlog(qdiscs), PHONE, "qdisc")
         (watch_qdiscs,) = self.watch_tc.query([f"qdisc show dev {self.watch_bt_dev}"])
         watch = watch_backlog(root_backlog(watch_qdiscs),
-                              self.watch_tcp.notsent(self.watch_bt_ip, self.server_ip, MULTIPATH_AGENT))
+                              self.watch_tcp.notsent(self.watch_bt_ip, self.server_ip, MULTIPATH_AGENT),
+                              self.endpoints.held("watch", Medium.BT.value))
         (links,) = self.ip.query([f"link show dev {self.wifi_dev}"])
         stats = links[0].get("stats64", links[0].get("stats", {}))
         return larger(phone, watch), int(stats.get("rx", {}).get("bytes", 0)) + int(stats.get("tx", {}).get("bytes", 0))
@@ -320,5 +326,6 @@ class InterfaceSelector:
                                      f"(wearlab's relay: its --held file). "
                                      f"Toward {self.phone}, at {self.watch}: the root qdisc backlog of "
                                      f"{self.watch}:{self.watch_bt_dev} + the unsent bytes (tcpi_notsent_bytes) of its "
-                                     f"TCP connections from {self.watch_bt_ip} to {self.server_ip}:{MULTIPATH_AGENT}"),
+                                     f"TCP connections from {self.watch_bt_ip} to {self.server_ip}:{MULTIPATH_AGENT} + what the "
+                                     f"watch agent's write buffers hold toward its bt path (its --held file)"),
                 "wifi_measured": f"rx + tx bytes of {self.watch}:{self.wifi_dev}"}

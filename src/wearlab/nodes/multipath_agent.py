@@ -25,6 +25,12 @@ With `--active NAME --control SOCKET` (an interface policy: wearlab.nodes.interf
 every session sends on that one path only (`Pin`), and a datagram naming another path on the
 Unix socket SOCKET moves the next chunks there: the path connections stay open, so the app's
 connection never notices the switch. Chunks already on the old path finish there (their ACKs).
+
+With `--held FILE` the agent keeps, per path, the bytes its own write buffers hold toward that
+path over its sessions (asyncio's transport buffers: frames written that the path socket's send
+buffer has not taken yet) in a HeldFile (wearlab.nodes.held_file), every HELD_TICK_S while a
+session lives: the one place an upload's bytes wait at the watch that the kernel does not show
+(the interface selector adds it to the BT qdisc's backlog and the socket's unsent bytes).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wearlab.measure.chunk_flights import CHUNK_COLUMNS, RECEIVED, SENT
+from wearlab.nodes.held_file import HeldFile
 from wearlab.nodes.relay import original_destination
 from wearlab.nodes.multipath_schedulers import PathState, Scheduler
 from wearlab.nodes.multipath_wire import (HEADER, HEADER_BYTES, HELLO_BODY, FrameReader, FrameType, ProtocolError,
@@ -63,6 +70,9 @@ HELLO_WAIT_S = 10.0       # a session whose paths do not all arrive within this 
 REINJECT_MIN_S = 0.2
 REINJECT_RTTS = 4
 REINJECT_TICK_S = 0.05
+# How often the --held file is brought up to date while a session lives: half the interface
+# selector's 20 ms poll, so what it reads is at most one tick old. Idle, the agent sleeps.
+HELD_TICK_S = 0.01
 SERIES_COLUMNS = ("t_ns", "side", "path_index", "path_name", "chunks_sent", "bytes_sent", "chunks_received",
                   "bytes_received", "duplicates", "reinjected", "srtt_s")
 
@@ -189,6 +199,12 @@ class Session:
 
     def _done(self) -> bool:
         return self.fin is not None and self.reassembler.complete and not self.outstanding
+
+    def write_buffered(self, i: int) -> int:
+        """Bytes written to path i that this process still holds (asyncio's transport buffer: the
+        path socket's send buffer has not taken them)."""
+        conn = self.paths[i]
+        return conn[1].transport.get_write_buffer_size() if conn is not None else 0
 
     def _backlog(self) -> int:
         """Bytes of the app's stream behind the chunk being scheduled that this agent can see: read
@@ -427,12 +443,43 @@ def session_key(sid: bytes) -> str:
     return sid[:8].hex()
 
 
+class LiveSessions:
+    """An agent's running sessions, and a wake-up for whoever waits for the first (keep_held)."""
+
+    def __init__(self) -> None:
+        self.sessions: set[Session] = set()
+        self.some = asyncio.Event()
+
+    def add(self, session: Session) -> None:
+        self.sessions.add(session)
+        self.some.set()
+
+    def discard(self, session: Session) -> None:
+        self.sessions.discard(session)
+        if not self.sessions:
+            self.some.clear()
+
+
+async def keep_held(held: HeldFile, live: LiveSessions) -> None:
+    """Per path, what the agent's write buffers hold toward it over its live sessions, every
+    HELD_TICK_S while one lives; zeros, and asleep, while none does."""
+    while True:
+        if not live.sessions:
+            for name in held.names:
+                held.set(name, 0)
+            await live.some.wait()
+        for i, name in enumerate(held.names):
+            held.set(name, sum(s.write_buffered(i) for s in live.sessions))
+        await asyncio.sleep(HELD_TICK_S)
+
+
 class WatchAgent:
     def __init__(self, paths: list[PathSpec], scheduler: str, chunk: int, window: int, pin: Pin | None = None,
                  log: ChunkLog | None = None) -> None:
         self.paths, self.scheduler, self.chunk, self.window = paths, scheduler, chunk, window
         self.counters = Counters([p.name for p in paths])
         self.pin, self.log = pin, log
+        self.live = LiveSessions()
 
     async def handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -452,9 +499,11 @@ class WatchAgent:
             pw.write(hello(sid, i, len(self.paths), destination))
             await session.attach(i, pr, pw)
         opening = [asyncio.create_task(connect(i, p)) for i, p in enumerate(self.paths)]
+        self.live.add(session)
         try:
             await session.run()
         finally:
+            self.live.discard(session)
             for t in opening:
                 t.cancel()
 
@@ -466,6 +515,7 @@ class ServerAgent:
         self.pin, self.log = pin, log
         self.names = names
         self.counters = Counters(names)
+        self.live = LiveSessions()
         # A session's future resolves once its upstream is connected; None: ended (kept a while,
         # so a late path of an ended session is refused rather than opening a new upstream).
         self.sessions: dict[bytes, asyncio.Future | None] = {}
@@ -516,9 +566,11 @@ class ServerAgent:
                           self.counters, self.pin, self.log, session_key(sid))
         ready.set_result(session)
         await session.attach(index, r, w)
+        self.live.add(session)
         try:
             await session.run()
         finally:
+            self.live.discard(session)
             self._forget(sid)
 
     def _forget(self, sid: bytes) -> None:
@@ -586,8 +638,11 @@ async def main_async(args: argparse.Namespace) -> None:
     series = asyncio.create_task(write_series(Path(args.series), args.side, agent.counters, args.series_interval,
                                               (Path(args.chunks), log) if log is not None else None)) \
         if args.series else None
+    held = asyncio.create_task(keep_held(HeldFile(args.held, names), agent.live)) if args.held else None
     async with server:
         await stop.wait()
+    if held:
+        held.cancel()
     if series:
         series.cancel()
         await asyncio.gather(series, return_exceptions=True)   # its last chunk records written
@@ -610,6 +665,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--series")
     ap.add_argument("--chunks", help="with --series: a CSV of every DATA chunk copy's send and arrival (CHUNK_COLUMNS)")
     ap.add_argument("--series-interval", type=float, default=0.1)
+    ap.add_argument("--held", help="a file kept current with, per path, the bytes this agent's write buffers hold "
+                    "toward it (little-endian int64s in the paths' order: wearlab.nodes.held_file)")
     asyncio.run(main_async(ap.parse_args(argv)))
 
 

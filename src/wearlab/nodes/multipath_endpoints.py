@@ -42,6 +42,7 @@ from wearlab.measure.chunk_flights import CHUNK_COLUMNS, path_busy
 from wearlab.model.columns import Series
 from wearlab.model.media import Medium
 from wearlab.model.ports import MULTIPATH_AGENT, MULTIPATH_LOCAL
+from wearlab.nodes.held_file import read_held_file
 from wearlab.nodes.multipath_agent import SERIES_COLUMNS
 from wearlab.nodes.multipath_wire import HEADER_BYTES
 from wearlab.nodes.software import KindError, wait_listening
@@ -115,7 +116,7 @@ class MultipathEndpoints:
     def argv(self, side: str) -> list[str]:
         common = ["--scheduler", self.spec, "--chunk", str(self.chunk), "--window", str(self.window),
                   "--series", str(self.series_file(side)), "--series-interval", str(SERIES_INTERVAL_S),
-                  "--chunks", str(self.chunks_file(side))]
+                  "--chunks", str(self.chunks_file(side)), "--held", str(self.held_file(side))]
         if self.active is not None:
             common += ["--active", self.active, "--control", str(self.control[side])]
         if side == "watch":
@@ -131,6 +132,15 @@ class MultipathEndpoints:
 
     def chunks_file(self, side: str) -> Path:
         return self.workdir / f"multipath-chunks-{side}.csv"
+
+    def held_file(self, side: str) -> Path:
+        return self.workdir / f"multipath-held-{side}"
+
+    def held(self, side: str, medium: str) -> int:
+        """Bytes `side`'s agent holds in its own write buffers toward its `medium` path, now (its
+        --held file; 0 before the agent has written it)."""
+        f = self.held_file(side)
+        return read_held_file(f, [p[0] for p in self.paths])[medium] if f.exists() else 0
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import errno
 import fcntl
-import mmap
 import os
 import signal
 import socket
@@ -62,6 +61,8 @@ import termios
 import threading
 import time
 
+from wearlab.nodes.held_file import HeldFile, read_held_file
+
 F_SETPIPE_SZ = 1031
 F_GETPIPE_SZ = 1032
 LISTEN_BACKLOG = 1024
@@ -69,7 +70,6 @@ FLUSH_NS = 500_000_000      # events reach the file at least this often (the liv
 SO_ORIGINAL_DST = 80          # linux/netfilter_ipv4.h: at SOL_IP, a REDIRECTed socket's sockaddr_in before NAT
 ORIGINAL = "original"        # LISTEN_PORT=original: relay to the connection's original destination
 HELD_DIRECTIONS = ("down", "up")   # down: server -> watch
-HELD_SIZE = 8 * len(HELD_DIRECTIONS)
 RESET_ERRNOS = (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH)
 
 
@@ -92,40 +92,20 @@ class EventLog:
             f.write(text)
 
 
-class HeldBytes:
+class HeldBytes(HeldFile):
     """What the relay holds in its own buffers, per direction over all connections: bytes taken in
     and not yet handed on - the paper's CPROXY count (what went in minus what came out) less the
     sockets' queues, which the kernel shows (/proc/net/tcp) where this process's pipes it does not.
-    Kept in a file of two little-endian int64 (HELD_DIRECTIONS' order), mmap'ed, so a reader
-    outside the process (the interface selector, every poll) sees it at once; `read_held`."""
+    A HeldFile of HELD_DIRECTIONS, so a reader outside the process (the interface selector, every
+    poll) sees it at once; `read_held`."""
 
     def __init__(self, path: str | None):
-        self.mm: mmap.mmap | None = None
-        self.held = dict.fromkeys(HELD_DIRECTIONS, 0)
-        self.lock = threading.Lock()
-        if path:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.ftruncate(fd, HELD_SIZE)
-                self.mm = mmap.mmap(fd, HELD_SIZE)
-            finally:
-                os.close(fd)
-
-    def add(self, direction: str, n: int) -> None:
-        if self.mm is None or not n:
-            return
-        with self.lock:
-            self.held[direction] += n
-            struct.pack_into("<q", self.mm, 8 * HELD_DIRECTIONS.index(direction), self.held[direction])
+        super().__init__(path, HELD_DIRECTIONS)
 
 
 def read_held(path: str | os.PathLike[str]) -> dict[str, int]:
     """A relay's HeldBytes file: {"down": bytes, "up": bytes} (zeros before the relay wrote it)."""
-    with open(path, "rb") as f:
-        data = f.read(HELD_SIZE)
-    if len(data) < HELD_SIZE:
-        return dict.fromkeys(HELD_DIRECTIONS, 0)
-    return dict(zip(HELD_DIRECTIONS, struct.unpack("<qq", data)))
+    return read_held_file(path, HELD_DIRECTIONS)
 
 
 class Connection:
