@@ -271,6 +271,8 @@ matrix:
     assert (latest / "runs.csv").exists(), res.stdout + res.stderr
     with (latest / "runs.csv").open() as f:
         rows = {r["path"]: r for r in csv.DictReader(f)}
-    assert rows["ap"]["status"] == "ok" and rows["ap"]["tcpcrypt_encrypted"] == "1", rows["ap"]
+    records = (latest / "series" / "tcpcrypt.csv")
+    assert rows["ap"]["status"] == "ok" and rows["ap"]["tcpcrypt_encrypted"] == "1", \
+        (rows["ap"], records.read_text() if records.exists() else "no series/tcpcrypt.csv")
     assert rows["phone"]["status"] == "failed", rows["phone"]
     assert "reset" in rows["phone"]["error"].lower(), rows["phone"]["error"]

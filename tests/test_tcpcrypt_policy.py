@@ -135,3 +135,24 @@ def test_close_records_are_read_only_when_whole(tmp_path):
     assert [r["id"] for r in records] == [2] and offset == len(first + second)
     assert tc.whole_json_lines(stats, offset) == ([], offset)
     assert tc.whole_json_lines(tmp_path / "absent.jsonl", 0) == ([], 0)
+
+
+def test_the_servers_record_of_a_fetch_is_never_an_earlier_connections():
+    """CI once read a direct tcpcrypt fetch as unencrypted: the server daemon's first record in the
+    run was the plain connection a splitting phone had opened for the warm-up fetch before it,
+    closing late, and any server record was taken for the fetch's. The fetch's own is the one with
+    the client's session ID; a fallback's, the first that started after the client's."""
+    from wearlab.workloads.http_get import _their_record
+    mine = {"mode": "tcpcrypt", "state": "closed", "session_id": "ab12", "started_unix": 100.0}
+    late_warm_up = {"mode": "none", "state": "closed", "session_id": None, "started_unix": 99.2}
+    fetch = {"mode": "tcpcrypt", "state": "closed", "session_id": "ab12", "started_unix": 100.004}
+    assert _their_record(mine, [late_warm_up, fetch]) is fetch
+    assert tc.encrypted(mine, _their_record(mine, [late_warm_up, fetch]))
+    assert _their_record(mine, [late_warm_up]) is None          # not in yet: wait for it
+    # Through a splitting phone: the client's connection is plain (or reset); the server's is the
+    # proxy's, which started once the client's reached the phone.
+    split = {"mode": "none", "state": "aborted", "session_id": None, "started_unix": 200.0}
+    proxy = {"mode": "none", "state": "closed", "session_id": None, "started_unix": 200.016}
+    later = {"mode": "none", "state": "closed", "session_id": None, "started_unix": 203.0}
+    assert _their_record(split, [late_warm_up, later, proxy]) is proxy
+    assert not tc.encrypted(split, proxy)

@@ -365,12 +365,31 @@ def _service(server_kind, cell: dict[str, Any]):
 
 def _close_records(account: RunAccount, client: str, app_port: int) -> dict[str, dict]:
     """Each daemon's close record of this run's connection. The client's daemon knows curl's port
-    (its `app` end); the server's connection is the one that closed with it."""
-    def ours(node: str, r: dict) -> bool:
-        return node != client or str(r.get("app", "")).endswith(f":{app_port}")
+    (its `app` end); the server's record is `_their_record`'s."""
+    def found(out: dict[str, list[dict]]) -> dict[str, dict]:
+        mine = next((r for r in out.get(client, []) if str(r.get("app", "")).endswith(f":{app_port}")), None)
+        if mine is None:
+            return {}
+        theirs = {n: r for n, rs in out.items() if n != client if (r := _their_record(mine, rs)) is not None}
+        return {client: mine, **theirs}
 
-    got = account.records(lambda out: all(any(ours(n, r) for r in rs) for n, rs in out.items()))
-    return {n: next(r for r in rs if ours(n, r)) for n, rs in got.items() if any(ours(n, r) for r in rs)}
+    return found(account.records(lambda out: len(found(out)) == len(out)))
+
+
+def _their_record(mine: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The server daemon's record of the connection the client's record `mine` describes: the one
+    with its session ID (the same keys: RFC 8548 3.4); when it has none (plain, a fallback, a
+    reset) the first that started after it - a splitting proxy's own connection to the server
+    starts once the client's has reached it. A connection that started before (an earlier
+    fetch's, a warm-up's through the proxy, closing late) is never taken for it."""
+    sid = mine.get("session_id")
+    if sid:
+        same = [r for r in records if r.get("session_id") == sid]
+        if same:
+            return same[0]
+    start = mine.get("started_unix")
+    later = [r for r in records if start is not None and (r.get("started_unix") or 0) >= start]
+    return min(later, key=lambda r: r["started_unix"]) if later else None
 
 
 def _series_row(node: str, r: dict[str, Any]) -> dict[str, Any]:
