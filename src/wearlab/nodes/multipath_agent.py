@@ -143,6 +143,23 @@ class ControlProtocol(asyncio.DatagramProtocol):
         self.pin.move(data.decode(errors="replace").strip())
 
 
+class LiveSessions:
+    """An agent's running sessions, and a wake-up for whoever waits for the first (keep_held)."""
+
+    def __init__(self) -> None:
+        self.sessions: set[Session] = set()
+        self.some = asyncio.Event()
+
+    def add(self, session: Session) -> None:
+        self.sessions.add(session)
+        self.some.set()
+
+    def discard(self, session: Session) -> None:
+        self.sessions.discard(session)
+        if not self.sessions:
+            self.some.clear()
+
+
 class Session:
     """One app connection carried over path connections (module doc). Paths attach as they
     connect (`attach`): the session starts on the first, so the worse path's handshake never
@@ -153,9 +170,9 @@ class Session:
 
     def __init__(self, app: tuple[asyncio.StreamReader, asyncio.StreamWriter], names: list[str],
                  scheduler: Scheduler, chunk: int, window: int, counters: Counters, pin: Pin | None = None,
-                 log: ChunkLog | None = None, session_id: str = "") -> None:
+                 log: ChunkLog | None = None, session_id: str = "", live: LiveSessions | None = None) -> None:
         self.app_r, self.app_w = app
-        self.pin = pin
+        self.pin, self.live = pin, live
         self.log, self.session_id = log, session_id
         self.paths: list[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None] = [None] * len(names)
         self.state = [PathState(i, n, window, up=False) for i, n in enumerate(names)]
@@ -235,6 +252,8 @@ class Session:
     async def run(self) -> None:
         if self.pin is not None:
             self.pin.sessions.add(self)
+        if self.live is not None:
+            self.live.add(self)
         sender = asyncio.create_task(self._send())
         watchdog = asyncio.create_task(self._reinject())
         try:
@@ -250,6 +269,8 @@ class Session:
         finally:
             if self.pin is not None:
                 self.pin.sessions.discard(self)
+            if self.live is not None:
+                self.live.discard(self)
             for t in [sender, watchdog, *self.receivers]:
                 t.cancel()
             for conn in [*self.paths, (self.app_r, self.app_w)]:
@@ -443,23 +464,6 @@ def session_key(sid: bytes) -> str:
     return sid[:8].hex()
 
 
-class LiveSessions:
-    """An agent's running sessions, and a wake-up for whoever waits for the first (keep_held)."""
-
-    def __init__(self) -> None:
-        self.sessions: set[Session] = set()
-        self.some = asyncio.Event()
-
-    def add(self, session: Session) -> None:
-        self.sessions.add(session)
-        self.some.set()
-
-    def discard(self, session: Session) -> None:
-        self.sessions.discard(session)
-        if not self.sessions:
-            self.some.clear()
-
-
 async def keep_held(held: HeldFile, live: LiveSessions) -> None:
     """Per path, what the agent's write buffers hold toward it over its live sessions, every
     HELD_TICK_S while one lives; zeros, and asleep, while none does."""
@@ -487,7 +491,7 @@ class WatchAgent:
         # Where the app was going before the watch's netfilter REDIRECTed it here.
         destination = original_destination(w.get_extra_info("socket"))
         session = Session((r, w), [p.name for p in self.paths], load_scheduler(self.scheduler), self.chunk,
-                          self.window, self.counters, self.pin, self.log, session_key(sid))
+                          self.window, self.counters, self.pin, self.log, session_key(sid), self.live)
 
         async def connect(i: int, spec: PathSpec) -> None:
             try:
@@ -499,11 +503,9 @@ class WatchAgent:
             pw.write(hello(sid, i, len(self.paths), destination))
             await session.attach(i, pr, pw)
         opening = [asyncio.create_task(connect(i, p)) for i, p in enumerate(self.paths)]
-        self.live.add(session)
         try:
             await session.run()
         finally:
-            self.live.discard(session)
             for t in opening:
                 t.cancel()
 
@@ -563,14 +565,12 @@ class ServerAgent:
             w.close()
             return
         session = Session((ur, uw), self.names, load_scheduler(self.scheduler), self.chunk, self.window,
-                          self.counters, self.pin, self.log, session_key(sid))
+                          self.counters, self.pin, self.log, session_key(sid), self.live)
         ready.set_result(session)
         await session.attach(index, r, w)
-        self.live.add(session)
         try:
             await session.run()
         finally:
-            self.live.discard(session)
             self._forget(sid)
 
     def _forget(self, sid: bytes) -> None:
