@@ -35,6 +35,11 @@ from conftest import ROOT, WEARLAB, timing_bound, wearlab
 from slurm_cluster import single_node_slurm
 
 SIZE = 300_000
+# The claim's upper bound: the transfer (1.2 s) plus a retransmitted segment lost again and again
+# - timeouts of 0.2, 0.4, 0.8, 1.6 and 3.2 s back to back (RFC 6298 5.5's doubling) add 6.2 s.
+# 4 s was too tight: a run that loses a retransmission twice takes 4.85 s (seen on a 2-core
+# machine; its shard twin, whose timer fired a moment earlier, 1.68 s), and the median's
+# interval over 4 runs, [min, max], then straddles the bound.
 # The counters are read just after the re-seed and just after the run's settle, not at the draws
 # themselves: in a busy guest a packet can be drawn for between the re-seed and the first read (or
 # still be handed at the last), which shifts one run's counted window of draws by a packet or two
@@ -56,11 +61,11 @@ workload: {{kind: http-get, client: watch, server: server}}
 matrix: {{protocol: [http, https], size: [{SIZE}]}}
 expect:
   - id: test-get-within-physics
-    claim: "A GET of 300 KB over 2 Mbit/s with 5 % loss takes its transfer time (1.2 s) at least, and less than 4 s"
+    claim: "A GET of 300 KB over 2 Mbit/s with 5 % loss takes its transfer time (1.2 s) at least, and less than 10 s"
     source: {{seed: "000", where: "a test's physics"}}
     evidence: prediction
     metric: time_total
-    paper: [1.2 s, 4 s]
+    paper: [1.2 s, 10 s]
 """
 
 
@@ -205,12 +210,18 @@ def test_a_slurm_job_array_merged_gives_the_runs_of_one_straight_through(tmp_pat
         assert not any(f"JobState={s}" in r.stdout for s in ("CANCELLED", "TIMEOUT")), r.stdout
         assert time.monotonic() < deadline, "the suite's check job did not finish in 120 s"
         time.sleep(0.5)
-    here = subprocess.run([*WEARLAB, "check", str(straight), "--json"], capture_output=True, text=True, cwd=ROOT,
-                          timeout=60)
-    ours = {c["id"]: c for c in json.loads(here.stdout)[0]["claims"]}
+    def judged(d: Path) -> dict[str, dict]:
+        here = subprocess.run([*WEARLAB, "check", str(d), "--json"], capture_output=True, text=True, cwd=ROOT,
+                              timeout=60)
+        return {c["id"]: c for c in json.loads(here.stdout)[0]["claims"]}
+    ours, merged_here = judged(straight), judged(merged)
     theirs = {c["id"]: c for c in json.loads((merged / "claims.json").read_text())}
-    assert ours.keys() == theirs.keys() == {"test-get-within-physics"}
-    for cid, c in ours.items():   # the 4 runs' median: the same seeds, the same losses
+    assert ours.keys() == theirs.keys() == merged_here.keys() == {"test-get-within-physics"}
+    for cid, c in ours.items():
+        # The check job judged the merged runs as this machine does (the same runs, the same verdict
+        # and value); both ways, 4 runs within physics: the same seeds, the same losses.
+        assert {k: theirs[cid][k] for k in ("verdict", "ours", "ours_low", "ours_high", "runs")} == \
+            {k: merged_here[cid][k] for k in ("verdict", "ours", "ours_low", "ours_high", "runs")}, (theirs[cid], merged_here[cid])
         assert c["verdict"] == theirs[cid]["verdict"] == "reproduced", (c, theirs[cid])
         assert c["runs"] == theirs[cid]["runs"] == 4
 
