@@ -667,6 +667,60 @@ def test_no_path_reachable_closes_the_app_connection():
     assert asyncio.run(scenario()) == b""
 
 
+def test_a_pinned_path_keeps_its_chunks_however_long_they_queue():
+    """An interface policy's path holds (`bt`: WiFi is off): a 200 KB download pinned to the slow
+    path (1 Mbit/s, 10 ms one-way) while the app sends a 100 B request every 50 ms (a page's
+    requests beside its responses). Each request's ACK comes back behind the download's window
+    (64 KB: 0.5 s of queue), past the reinjection limit, max(0.2 s, 4 x srtt) with an srtt from
+    the first ~25 ms round trips; still no chunk goes again on the fast path, which carries
+    nothing either way. Both streams whole and in order; the download no sooner than the slow
+    path's rate allows (200,000 x 1413/1400 B at 1 Mbit/s = 1.61 s)."""
+    from wearlab.nodes.multipath_agent import Pin
+
+    names, size, requests = ["fast", "slow"], 200_000, 30
+    spec = "wearlab.nodes.multipath_schedulers:MinRtt"
+    download = bytes(i % 253 for i in range(size))
+
+    async def scenario():
+        heard = bytearray()
+
+        async def server(r, w):
+            w.write(download)
+            await w.drain()
+            while data := await r.read(65536):
+                heard.extend(data)
+            w.close()
+        origin = await asyncio.start_server(server, "127.0.0.1", 0)
+        sagent = ServerAgent(origin.sockets[0].getsockname(), names, spec, CHUNK, 65536, Pin(names, "slow"))
+        spath = await asyncio.start_server(sagent.handle, "127.0.0.1", 0)
+        target = spath.sockets[0].getsockname()
+        ports = [await Link(10e6, 0.005, target).start(), await Link(1e6, 0.010, target).start()]
+        wagent = WatchAgent([PathSpec(n, ("127.0.0.1", p), None) for n, p in zip(names, ports)], spec, CHUNK, 65536,
+                            Pin(names, "slow"))
+        local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
+        t0 = time.monotonic()
+        r, w = await asyncio.open_connection(*local.sockets[0].getsockname())
+
+        async def ask():
+            for i in range(requests):
+                w.write(bytes([i]) * 100)
+                await w.drain()
+                await asyncio.sleep(0.05)
+            w.write_eof()
+        asking = asyncio.create_task(ask())
+        got = await asyncio.wait_for(r.readexactly(size), 15)
+        took = time.monotonic() - t0
+        await asking
+        await asyncio.wait_for(r.read(), 5)
+        return got, bytes(heard), wagent, sagent, took
+    got, heard, wagent, sagent, took = asyncio.run(scenario())
+    assert got == download and heard == b"".join(bytes([i]) * 100 for i in range(requests))
+    for side, agent in (("watch", wagent), ("server", sagent)):
+        fast, slow = agent.counters.paths
+        assert fast.bytes_sent == 0 and fast.reinjected == 0 and slow.reinjected == 0, (side, fast, slow)
+    assert took >= size * (CHUNK + HEADER_BYTES) / CHUNK * 8 / 1e6, took
+
+
 def test_cpu_per_chunk_fits_10_mbit():
     """The issue's rates are <= 10 Mbit/s: 10e6 / 8 / 1400 = 893 chunks/s. Both agents together
     (and the client and sink, in this one process) may spend at most 1 ms of CPU per chunk, so each

@@ -24,7 +24,10 @@ written with the counters (never one write per chunk).
 With `--active NAME --control SOCKET` (an interface policy: wearlab.nodes.interface_selection)
 every session sends on that one path only (`Pin`), and a datagram naming another path on the
 Unix socket SOCKET moves the next chunks there: the path connections stay open, so the app's
-connection never notices the switch. Chunks already on the old path finish there (their ACKs).
+connection never notices the switch. Chunks already on the old path finish there (their ACKs);
+one held there past the reinjection limit goes again on the pinned path, and a chunk on the pinned
+path is never sent again on another while that path is up (its ACKs may queue behind a deep
+download: `bt` means WiFi carries nothing).
 
 With `--held FILE` the agent keeps, per path, the bytes its own write buffers hold toward that
 path over its sessions (asyncio's transport buffers: frames written that the path socket's send
@@ -356,6 +359,9 @@ class Session:
             await asyncio.sleep(REINJECT_TICK_S)
             now = time.monotonic()
             stalls = sum(st.stalled for st in self.state)
+            # An interface policy's path holds while it is up (`bt`: WiFi is off): a stalled
+            # chunk goes again only there - what the old path holds after a move - never off it.
+            pinned = self.pin.active if self.pin is not None and self.state[self.pin.active].up else None
             for i, st in enumerate(self.state):
                 limit = max(REINJECT_MIN_S, REINJECT_RTTS * (st.srtt or REINJECT_MIN_S))
                 for seq, (sent, frame) in list(self.unacked[i].items()):
@@ -365,7 +371,8 @@ class Session:
                     if seq not in self.outstanding or any(seq in self.unacked[k] for k in range(len(self.state))
                                                           if k != i and self.state[k].up):
                         continue
-                    others = [p for p in self.state if p.up and p.index != i and p.room(len(frame))]
+                    others = [p for p in self.state if p.up and p.index != i and p.room(len(frame))
+                              and pinned in (None, p.index)]
                     if not others:
                         break
                     k = min(others, key=lambda p: (p.srtt is None, p.srtt or 0.0)).index
