@@ -667,6 +667,61 @@ def test_no_path_reachable_closes_the_app_connection():
     assert asyncio.run(scenario()) == b""
 
 
+def test_each_connection_rides_to_the_server_agent_on_its_own_destination(monkeypatch):
+    """Path target `*` (a page's origins on several nodes): two origins, each with a server agent
+    on its own address (127.0.0.2, 127.0.0.3, the same agent port); two app connections, one to
+    each origin. Each gets its own origin's answer (its name and the byte count it received), and
+    each server agent carries exactly its connection's bytes."""
+    from wearlab.nodes import multipath_agent
+
+    sizes = {"127.0.0.2": 30_000, "127.0.0.3": 70_001}
+    went: dict[int, tuple[str, int]] = {}
+    # What netfilter's REDIRECT would have told the agent: each app connection's destination.
+    monkeypatch.setattr(multipath_agent, "original_destination", lambda sock: went[sock.getpeername()[1]])
+
+    async def scenario():
+        agent_port, origin_port = free_port(), free_port()
+        sagents, servers = {}, []
+        for host in sizes:
+            async def origin(r, w, host=host):
+                got = len(await r.read())
+                w.write(f"{host} got {got}".encode())
+                await w.drain()
+                w.close()
+            servers.append(await asyncio.start_server(origin, host, origin_port))
+            sagents[host] = ServerAgent(None, ["a", "b"], "wearlab.nodes.multipath_schedulers:RoundRobin", CHUNK, 65536)
+            servers.append(await asyncio.start_server(sagents[host].handle, host, agent_port))
+        wagent = WatchAgent([PathSpec(n, ("*", agent_port), None) for n in "ab"],
+                            "wearlab.nodes.multipath_schedulers:RoundRobin", CHUNK, 65536)
+        local = await asyncio.start_server(wagent.handle, sock=listener(("127.0.0.1", 0), True))
+
+        async def app(host):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            went[sock.getsockname()[1]] = (host, origin_port)
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, local.sockets[0].getsockname())
+            r, w = await asyncio.open_connection(sock=sock)
+            w.write(bytes(sizes[host]))
+            await w.drain()
+            w.write_eof()
+            return (await asyncio.wait_for(r.read(), 10)).decode()
+        answers = await asyncio.gather(*(app(h) for h in sizes))
+        for srv in servers:
+            srv.close()
+        return answers, sagents
+    answers, sagents = asyncio.run(scenario())
+    assert answers == [f"{h} got {n}" for h, n in sizes.items()]
+    for host, agent in sagents.items():
+        assert sum(p.bytes_received for p in agent.counters.paths) == sizes[host], host
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_a_pinned_path_keeps_its_chunks_however_long_they_queue():
     """An interface policy's path holds (`bt`: WiFi is off): a 200 KB download pinned to the slow
     path (1 Mbit/s, 10 ms one-way) while the app sends a 100 B request every 50 ms (a page's

@@ -127,7 +127,8 @@ class ClientCapture:
             self.packets[intf] = [p for p in packets if p[0] > until]
         return {k: list(v) for k, v in out.items()}
 
-    def flows(self, since: float, until: float, servers: set[str], settle_s: float = 1.0) -> list[dict]:
+    def flows(self, since: float, until: float, servers: set[str], settle_s: float = 1.0,
+              redirected_to: tuple[str, int] | None = None) -> list[dict]:
         """The connections the client opened to `servers` (addresses) between `since` and `until` - a
         TCP SYN, or a QUIC Initial to UDP 443 from a new client port - each with every packet of it
         in the capture, teardown included (waited for up to `settle_s`): its IP bytes up and down
@@ -135,12 +136,16 @@ class ClientCapture:
         1.3 ServerHello accepted a pre-shared key (`resumed`: True/False; None when it has no TLS
         or the ServerHello was not captured), for QUIC the client's 0-RTT packets
         (`zero_rtt_packets`, within the snaplen) and whether its client stream opens with tcpcrypt's
-        Init1 (`tcpcrypt_init1`: a fresh key exchange). Forgets packets from before `until` afterwards."""
+        Init1 (`tcpcrypt_init1`: a fresh key exchange). Forgets packets from before `until` afterwards.
+        `redirected_to` (the multipath transport's watch agent): the client's TCP to `servers` is
+        REDIRECTed there, so its connections are the loopback's - the client's packets addressed to
+        that socket (DNAT in OUTPUT), the replies from the original destination (NAT undone before
+        they are sent), which is the flow's `server` - and only those count."""
         deadline = time.monotonic() + settle_s
         while True:
             for intf in self.files:
                 self._poll(intf)
-            found = self._flows(since, until, servers)
+            found = self._flows(since, until, servers, redirected_to)
             done = all(f["closed"] for f in found if f["proto"] == "tcp")
             if done and any(p and p[-1][0] >= until for p in self.packets.values()) or time.monotonic() > deadline:
                 break
@@ -149,9 +154,12 @@ class ClientCapture:
             self.packets[intf] = [p for p in packets if p[0] > until]
         return found
 
-    def _flows(self, since: float, until: float, servers: set[str]) -> list[dict]:
+    def _flows(self, since: float, until: float, servers: set[str],
+               redirected_to: tuple[str, int] | None = None) -> list[dict]:
         found: dict[tuple, dict] = {}
         for intf, packets in self.packets.items():
+            if redirected_to is not None and intf != LOOPBACK:
+                continue                 # the transport's own paths: not the app's connections
             mine: list = []
             for p in packets:
                 if p[0] < since:
@@ -159,9 +167,17 @@ class ClientCapture:
                 ip = ip_packet(p[1], p[2])
                 if ip is None:
                     continue
-                up = str(ipaddress.ip_address(ip.dst)) in servers
-                server, client = (ip.dst, ip.src) if up else (ip.src, ip.dst)
-                key = (ip.proto, server, ip.sport if up else ip.dport)
+                if redirected_to is None:
+                    up = str(ipaddress.ip_address(ip.dst)) in servers
+                    server, client = (ip.dst, ip.src) if up else (ip.src, ip.dst)
+                    key = (ip.proto, server, ip.sport if up else ip.dport)
+                else:
+                    # to the agent's socket: the client's; from an original destination: the reply
+                    up = (str(ipaddress.ip_address(ip.dst)), ip.dport) == redirected_to
+                    if not up and str(ipaddress.ip_address(ip.src)) not in servers:
+                        continue
+                    server, client = (ip.dst, ip.src) if up else (ip.src, ip.dst)
+                    key = (ip.proto, "redirected", ip.sport if up else ip.dport)
                 f = found.get(key)
                 if f is None and up and p[0] <= until:
                     seg = decode_tcp(p[1], p[2]) if ip.proto == 6 else None
@@ -174,8 +190,10 @@ class ClientCapture:
                                           "intf": intf, "opened_s": p[0], "bytes_up": 0, "bytes_down": 0,
                                           "packets": 0, "resumed": None, "tcpcrypt_init1": False,
                                           "zero_rtt_packets": 0, "closed": ip.proto != 6}
-                if f is None:
+                if f is None or (redirected_to is not None and not up and str(ipaddress.ip_address(client)) != f["client"]):
                     continue
+                if redirected_to is not None and not up and f["server"] == redirected_to[0]:
+                    f["server"] = str(ipaddress.ip_address(server))     # the reply names the destination
                 f["bytes_up" if up else "bytes_down"] += ip.ip_len
                 f["packets"] += 1
                 if ip.proto == 6:
@@ -187,7 +205,7 @@ class ClientCapture:
             for f in found.values():
                 if f["proto"] != "tcp" or f["intf"] != intf:
                     continue
-                conn = connection_packets(mine, (f["client"], f["client_port"]))
+                conn = connection_packets(mine, (f["client"], f["client_port"]), redirected_to)
                 f["closed"] = bool(conn) and _closed(conn)
                 # TLS 1.3: the ServerHello's pre_shared_key; 1.2: the session ID echoed, or the
                 # abbreviated handshake's ChangeCipherSpec right after the ServerHello

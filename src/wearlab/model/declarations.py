@@ -68,6 +68,7 @@ class NodeView:
     interface_policies: Mapping[str, type[InterfacePolicyDecl]] = field(default_factory=dict)
     workload: str = ""                   # the workload's kind
     rides_transport: bool = True         # ... and whether its client's TCP may ride the chunked transport
+    servers: tuple[str, ...] = ()        # ... and the nodes its client's connections end at (WorkloadDecl.servers)
 
     def links_of(self, medium: Medium, peer_role: Role) -> list[LinkEnd]:
         return [l for l in self.links if l.medium == medium and l.peer_role == peer_role]
@@ -120,6 +121,13 @@ class NodeKindDecl:
         """Whether, with these settings, it terminates every TCP connection routed through it to
         `port` in a proxy of its own, whatever the server (a phone proxy's `intercept:`), rather
         than routing it: what a workload that asks it to relay nothing meets on its path."""
+        return False
+
+    @classmethod
+    def carries_over_transport(cls, settings: Mapping[str, Any]) -> bool:
+        """Whether, with these settings, the TCP its applications open rides the chunked multipath
+        transport (a wearable's `multipath:`, or an interface policy by `chunked`): it then ends
+        at the transport's agent, on the node's loopback."""
         return False
 
     @classmethod
@@ -228,6 +236,13 @@ class WorkloadDecl:
     def endpoints(cls, fields: BaseModel) -> dict[str, str]:
         """Role name -> node name of the nodes this workload runs on (e.g. client, server)."""
         return {}
+
+    @classmethod
+    def servers(cls, fields: BaseModel, cells: list[Mapping[str, Any]]) -> tuple[str, ...]:
+        """The nodes the client's connections end at, over all cells (where the chunked
+        transport's server agents run). The default: the `server` endpoint, if there is one."""
+        server = cls.endpoints(fields).get("server")
+        return (server,) if server else ()
 
     @classmethod
     def needs(cls, fields: BaseModel, cells: list[Mapping[str, Any]], plan: PlanView) -> list[Need]:

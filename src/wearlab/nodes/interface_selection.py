@@ -74,6 +74,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,11 +115,12 @@ def _endpoint(hexaddr: str) -> tuple[str, int]:
     return socket.inet_ntoa(int(ip, 16).to_bytes(4, "little")), int(port, 16)
 
 
-def proxy_backlog(proc_net_tcp: str, watch_ip: str, upstream: tuple[str, int]) -> tuple[bool, int]:
+def proxy_backlog(proc_net_tcp: str, watch_ip: str, upstreams: Collection[tuple[str, int]]) -> tuple[bool, int]:
     """Whether the phone splits the watch's connections (it holds established ones with
     `watch_ip`), and the bytes its proxy holds for the watch, from its namespace's /proc/net/tcp:
     the send queues (tx_queue: unacknowledged or unsent) of its established connections to
-    `watch_ip` plus the receive queues (rx_queue: not yet read) of those to `upstream`."""
+    `watch_ip` plus the receive queues (rx_queue: not yet read) of those to the `upstreams` (the
+    server agents)."""
     total, split = 0, False
     for line in proc_net_tcp.splitlines()[1:]:
         f = line.split()
@@ -129,7 +131,7 @@ def proxy_backlog(proc_net_tcp: str, watch_ip: str, upstream: tuple[str, int]) -
         if remote[0] == watch_ip:
             split = True
             total += tx
-        elif remote == upstream:
+        elif remote in upstreams:
             total += rx
     return split, total
 
@@ -181,7 +183,7 @@ class InterfaceSelector:
         self.options = PolicyOptions(backlog_bytes=s["policy_backlog"], t1_s=s["policy_t1"], t2_s=s["policy_t2"],
                                      wifi_low_bps=s["policy_wifi_low"])
         self.watch_bt_ip = self.net.addresses.interface_to(self.watch, phone).ip
-        self.server_ip = plan.addresses.address_of(plan.endpoints["server"])
+        self.server_ips = [plan.addresses.address_of(n) for n in plan.servers]
         self.phone_dev = self.net.addresses.interface_to(phone, self.watch).name
         self.watch_bt_dev = self.net.addresses.interface_to(self.watch, phone).name
         (wifi_end,) = [l for l in plan.link_ends(self.watch) if l.medium == Medium.WIFI]
@@ -194,7 +196,7 @@ class InterfaceSelector:
         self.sockdir = Path(tempfile.mkdtemp(prefix="wearlab-ifsel-")) if self.own_dir else kind.workdir
         self.sockdir.mkdir(parents=True, exist_ok=True)
         endpoints.active = self.policy_class.initial
-        endpoints.control = {side: self.sockdir / f"interface-{side}.sock" for side in ("watch", "server")}
+        endpoints.control = {agent: self.sockdir / f"interface-{agent}.sock" for agent in endpoints.agents}
         self.policy: InterfacePolicy = self.policy_class(self.options)
         self.rows: list[dict[str, Any]] = []
         self.taken = 0
@@ -251,7 +253,7 @@ class InterfaceSelector:
         """(the backlog: the larger side's, the WiFi interface's rx + tx bytes)."""
         # /proc/PID/net is the network namespace of PID: tc's batch process lives in the phone's.
         split, held = proxy_backlog(Path(f"/proc/{self.tc.proc.pid}/net/tcp").read_text(), self.watch_bt_ip,
-                                    (self.server_ip, MULTIPATH_AGENT))
+                                    {(ip, MULTIPATH_AGENT) for ip in self.server_ips})
         if split:
             proxy = self.kind.ctx.peers.get(self.phone)
             own = proxy.held_down() if isinstance(proxy, ProxyKind) else None
@@ -262,7 +264,7 @@ class InterfaceSelector:
             phone = Backlog(root_backlog(qdiscs), PHONE, "qdisc")
         (watch_qdiscs,) = self.watch_tc.query([f"qdisc show dev {self.watch_bt_dev}"])
         watch = watch_backlog(root_backlog(watch_qdiscs),
-                              self.watch_tcp.notsent(self.watch_bt_ip, self.server_ip, MULTIPATH_AGENT),
+                              sum(self.watch_tcp.notsent(self.watch_bt_ip, ip, MULTIPATH_AGENT) for ip in self.server_ips),
                               self.endpoints.held("watch", Medium.BT.value))
         (links,) = self.ip.query([f"link show dev {self.wifi_dev}"])
         stats = links[0].get("stats64", links[0].get("stats", {}))
@@ -321,11 +323,11 @@ class InterfaceSelector:
                                      f"{self.watch}, at {self.phone}: forwarding (no TCP connection with "
                                      f"{self.watch_bt_ip}), the root qdisc backlog of {self.phone}:{self.phone_dev}; "
                                      f"splitting, the send queues of its TCP connections to {self.watch_bt_ip} + the "
-                                     f"receive queues of those to {self.server_ip}:{MULTIPATH_AGENT} (/proc/net/tcp) + "
+                                     f"receive queues of those to {', '.join(f'{ip}:{MULTIPATH_AGENT}' for ip in self.server_ips)} (/proc/net/tcp) + "
                                      f"what the proxy holds in its own buffers toward the watch, as its kind tells it "
                                      f"(wearlab's relay: its --held file). "
                                      f"Toward {self.phone}, at {self.watch}: the root qdisc backlog of "
                                      f"{self.watch}:{self.watch_bt_dev} + the unsent bytes (tcpi_notsent_bytes) of its "
-                                     f"TCP connections from {self.watch_bt_ip} to {self.server_ip}:{MULTIPATH_AGENT} + what the "
+                                     f"TCP connections from {self.watch_bt_ip} to {', '.join(f'{ip}:{MULTIPATH_AGENT}' for ip in self.server_ips)} + what the "
                                      f"watch agent's write buffers hold toward its bt path (its --held file)"),
                 "wifi_measured": f"rx + tx bytes of {self.watch}:{self.wifi_dev}"}

@@ -5,6 +5,8 @@ schedulers: wearlab.nodes.multipath_schedulers), as in seed 003 section 5's fram
   the app's (server, port) there, as the phone's proxies do), opens one TCP connection per path
   to the server-side agent (each bound to its own source address, so the watch's routing sends
   it over its own link: WiFi straight to the AP, BT through the phone), and runs a `Session`.
+  A path's target host `*` is the app's own destination host: a workload with several servers
+  (a page's origins) has a server agent on each, and each connection rides to its own.
 - `server`: accepts path connections, groups them by the session id of their HELLO, and when a
   session's every path has arrived connects to the real server and runs a `Session`.
 
@@ -76,6 +78,7 @@ REINJECT_TICK_S = 0.05
 # How often the --held file is brought up to date while a session lives: half the interface
 # selector's 20 ms poll, so what it reads is at most one tick old. Idle, the agent sleeps.
 HELD_TICK_S = 0.01
+ANY_HOST = "*"            # a path target's host: the app's own destination's
 SERIES_COLUMNS = ("t_ns", "side", "path_index", "path_name", "chunks_sent", "bytes_sent", "chunks_received",
                   "bytes_received", "duplicates", "reinjected", "srtt_s")
 
@@ -456,14 +459,29 @@ async def connect_upstream(addr: tuple[str, int]) -> tuple[asyncio.StreamReader,
     return await asyncio.open_connection(sock=sock)
 
 
-async def open_path(spec: PathSpec) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def open_path(spec: PathSpec, target: tuple[str, int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if spec.source:
         sock.bind((spec.source, 0))
     sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, spec.target)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, target)
+    except OSError:
+        sock.close()
+        raise
     return await asyncio.open_connection(sock=sock)
+
+
+def path_target(spec: PathSpec, destination: tuple[str, int] | None) -> tuple[str, int]:
+    """Where a session's path connects: the spec's target, or with host `*` the server agent's
+    port on the app's own destination host."""
+    if spec.target[0] != ANY_HOST:
+        return spec.target
+    if destination is None:
+        raise OSError(f"path {spec.name} goes to the app's destination host, and this connection has none "
+                      "(it was not REDIRECTed)")
+    return destination[0], spec.target[1]
 
 
 def session_key(sid: bytes) -> str:
@@ -502,7 +520,8 @@ class WatchAgent:
 
         async def connect(i: int, spec: PathSpec) -> None:
             try:
-                pr, pw = await open_path(spec)
+                target = path_target(spec, destination)
+                pr, pw = await open_path(spec, target)
             except OSError as e:
                 print(f"multipath: path {spec.name} ({spec.target[0]}:{spec.target[1]}) failed: {e}", file=sys.stderr)
                 await session.unreachable_path(i)
@@ -659,7 +678,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m wearlab.nodes.multipath_agent", description=__doc__.split("\n")[0])
     ap.add_argument("side", choices=("watch", "server"))
     ap.add_argument("--listen", required=True, help="host:port")
-    ap.add_argument("--path", action="append", default=[], help="watch: name=host:port[@source], one per path")
+    ap.add_argument("--path", action="append", default=[], help="watch: name=host:port[@source], one per path; "
+                    "host * is each app connection's own destination host")
     ap.add_argument("--names", default="", help="server: the paths' names, comma-separated, in index order")
     ap.add_argument("--upstream", help="server: the real server, host:port, for apps that connected to the watch "
                     "agent itself (a REDIRECTed app's own destination comes in the HELLO)")

@@ -11,7 +11,10 @@ On the watch:
   hands it to the server agent in each path's HELLO: apps connect to the server as they would
   without the transport (as the paper's framework intercepts them with netfilter);
 - the watch agent, one `--path` per medium of `multipath_paths`, in order.
-On the server: the server agent (MULTIPATH_AGENT), which connects to the app's destination.
+On each of the workload's servers (plan.servers: http-get's and a stream's one, a page's
+origins' nodes): a server agent (MULTIPATH_AGENT), which connects to the app's destination. With
+one server the watch agent's paths go to it; with several each app connection's paths go to
+the agent on its own destination (path target `*`).
 
 The BT path's TCP connection goes to the server's address through the phone: a phone of kind
 `host` routes it; a `relay` phone splits it like any watch connection when its `intercept:`
@@ -43,7 +46,7 @@ from wearlab.model.columns import Series
 from wearlab.model.media import Medium
 from wearlab.model.ports import MULTIPATH_AGENT, MULTIPATH_LOCAL
 from wearlab.nodes.held_file import read_held_file
-from wearlab.nodes.multipath_agent import SERIES_COLUMNS
+from wearlab.nodes.multipath_agent import ANY_HOST, SERIES_COLUMNS
 from wearlab.nodes.multipath_wire import HEADER_BYTES
 from wearlab.nodes.software import KindError, wait_listening
 
@@ -72,8 +75,8 @@ class MultipathEndpoints:
         self.watch = kind.node
         s = kind.settings
         self.plan = kind.ctx.plan
-        self.server = self.plan.endpoints["server"]
-        self.server_ip = self.plan.addresses.address_of(self.server)
+        self.servers = list(self.plan.servers)
+        self.server_ips = [self.plan.addresses.address_of(n) for n in self.servers]
         self.scheduler = s["multipath"] if s["multipath"] != "none" else FALLBACK_SCHEDULER
         self.spec = self.plan.schedulers[self.scheduler]
         self.chunk, self.window = s["multipath_chunk"], s["multipath_window"]
@@ -99,13 +102,16 @@ class MultipathEndpoints:
             lines += [f"(ip rule del from {ip} table {table} 2>/dev/null; true)",
                       f"ip rule add from {ip} table {table}",
                       f"ip route replace default via {peer_ip} dev {dev} table {table}"]
-        lines.append(f"iptables -t nat -A OUTPUT -p tcp -d {self.server_ip} ! --dport {MULTIPATH_AGENT} "
-                     f"-j REDIRECT --to-ports {MULTIPATH_LOCAL}")
+        lines += [f"iptables -t nat -A OUTPUT {rule}" for rule in self._redirects()]
         return lines
 
+    def _redirects(self) -> list[str]:
+        """The app's TCP to each server (but the server agent's port) to the watch agent."""
+        return [f"-p tcp -d {ip} ! --dport {MULTIPATH_AGENT} -j REDIRECT --to-ports {MULTIPATH_LOCAL}"
+                for ip in self.server_ips]
+
     def undo(self) -> list[str]:
-        lines = [f"iptables -t nat -D OUTPUT -p tcp -d {self.server_ip} ! --dport {MULTIPATH_AGENT} "
-                 f"-j REDIRECT --to-ports {MULTIPATH_LOCAL}"]
+        lines = [f"iptables -t nat -D OUTPUT {rule}" for rule in self._redirects()]
         for i, (_, _, ip, _, _) in enumerate(self.paths):
             lines += [f"ip rule del from {ip} table {MULTIPATH_TABLE + i}", f"ip route flush table {MULTIPATH_TABLE + i}"]
         return lines
@@ -113,28 +119,40 @@ class MultipathEndpoints:
     def prepare(self) -> None:
         self.net.sh(self.watch, " && ".join(self.commands()))
 
-    def argv(self, side: str) -> list[str]:
+    @property
+    def agents(self) -> list[str]:
+        """Each agent's name (its files'): `watch`, and `server` - or `server-<node>` per server
+        node when there are several."""
+        return ["watch", *(["server"] if len(self.servers) == 1 else [f"server-{n}" for n in self.servers])]
+
+    def _node_of(self, agent: str) -> str:
+        return self.watch if agent == "watch" else self.servers[0] if agent == "server" else agent.removeprefix("server-")
+
+    def argv(self, agent: str) -> list[str]:
+        side = "watch" if agent == "watch" else "server"
         common = ["--scheduler", self.spec, "--chunk", str(self.chunk), "--window", str(self.window),
-                  "--series", str(self.series_file(side)), "--series-interval", str(SERIES_INTERVAL_S),
-                  "--chunks", str(self.chunks_file(side)), "--held", str(self.held_file(side))]
+                  "--series", str(self.series_file(agent)), "--series-interval", str(SERIES_INTERVAL_S),
+                  "--chunks", str(self.chunks_file(agent)), "--held", str(self.held_file(agent))]
         if self.active is not None:
-            common += ["--active", self.active, "--control", str(self.control[side])]
+            common += ["--active", self.active, "--control", str(self.control[agent])]
         if side == "watch":
+            # One server: its address; several: each app connection's own destination host.
+            host = self.server_ips[0] if len(self.servers) == 1 else ANY_HOST
             return [sys.executable, "-m", "wearlab.nodes.multipath_agent", "watch",
                     "--listen", f"0.0.0.0:{MULTIPATH_LOCAL}",
                     *[a for medium, _, ip, _, _ in self.paths
-                      for a in ("--path", f"{medium}={self.server_ip}:{MULTIPATH_AGENT}@{ip}")], *common]
+                      for a in ("--path", f"{medium}={host}:{MULTIPATH_AGENT}@{ip}")], *common]
         return [sys.executable, "-m", "wearlab.nodes.multipath_agent", "server",
                 "--listen", f"0.0.0.0:{MULTIPATH_AGENT}", "--names", ",".join(p[0] for p in self.paths), *common]
 
-    def series_file(self, side: str) -> Path:
-        return self.workdir / f"multipath-{side}.csv"
+    def series_file(self, agent: str) -> Path:
+        return self.workdir / f"multipath-{agent}.csv"
 
-    def chunks_file(self, side: str) -> Path:
-        return self.workdir / f"multipath-chunks-{side}.csv"
+    def chunks_file(self, agent: str) -> Path:
+        return self.workdir / f"multipath-chunks-{agent}.csv"
 
-    def held_file(self, side: str) -> Path:
-        return self.workdir / f"multipath-held-{side}"
+    def held_file(self, agent: str) -> Path:
+        return self.workdir / f"multipath-held-{agent}"
 
     def held(self, side: str, medium: str) -> int:
         """Bytes `side`'s agent holds in its own write buffers toward its `medium` path, now (its
@@ -144,17 +162,19 @@ class MultipathEndpoints:
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        for side, node, port in (("server", self.server, MULTIPATH_AGENT), ("watch", self.watch, MULTIPATH_LOCAL)):
-            err = open(self.workdir / f"multipath-{side}.err", "w")
-            proc = self.net.popen(node, self.argv(side), stdout=subprocess.DEVNULL, stderr=err)
+        # The server agents first: the watch agent's paths connect to them.
+        for agent in (*self.agents[1:], "watch"):
+            node, port = self._node_of(agent), MULTIPATH_LOCAL if agent == "watch" else MULTIPATH_AGENT
+            err = open(self.workdir / f"multipath-{agent}.err", "w")
+            proc = self.net.popen(node, self.argv(agent), stdout=subprocess.DEVNULL, stderr=err)
             self.procs.append(proc)
             try:
-                wait_listening(self.net, node, {port}, f"multipath {side} agent", 15.0, proc)
+                wait_listening(self.net, node, {port}, f"multipath {agent} agent", 15.0, proc)
             except KindError as e:
-                tail = (self.workdir / f"multipath-{side}.err").read_text(errors="replace").strip()[-300:]
+                tail = (self.workdir / f"multipath-{agent}.err").read_text(errors="replace").strip()[-300:]
                 raise KindError(f"{e}{'; it said: ' + tail if tail else ''}") from None
-        self._read = {side: 0 for side in ("watch", "server")}
-        self._chunks_read = {side: 0 for side in ("watch", "server")}
+        self._read = {agent: 0 for agent in self.agents}
+        self._chunks_read = {agent: 0 for agent in self.agents}
 
     def stop(self) -> None:
         for p in self.procs:
@@ -172,24 +192,26 @@ class MultipathEndpoints:
     def take(self, t0_ns: int) -> list[dict[str, Any]]:
         """The counters' rows written since the last call (both sides), t_s from the run's start."""
         out = []
-        for side in ("watch", "server"):
-            f = self.series_file(side)
+        for agent in self.agents:
+            f = self.series_file(agent)
             if not f.exists():
                 continue
             with f.open(newline="") as fh:
                 rows = list(csv.DictReader(fh))
-            new, self._read[side] = rows[self._read[side]:], len(rows)
+            new, self._read[agent] = rows[self._read[agent]:], len(rows)
             for r in new:
                 t = int(r["t_ns"])
                 if t >= t0_ns:
-                    out.append({"t_s": round((t - t0_ns) / 1e9, 6), **r})
+                    # several server agents: each one's counters under its own name
+                    out.append({"t_s": round((t - t0_ns) / 1e9, 6), **r,
+                                **({"side": agent} if agent != "watch" else {})})
         return sorted(out, key=lambda r: (int(r["t_ns"]), r["side"], int(r["path_index"])))
 
     def take_chunks(self, t0_ns: int) -> list[dict[str, Any]]:
         """The chunk records written since the last call (both sides), t_s from the run's start:
         read from where the last call stopped (the files grow by a row per chunk event)."""
         out = []
-        for side in ("watch", "server"):
+        for side in self.agents:
             rows, self._chunks_read[side] = self._chunk_rows(side, self._chunks_read[side])
             out += [{"t_s": round((int(r["t_ns"]) - t0_ns) / 1e9, 6), **r} for r in rows if int(r["t_ns"]) >= t0_ns]
         return sorted(out, key=lambda r: (int(r["t_ns"]), r["side"]))
@@ -218,10 +240,10 @@ class MultipathEndpoints:
         chunk event before end_ns is in the files then. Reads the files without moving
         `take_chunks`' place."""
         deadline = time.monotonic() + timeout_s
-        while not all(self._written_past(side, end_ns) for side in ("watch", "server")) \
+        while not all(self._written_past(agent, end_ns) for agent in self.agents) \
                 and time.monotonic() < deadline:
             time.sleep(SERIES_INTERVAL_S / 4)   # the agents write every SERIES_INTERVAL_S: poll the files
-        rows = [r for side in ("watch", "server") for r in self._chunk_rows(side, 0)[0]]
+        rows = [r for agent in self.agents for r in self._chunk_rows(agent, 0)[0]]
         return path_busy(rows, t0_ns, end_ns, paths=[p[0] for p in self.paths])
 
     def _written_past(self, side: str, t_ns: int) -> bool:
@@ -270,7 +292,9 @@ class MultipathEndpoints:
                 "header_bytes": HEADER_BYTES, "window_bytes": self.window,
                 "paths": [{"index": i, "medium": m, "via": peer, "source": ip, "device": dev,
                            "table": MULTIPATH_TABLE + i} for i, (m, peer, ip, _, dev) in enumerate(self.paths)],
-                "server_agent": f"{self.server}:{MULTIPATH_AGENT}", "watch_agent_port": MULTIPATH_LOCAL,
-                "interception": f"iptables nat OUTPUT REDIRECT of TCP to {self.server_ip} (but port "
+                "server_agents": [f"{n}:{MULTIPATH_AGENT}" for n in self.servers], "watch_agent_port": MULTIPATH_LOCAL,
+                "paths_to": ("the server agent" if len(self.servers) == 1 else
+                             "the server agent on each app connection's own destination (path target *)"),
+                "interception": f"iptables nat OUTPUT REDIRECT of TCP to {', '.join(self.server_ips)} (but port "
                                 f"{MULTIPATH_AGENT}) to the watch agent",
-                "argv": {"watch": self.argv("watch"), "server": self.argv("server")}}
+                "argv": {agent: self.argv(agent) for agent in self.agents}}

@@ -185,7 +185,8 @@ class Wearable(NodeKind):
         Param("p2", P.duration, 15.5, "P2: no network (paper mean)", to_doc=_dur, shown=_dur),
         Param("p3", P.duration, 8.3, "P3: WiFi association (paper mean)", to_doc=_dur, shown=_dur),
         Param("multipath", _scheduler, "none",
-              "the chunked multipath transport (seed 003 section 5) between the watch and the workload's server, "
+              "the chunked multipath transport (seed 003 section 5) between the watch and the workload's server "
+              "(a page load: each origin's server), "
               "one TCP connection per path, with this scheduler (one of the catalog's: `wearlab kinds` lists them); "
               "none: off. docs/multipath.md"),
         Param("multipath_paths", _media_list, ("wifi", "bt"), "multipath: the watch's links it uses, by medium, "
@@ -279,10 +280,13 @@ class Wearable(NodeKind):
             out.append(("interface_policy", f"interface_policy {name} starts on {policy.initial}: {view.name} needs "
                                             f"exactly one link with medium {policy.initial}; found "
                                             f"{len(first)}{_undeclared(view)}"))
-        if "server" not in view.endpoints and (transport != ROUTE or policy.moves_on != STILL):
+        # A move by route or MPTCP follows the one connection to the workload's server; the chunked
+        # transport carries every server's (_check_multipath).
+        if transport != CHUNKED and (transport != ROUTE or policy.moves_on != STILL) and "server" not in view.endpoints:
             out.append(("interface_policy", f"interface_policy {name} moves the connection {view.name} opens to "
-                                            "the workload's server; this workload has none (only bt or wifi by "
-                                            "route choose the first hop of a workload with several servers)"))
+                                            "the workload's server; this workload has none (a workload with several "
+                                            "servers: bt or wifi by route choose its first hop, policy_transport: "
+                                            "chunked carries all its connections)"))
         elif view.endpoints.get("client") != view.name:
             out.append(("interface_policy", f"interface_policy chooses the path of the connections {view.name} "
                                             f"opens; the workload's client is {view.endpoints.get('client')}"))
@@ -321,18 +325,31 @@ class Wearable(NodeKind):
                 out.append(("multipath_paths", f"a {medium} path needs exactly one link with medium {medium} on "
                                                f"{view.name}; found {len(ends)}{_undeclared(view)}"))
         if not view.rides_transport:
-            out.append((field, f"the chunked transport carries the stream kinds and http-get; a {view.workload} "
-                               f"workload's connections are not carried by it: choose the path by route "
-                               f"(interface_policy with policy_transport: route), or run without the transport"))
-        elif "server" not in view.endpoints:
-            out.append((field, f"{field} carries the workload's connection to its server; this workload has none"))
+            out.append((field, f"the chunked transport carries the stream kinds, http-get and page-load; a "
+                               f"{view.workload} workload's connections are not carried by it: choose the path by "
+                               f"route (interface_policy with policy_transport: route), or run without the transport"))
+        elif not view.servers:
+            out.append((field, f"{field} carries the workload's connections to its servers; this workload has none"))
         elif view.endpoints.get("client") != view.name:
             out.append((field, f"{field} carries the connections {view.name} opens; the workload's client "
                                f"is {view.endpoints.get('client')}"))
         if view.cell.get("mptcp"):
             out.append((field, "the app's connection is carried by the chunked transport, not MPTCP: "
                                "drop mptcp: true"))
+        # What the watch's netfilter REDIRECT cannot hand to the agent, or what would end there:
+        if str(view.cell.get("http_version")) == "3":
+            out.append((field, "the chunked transport carries TCP, and HTTP/3 is QUIC over UDP (the watch's "
+                               "REDIRECT takes TCP only): this cell's http_version 3 would go around it; use "
+                               "http_version 1.1 or 2, or leave 3 out of this experiment's transport cells"))
+        if view.cell.get("protocol") == "tcpcrypt":
+            out.append((field, "tcpcrypt's TCP-ENO runs between the two ends of one TCP connection, and over the "
+                               "chunked transport the app's connection ends at the watch's agent (the paths are "
+                               "the agents' own): the server would see no tcpcrypt; use protocol http or https here"))
         return out
+
+    @classmethod
+    def carries_over_transport(cls, settings: Mapping[str, Any]) -> bool:
+        return transport_on(settings)
 
     @classmethod
     def features(cls, settings: Mapping[str, Any]) -> set[KernelFeature]:

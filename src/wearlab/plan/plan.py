@@ -106,6 +106,9 @@ class RunPlan(PlanView):
     columns: Columns
     notes: tuple[str, ...] = field(default=())
     devices: Mapping[str, Device] = field(default_factory=dict)   # node -> its device (nodes that name one)
+    # the nodes the workload's client connects to, over all cells (WorkloadDecl.servers): where
+    # the chunked multipath transport's server agents run
+    servers: tuple[str, ...] = ()
     # the catalog's multipath schedulers: name -> "module:Class", what the transport's agents import
     schedulers: Mapping[str, str] = field(default_factory=dict)
     # the catalog's interface-selection policies: name -> "module:Class", what the wearable runs
@@ -184,7 +187,7 @@ class RunPlan(PlanView):
     def to_document(self) -> dict[str, Any]:
         return {
             "experiment": self.name, "file": self.file, "description": self.description,
-            "workload": self.workload.name, "endpoints": self.endpoints,
+            "workload": self.workload.name, "endpoints": self.endpoints, "servers": list(self.servers),
             "fields": {k: _plain(v) for k, v in self.fields.model_dump().items()},
             "runtime": self.runtime.value, "shaper": self.network.shaper.value,
             "repetitions": self.repetitions, "seed": self.seed, "timeout_s": self.timeout_s,
@@ -336,13 +339,14 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
 
     # 3. checks
     endpoints = workload.endpoints(exp.workload)
+    servers = tuple(workload.servers(exp.workload, [c.values for c in cells]))
     ends = {n: tuple(LinkEnd(l.index, l.other(n), topo.nodes[l.other(n)].role, l.medium)
                      for l in topo.links if n in (l.a, l.b)) for n in topo.nodes}
     for c in cells:
         for n, setting in c.nodes.items():
             view = NodeView(n, topo.nodes[n].role, setting.options, ends[n], c.values, endpoints,
                             tuple(catalog.schedulers or ()), dict(catalog.interface_policies or {}),
-                            workload.name, workload.rides_transport)
+                            workload.name, workload.rides_transport, servers)
             for option, message in setting.kind.check(view):
                 problems.append(_at_option(exp, n, option, c.values, message))
     ports = _ports(exp, workload, cells, needs, problems)
@@ -376,7 +380,7 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
                    fields=exp.workload, fixed=fixed, ratios=ratios, network=network,
                    claims=claims,
                    cells=tuple(cells), needs=needs, features=frozenset(features), ports=ports, columns=columns,
-                   devices=devices,
+                   devices=devices, servers=servers,
                    schedulers={n: f"{c.__module__}:{c.__qualname__}" for n, c in (catalog.schedulers or {}).items()},
                    interface_policies={n: f"{c.__module__}:{c.__qualname__}"
                                        for n, c in (catalog.interface_policies or {}).items()},

@@ -38,14 +38,20 @@ class WorkloadContext:
 
     def capture(self, node: str, snaplen: int = 0) -> ClientCapture:
         """One capture of all of `node`'s interfaces for the whole experiment (kept in captures/);
-        snaplen 0 keeps whole packets. A node whose apps' TCP rides the multipath transport
-        (`transport`) is captured on its loopback too, where their connections end (at the agent)."""
+        snaplen 0 keeps whole packets. A node whose apps' TCP rides the multipath transport in
+        any cell is captured on its loopback too, where their connections end (at the agent): the
+        capture is made once, before the cells of other node settings run."""
         if node not in self.captures:
             intfs = [i.name for i in self.plan.addresses.interfaces[node]]
-            if self.transport(node) is not None:
+            if self.carried_in_any_cell(node):
                 intfs.append(LOOPBACK)
             self.captures[node] = ClientCapture(self.net, node, intfs, self.out_dir / "captures", snaplen=snaplen)
         return self.captures[node]
+
+    def carried_in_any_cell(self, node: str) -> bool:
+        """Whether `node`'s apps' TCP rides the multipath transport in some cell of the plan (the
+        kinds running now are one group's)."""
+        return any(c.nodes[node].kind.carries_over_transport(c.nodes[node].options) for c in self.plan.cells)
 
     def transport(self, node: str):
         """The multipath transport `node`'s apps' TCP rides (its wearable kind's

@@ -76,6 +76,14 @@ is the server's: its Caddy proxies the request to an application stand-in on the
 loopback that answers after that time (nodes.origin_app says why), then serves the body as any
 other object; objects without one take Caddy's static route alone. Metadata says so.
 
+Over the chunked multipath transport (the client a wearable with `multipath:` or an interface
+policy by `chunked`): the plan's servers (`servers()`: every origin's node) each run a server agent,
+the client's TCP to each is REDIRECTed to its watch agent and rides to the agent on its own origin's
+node (nodes.multipath_endpoints); the load's flows are read off the client's loopback, where its
+connections end (ClientCapture.flows' `redirected_to`: the replies name each origin's server), and
+its energy is each radio's for the time its path carried (RunEnergy.over_transport) - TRANSPORT_FACTS.
+HTTP/3 (UDP) and tcpcrypt cells are refused there at plan time (nodes.wearable).
+
 A page file with a `session:` is loaded whole per run: its pages one after another on one
 connection pool and TLS session cache (`pool: shared`) or a fresh one per page (`per-page`), with
 `think` between them; page_load_s is then the sum of its pages' load times and series `pages`
@@ -85,6 +93,7 @@ has each.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -106,6 +115,7 @@ from wearlab.model.tls import tls_version
 from wearlab.model.yamlsrc import YamlPath, YamlSource, did_you_mean, dotted
 from wearlab.nodes.caddy import TLS_VERSIONS as SERVED_TLS_VERSIONS
 from wearlab.nodes.devicecpu import RESUMED_PLATFORM, DeviceProcess, RunCounters, key_exchange_s, node_cpu
+from wearlab.nodes.multipath_endpoints import APP_REDIRECT
 from wearlab.nodes.tcpcrypt import RunAccount, encrypted, fallback_reason
 from wearlab.workloads.paths import PATH, check_paths_to
 from wearlab.workloads.run_energy import ENERGY_SERIES, RunEnergy, energy_metrics
@@ -215,6 +225,7 @@ def server_of(fields: PageLoadFields, origin: str) -> str:
 class PageLoad(Workload):
     name = "page-load"
     client_pays_per_byte = True
+    rides_transport = True
     doc = "a page's objects from several origins, as a browser loads them, over HTTP/1.1, HTTP/2 or HTTP/3"
     Fields = PageLoadFields
     params = ParamSet((
@@ -394,6 +405,13 @@ class PageLoad(Workload):
         return {"client": fields.client}
 
     @classmethod
+    def servers(cls, fields: PageLoadFields, cells: list[Mapping[str, Any]]) -> tuple[str, ...]:
+        """Every origin's server node over the cells' pages (where the chunked transport's server
+        agents run: the app's connection to each origin ends at that origin's own node)."""
+        return tuple(sorted({server_of(fields, o) for path in {c["page"] for c in cells}
+                             for page in load_visit(path).pages for o in page.origins_used()}))
+
+    @classmethod
     def check(cls, fields, fixed, matrix, where, topo, src) -> list[Problem]:
         problems: list[Problem] = []
 
@@ -569,6 +587,7 @@ class PageLoad(Workload):
         # The client's first hop (the energy model's medium; a relaying phone's energy).
         self.hop = next((e.peer for e in self.ctx.plan.link_ends(client)), client)
         self.energy = RunEnergy(self.ctx.plan, client, "")
+        carried = self.ctx.carried_in_any_cell(client)   # the multipath transport's cells
         self.crypt_servers = servers
         facts: dict[str, Any] = {}
         served = next((n.tls_versions for n in self.ctx.plan.needs if isinstance(n, PageContent)), ("1.3",))
@@ -587,7 +606,10 @@ class PageLoad(Workload):
                            + (f"{self.compute_factor:g} (device {device.name}'s cpu_factor: "
                               f"{device.cpu_factor.basis}, {device.cpu_factor.source})" if device else "1 (no device)"),
                 "device": ({**self.device.facts(), "reach": DEVICE_REACH} if self.device else None),
-                "energy": {**self.energy.facts([self.hop]), "phases": ENERGY_PHASES},
+                "energy": {**self.energy.facts([self.hop]), "phases": ENERGY_PHASES,
+                           "over_transport": ({**self.energy.facts([self.hop], transport=True),
+                                               "phases": TRANSPORT_ENERGY} if carried else None)},
+                "transport": TRANSPORT_FACTS if carried else None,
                 "tls": f"the cell's tls_version pinned by the client (QUIC: always 1.3), the servers accepting "
                        f"{' to '.join(tls_served)}; key-share groups {CLASSIC_GROUPS} (as http-get: no "
                        "post-quantum hybrid); "
@@ -673,6 +695,8 @@ class PageLoad(Workload):
         account = RunAccount(crypt) if crypt else None
         device = RunCounters(self.device) if self.device else None
         since = self.capture.now()
+        transport = self.ctx.transport(self.fields.client)
+        load_ns = time.time_ns()
         out = self.agent.load(self.ctx.timeout_s, **self.request(cell), reuse_state=repeat)
         if tls12_tickets(cell) and not out.get("error") and not out.get("tls12_tickets"):
             raise RuntimeError("TLS 1.2 tickets were asked for, and the agent's ticket hook let no TLS context offer "
@@ -735,6 +759,7 @@ class PageLoad(Workload):
         if first_view_s is not None:
             row["first_view_s"] = first_view_s
         until = self.capture.now()
+        loaded_ns = time.time_ns()
         series: dict[str, list[dict[str, Any]]] = {"objects": rows, "pages": page_rows}
         if device:
             counts = device.delta()
@@ -752,12 +777,21 @@ class PageLoad(Workload):
             row.update(crow)
             encrypted_load = crow["tcpcrypt_encrypted"] == crow["tcpcrypt_connections"] > 0
         spans = load_spans(got, https, cell["http_version"] == "3", encrypted=encrypted_load)
+        # Over the multipath transport each radio's energy is what its path carried (the chunks'
+        # flights, read now: the next run adds its own); a device that pays per byte received
+        # stays in its data state until the agent has read the last byte, the load's end.
+        carried = (self.energy.over_transport(self.ctx.nodes[self.fields.client], load_ns, encrypted=encrypted_load,
+                                              end_ns=loaded_ns,
+                                              read_ns=loaded_ns if self.device and self.device.per_byte else None)
+                   if transport is not None else None)
 
         def finish() -> Outcome:
-            flows = self.capture.flows(since, until, set(addresses))
+            # Over the transport the app's connections end at the watch agent, on the loopback.
+            flows = self.capture.flows(since, until, set(addresses),
+                                       redirected_to=APP_REDIRECT if transport is not None else None)
             seen: dict[tuple[str, str], int] = {}
             for f in flows:
-                key = (f["proto"], addresses[f["server"]])
+                key = (f["proto"], addresses.get(f["server"], f["server"]))
                 seen[key] = seen.get(key, 0) + 1
             conns = [{"origin": o, "server": server_of(self.fields, o), "opened": n, "distinct": len(distinct.get(o, ())),
                       "tcp_syns": seen.get(("tcp", server_of(self.fields, o)), 0),
@@ -778,7 +812,7 @@ class PageLoad(Workload):
                               tls_resumed_handshakes=sum(1 for r in tls if r is True))
             if https and cell["http_version"] == "3":
                 values["quic_0rtt_packets"] = sum(f["zero_rtt_packets"] for f in flows if f["proto"] == "quic")
-            erow, erows = self.energy.spans(self.hop, spans, row["session_s"], encrypted=encrypted_load)
+            erow, erows = carried or self.energy.spans(self.hop, spans, row["session_s"], encrypted=encrypted_load)
             values.update(erow)
             out_series = {"connections": conns,
                           "flows": [{k: f[k] for k in ("proto", "server", "client_port", "bytes_up", "bytes_down",
@@ -956,6 +990,23 @@ ENERGY_PHASES = ("per connection from libcurl's times on the agent's clock: TCP 
                  "connect, the TLS handshake (connect -> appconnect; QUIC: start -> appconnect) in handshake, the "
                  "request to the response's end (pretransfer -> end) in data; overlapping connections: the most "
                  "demanding state any is in (model.span_phases), then the tail")
+# A client whose TCP rides the chunked multipath transport (`multipath:`, or an interface policy by
+# `chunked`, on its wearable node): docs/interface-selection.md.
+TRANSPORT_ENERGY = ("over the multipath transport: each radio in its data state for the time its path carried "
+                    "(the union of the load's chunk flights, both agents' records, from the load's start to its "
+                    "end), a tail after each busy stretch; no handshake part (the radios carry chunks, not the "
+                    "app's handshakes: energy_handshake_j stays empty)")
+TRANSPORT_FACTS = {
+    "how": "the client's TCP to every origin's server is REDIRECTed on the client to the watch agent; each "
+           "connection rides both paths' own connections to the server agent on its own origin's node, which "
+           "connects to the origin (nodes.multipath_endpoints)",
+    "flows": "the load's connections are the app's, on the client's loopback where they end at the agent (the "
+             "client's packets addressed to the agent, the replies from the origin's server, NAT undone): "
+             "wire_bytes, tcp_syns and the TLS resumptions are theirs; what crossed each radio - chunks, framing, "
+             "both paths - is series multipath",
+    "not_carried": "HTTP/3 (QUIC over UDP: the REDIRECT takes TCP) and tcpcrypt (TCP-ENO would end at the watch's "
+                   "agent): the plan refuses those cells",
+}
 
 
 def load_spans(objects: list[dict[str, Any]], https: bool, quic: bool,

@@ -1,4 +1,4 @@
-"""Energy columns for the workloads that have a client and a path (http-get, the stream kinds):
+"""Energy columns for the workloads that have a client and a path (http-get, the stream kinds, page loads):
 which of the run's nodes name a device - the client, and the path's first hop when it is not the
 server (a phone relaying) - their power for the media they use, and each run's energy from its
 phase times (wearlab.measure.energy_model holds the model).
