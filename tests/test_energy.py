@@ -488,3 +488,12 @@ def test_a_slow_reader_keeps_the_client_in_its_data_state_on_the_radio_that_carr
     assert until_read(busy, 1.3) == busy and until_read(busy, 0.9) == busy   # read before the radios finished
     assert until_read({bt: [], wifi: []}, 1.0) == {bt: [], wifi: []}          # nothing carried
     assert busy == {bt: [(0.0, 0.5)], wifi: [(0.4, 1.0), (1.2, 1.3)]}          # not changed in place
+
+
+def test_an_experiment_whose_cells_mix_routes_and_the_transport_says_both(tmp_path):
+    """A matrix over `multipath:` (none, then a scheduler): metadata gives the route's power per
+    path and, beside it, each radio set's over the transport; without transport cells, none."""
+    energy = _run_energy(tmp_path)
+    mixed = energy.experiment_facts(["phone"], over_transport=True)
+    assert "watch" in mixed["nodes"] and "watch on bt+wifi" in mixed["over_transport"]["nodes"]
+    assert energy.experiment_facts(["phone"], over_transport=False)["over_transport"] is None

@@ -213,7 +213,8 @@ class HttpGet(Workload):
                            "libcurl": self.agent.libcurl,
                            "tls_groups": tls_options(None, None, None).groups,
                            "device": self.device.facts() if self.device else None},
-                "energy": self.energy.facts(sorted({c["path"] for c in cells})),
+                "energy": self.energy.experiment_facts(sorted({c["path"] for c in cells}),
+                                                       over_transport=self.ctx.carried_in_any_cell(client)),
                 "equivalent_curl": self.equivalent_curl(cells)}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:

@@ -588,6 +588,9 @@ class PageLoad(Workload):
         self.hop = next((e.peer for e in self.ctx.plan.link_ends(client)), client)
         self.energy = RunEnergy(self.ctx.plan, client, "")
         carried = self.ctx.carried_in_any_cell(client)   # the multipath transport's cells
+        energy = {**self.energy.experiment_facts([self.hop], over_transport=carried), "phases": ENERGY_PHASES}
+        if carried:
+            energy["over_transport"]["phases"] = TRANSPORT_ENERGY
         self.crypt_servers = servers
         facts: dict[str, Any] = {}
         served = next((n.tls_versions for n in self.ctx.plan.needs if isinstance(n, PageContent)), ("1.3",))
@@ -606,9 +609,7 @@ class PageLoad(Workload):
                            + (f"{self.compute_factor:g} (device {device.name}'s cpu_factor: "
                               f"{device.cpu_factor.basis}, {device.cpu_factor.source})" if device else "1 (no device)"),
                 "device": ({**self.device.facts(), "reach": DEVICE_REACH} if self.device else None),
-                "energy": {**self.energy.facts([self.hop]), "phases": ENERGY_PHASES,
-                           "over_transport": ({**self.energy.facts([self.hop], transport=True),
-                                               "phases": TRANSPORT_ENERGY} if carried else None)},
+                "energy": energy,
                 "transport": TRANSPORT_FACTS if carried else None,
                 "tls": f"the cell's tls_version pinned by the client (QUIC: always 1.3), the servers accepting "
                        f"{' to '.join(tls_served)}; key-share groups {CLASSIC_GROUPS} (as http-get: no "

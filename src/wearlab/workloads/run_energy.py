@@ -107,6 +107,12 @@ class RunEnergy:
                          "nothing (docs/interface-selection.md)",
                 "radio_base": bases, "nodes": nodes, "without_energy": dict(self.problems)}
 
+    def experiment_facts(self, paths: Sequence[str], over_transport: bool) -> dict[str, Any]:
+        """For metadata.json: the paths' facts, and beside them (`over_transport`) the transport's
+        when some cell's flow rides it (a matrix over `multipath:` mixes both; the kinds running at
+        the workload's start are only the first group's)."""
+        return {**self.facts(paths), "over_transport": self.facts(paths, transport=True) if over_transport else None}
+
     def transaction(self, path: str, wire: dict[str, Any], encrypted: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A fetch (http-get): the model on its wire phase times from the client's capture; the
         relaying phone moves bytes from the SYN to the last byte. `app_done_s` (on the capture's

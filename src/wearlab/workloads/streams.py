@@ -226,8 +226,9 @@ class _Streams(Workload):
             self.ctx.capture(hop, snaplen=128)   # headers are enough for the delay decomposition
         self.energy = RunEnergy(self.ctx.plan, f.client, f.server)
         return {"stream_agent": "wearlab.measure.stream_agent (Python, TCP_NODELAY, app-level delivery times)",
-                "stream_port": STREAM_PORT, "energy": self.energy.facts(sorted({c["path"] for c in cells}),
-                                           transport=self.ctx.transport(f.client) is not None)}
+                "stream_port": STREAM_PORT,
+                "energy": self.energy.experiment_facts(sorted({c["path"] for c in cells}),
+                                                       over_transport=self.ctx.carried_in_any_cell(f.client))}
 
     def warm_up(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         c = cells[0]
