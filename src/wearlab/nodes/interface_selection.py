@@ -183,7 +183,8 @@ class InterfaceSelector:
         self.options = PolicyOptions(backlog_bytes=s["policy_backlog"], t1_s=s["policy_t1"], t2_s=s["policy_t2"],
                                      wifi_low_bps=s["policy_wifi_low"])
         self.watch_bt_ip = self.net.addresses.interface_to(self.watch, phone).ip
-        self.server_ips = [plan.addresses.address_of(n) for n in plan.servers]
+        # the server agents' (address, port), one per server node: the BT path's far ends
+        self.server_agents = [(plan.addresses.address_of(n), MULTIPATH_AGENT) for n in plan.servers]
         self.phone_dev = self.net.addresses.interface_to(phone, self.watch).name
         self.watch_bt_dev = self.net.addresses.interface_to(self.watch, phone).name
         (wifi_end,) = [l for l in plan.link_ends(self.watch) if l.medium == Medium.WIFI]
@@ -253,7 +254,7 @@ class InterfaceSelector:
         """(the backlog: the larger side's, the WiFi interface's rx + tx bytes)."""
         # /proc/PID/net is the network namespace of PID: tc's batch process lives in the phone's.
         split, held = proxy_backlog(Path(f"/proc/{self.tc.proc.pid}/net/tcp").read_text(), self.watch_bt_ip,
-                                    {(ip, MULTIPATH_AGENT) for ip in self.server_ips})
+                                    self.server_agents)
         if split:
             proxy = self.kind.ctx.peers.get(self.phone)
             own = proxy.held_down() if isinstance(proxy, ProxyKind) else None
@@ -264,7 +265,7 @@ class InterfaceSelector:
             phone = Backlog(root_backlog(qdiscs), PHONE, "qdisc")
         (watch_qdiscs,) = self.watch_tc.query([f"qdisc show dev {self.watch_bt_dev}"])
         watch = watch_backlog(root_backlog(watch_qdiscs),
-                              sum(self.watch_tcp.notsent(self.watch_bt_ip, ip, MULTIPATH_AGENT) for ip in self.server_ips),
+                              sum(self.watch_tcp.notsent(self.watch_bt_ip, *agent) for agent in self.server_agents),
                               self.endpoints.held("watch", Medium.BT.value))
         (links,) = self.ip.query([f"link show dev {self.wifi_dev}"])
         stats = links[0].get("stats64", links[0].get("stats", {}))
@@ -316,6 +317,7 @@ class InterfaceSelector:
 
     def facts(self) -> dict[str, Any]:
         o = self.options
+        agents = ", ".join(f"{ip}:{port}" for ip, port in self.server_agents)
         return {"policy": self.policy_name, "class": f"{self.policy_class.__module__}:{self.policy_class.__qualname__}",
                 "initial": self.policy_class.initial, "backlog_bytes": o.backlog_bytes, "t1_s": o.t1_s, "t2_s": o.t2_s,
                 "wifi_low_bps": o.wifi_low_bps, "poll_s": POLL_S, "throughput_window_s": THROUGHPUT_WINDOW_S,
@@ -323,11 +325,11 @@ class InterfaceSelector:
                                      f"{self.watch}, at {self.phone}: forwarding (no TCP connection with "
                                      f"{self.watch_bt_ip}), the root qdisc backlog of {self.phone}:{self.phone_dev}; "
                                      f"splitting, the send queues of its TCP connections to {self.watch_bt_ip} + the "
-                                     f"receive queues of those to {', '.join(f'{ip}:{MULTIPATH_AGENT}' for ip in self.server_ips)} (/proc/net/tcp) + "
+                                     f"receive queues of those to {agents} (/proc/net/tcp) + "
                                      f"what the proxy holds in its own buffers toward the watch, as its kind tells it "
                                      f"(wearlab's relay: its --held file). "
                                      f"Toward {self.phone}, at {self.watch}: the root qdisc backlog of "
                                      f"{self.watch}:{self.watch_bt_dev} + the unsent bytes (tcpi_notsent_bytes) of its "
-                                     f"TCP connections from {self.watch_bt_ip} to {', '.join(f'{ip}:{MULTIPATH_AGENT}' for ip in self.server_ips)} + what the "
+                                     f"TCP connections from {self.watch_bt_ip} to {agents} + what the "
                                      f"watch agent's write buffers hold toward its bt path (its --held file)"),
                 "wifi_measured": f"rx + tx bytes of {self.watch}:{self.wifi_dev}"}
