@@ -183,3 +183,26 @@ def test_plan_table_shows_only_the_node_settings_that_vary():
     assert len(rows) == 21, res.stdout            # one per cell: 24 less the 3 matrix.exclude drops
     assert all("interface_policy=" in r for r in rows), rows
     assert not any("sniff_timer" in r or "radio=" in r for r in rows), rows[0]
+
+
+def test_tcpcrypts_kernel_features_come_with_its_daemon_whatever_the_workload(write_yaml):
+    """tcpcryptd needs a BPF sock_ops program (TCP-ENO's option) and iptables REDIRECT (it takes the
+    node's connections): a plan lists both when some cell runs the daemon, for a GET, a stream, a
+    page load and the characterizer alike, and sock_ops only then (REDIRECT has other users: a
+    phone's transparent proxy, a wearable's transport)."""
+    tcpcrypt = {KernelFeature.BPF_SOCK_OPS, KernelFeature.IPT_REDIRECT}
+    topo = f"topology: {ROOT}/topologies/wearable-basic.yaml\n"
+    get = topo + "workload: {kind: http-get, client: watch, server: server, path: ap}\n"
+    stream = topo + "workload: {kind: stream, client: watch, server: server, path: ap, duration: 5s}\n"
+    cases = {"get-plain": (get + "matrix: {protocol: [http, https], size: [1KB]}\n", False),
+             "get-crypt": (get + "matrix: {protocol: [http, tcpcrypt], size: [1KB]}\n", True),
+             "stream-plain": (stream, False),
+             "stream-crypt": (stream + "matrix: {tcpcrypt: [false, true]}\n", True)}
+    for name, (text, crypt) in cases.items():
+        features = plan(load_experiment(write_yaml(f"{name}.yaml", text), CATALOG)).features
+        assert (tcpcrypt <= features) is crypt and (KernelFeature.BPF_SOCK_OPS in features) is crypt, (name, features)
+    for path in ("experiments/seeds/004-characterizer.yaml", "experiments/page-load.yaml"):
+        p = plan(load_experiment(ROOT / path, CATALOG))
+        crypt = any(c.values.get("protocol") == "tcpcrypt" for c in p.cells) or "characterizer" in path
+        assert (tcpcrypt <= p.features) is crypt and (KernelFeature.BPF_SOCK_OPS in p.features) is crypt, \
+            (path, p.features)

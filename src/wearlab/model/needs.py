@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wearlab.model.features import KernelFeature
+
 
 @dataclass(frozen=True)
 class Service:
@@ -28,6 +30,10 @@ class Need:
     """What a workload needs of one node; a kind that cannot provide it says so."""
 
     node: str
+
+    def features(self) -> frozenset[KernelFeature]:
+        """What the kernel must offer for the node to provide it (the plan adds these to the run's)."""
+        return frozenset()
 
 
 @dataclass(frozen=True)
@@ -91,3 +97,8 @@ class Tcpcrypt(Need):
     # Start the daemon resuming (RFC 8548 3.5) whatever the node's `tcpcrypt_resumption` says: a
     # workload whose cells ask for resumption (page-load's `resumption: on`) on the server end.
     resume: bool = False
+
+    def features(self) -> frozenset[KernelFeature]:
+        # tcpcryptd writes TCP-ENO's option from a BPF sock_ops program and takes the node's
+        # connections to the port with iptables REDIRECT rules (nodes.tcpcrypt)
+        return frozenset({KernelFeature.BPF_SOCK_OPS, KernelFeature.IPT_REDIRECT})

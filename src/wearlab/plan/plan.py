@@ -355,6 +355,8 @@ def plan(exp: Experiment, shaper: Shaper | str = Shaper.NETEM, runtime: Runtime 
 
     # 4. kernel features and result columns
     features: set[KernelFeature] = set(workload.features([c.values for c in cells]))
+    for need in needs:
+        features |= need.features()
     for c in cells:
         for s in c.nodes.values():
             features |= s.kind.features(s.options)

@@ -34,7 +34,6 @@ from wearlab.model.choices import PowerState
 from wearlab.model.columns import Metric, Series
 from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.devices import Device
-from wearlab.model.features import KernelFeature
 from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
 from wearlab.model.yamlsrc import dotted
@@ -136,10 +135,6 @@ class Characterizer(HttpGet):
         for port in sorted(ports):
             out += [Tcpcrypt(f.client, port, "outbound", require=require), Tcpcrypt(f.server, port, "inbound")]
         return out
-
-    @classmethod
-    def features(cls, cells: list[Mapping[str, Any]]) -> set[KernelFeature]:
-        return {KernelFeature.BPF_SOCK_OPS, KernelFeature.IPT_REDIRECT}
 
     # -- run time ----------------------------------------------------------------------------
     def _fetch_cells(self, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:

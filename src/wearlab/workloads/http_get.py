@@ -31,7 +31,6 @@ from wearlab.measure.tls_records import TCPCRYPT
 from wearlab.nodes.multipath_endpoints import APP_REDIRECT
 from wearlab.model import params as P
 from wearlab.model.columns import Metric, Ratio, Series
-from wearlab.model.features import KernelFeature
 from wearlab.model.declarations import PlanView, WorkloadFields
 from wearlab.model.needs import Files, Need, Relay, Tcpcrypt
 from wearlab.model.params import Param, ParamSet
@@ -192,12 +191,6 @@ class HttpGet(Workload):
         for port in sorted(crypt):
             out += [Tcpcrypt(f.client, port, "outbound"), Tcpcrypt(f.server, port, "inbound")]
         return out
-
-    @classmethod
-    def features(cls, cells: list[Mapping[str, Any]]) -> set[KernelFeature]:
-        if any(c["protocol"] == "tcpcrypt" for c in cells):
-            return {KernelFeature.BPF_SOCK_OPS, KernelFeature.IPT_REDIRECT}
-        return set()
 
     def start(self, cells: list[dict[str, Any]]) -> dict[str, Any]:
         client = self.fields.client

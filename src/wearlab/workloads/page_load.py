@@ -103,7 +103,6 @@ from wearlab.measure import tls_tickets
 from wearlab.measure.agents import PageAgent
 from wearlab.measure.curl import CLASSIC_GROUPS
 from wearlab.model.choices import PowerState
-from wearlab.model.features import KernelFeature
 from wearlab.model import params as P
 from wearlab.model import ports
 from wearlab.model.columns import Metric, Ratio, Series
@@ -534,12 +533,6 @@ class PageLoad(Workload):
             out.append(Tcpcrypt(fields.client, PORTS["tcpcrypt"], "outbound"))
             out += [Tcpcrypt(node, PORTS["tcpcrypt"], "inbound", resume=resume) for node in sorted(per_node)]
         return out
-
-    @classmethod
-    def features(cls, cells: list[Mapping[str, Any]]) -> set[KernelFeature]:
-        if any(c["protocol"] == "tcpcrypt" for c in cells):
-            return {KernelFeature.BPF_SOCK_OPS, KernelFeature.IPT_REDIRECT}
-        return set()
 
     @classmethod
     def describe_cell(cls, cell: Mapping[str, Any]) -> str:

@@ -203,8 +203,6 @@ class _Streams(Workload):
         out = set()
         if any(c.get("mptcp") for c in cells):
             out.add(KernelFeature.MPTCP)   # `mptcp: true` on a kernel without it: refused before the run
-        if any(c.get("tcpcrypt") for c in cells):
-            out |= {KernelFeature.BPF_SOCK_OPS, KernelFeature.IPT_REDIRECT}
         return out
 
     @classmethod
