@@ -810,11 +810,13 @@ def test_cpu_per_chunk_fits_10_mbit():
 
 
 # -- the live view: `wearlab top`'s split ----------------------------------------------------------
-def test_top_shows_the_schedulers_split_per_path(tmp_path):
+def test_top_shows_the_split_per_path_both_ways(tmp_path):
     """The watch agent's series, as it writes it, read twice by the live record: between the two
-    reads (1 s apart) WiFi's counter grew by 125,000 B and BT's by 62,500 B, so the scheduler is
-    sending 1.00 and 0.50 Mbit/s now (67 % / 33 %); in all, 225,000 and 112,500 B (the same
-    shares). The server side's rows are the receiver's and never count as sent."""
+    reads (1 s apart) WiFi's sent counter grew by 125,000 B and BT's by 62,500 B, so the watch's
+    scheduler is sending 1.00 and 0.50 Mbit/s now (67 % / 33 %); in all, 225,000 and 112,500 B
+    (the same shares). What arrived (a download: the server agent's split) grew by 250,000 B over
+    WiFi and 0 over BT: 2.00 and 0.00 Mbit/s now (100 % / 0 %), 700,000 and 300,000 B in all (70 %
+    / 30 %). The server side's rows (in the same file here) never count: only the watch's."""
     from rich.console import Console
 
     from wearlab.nodes.multipath_agent import SERIES_COLUMNS
@@ -831,29 +833,45 @@ def test_top_shows_the_schedulers_split_per_path(tmp_path):
         def series_file(self, side):
             return series
 
-    def rows(t_s, wifi, bt):
-        return "".join(",".join(map(str, (int(t_s * 1e9), side, i, name, 0, sent if side == "watch" else 0, 0,
-                                          0 if side == "watch" else 10 ** 9, 0, 0, srtt)))
-                       + "\n" for side in ("watch", "server") for i, (name, sent, srtt) in
-                       enumerate((("wifi", wifi, "0.012000"), ("bt", bt, ""))))
+    def rows(t_s, wifi, bt, wifi_in=0, bt_in=0):
+        return "".join(",".join(map(str, (int(t_s * 1e9), side, i, name, 0, sent if side == "watch" else 10 ** 9, 0,
+                                          got if side == "watch" else 10 ** 9, 0, 0, srtt)))
+                       + "\n" for side in ("watch", "server") for i, (name, sent, got, srtt) in
+                       enumerate((("wifi", wifi, wifi_in, "0.012000"), ("bt", bt, bt_in, ""))))
     series.write_text(",".join(SERIES_COLUMNS) + "\n" + rows(1.0, 50_000, 25_000) + rows(2.0, 100_000, 50_000))
     ep = Endpoints()
     first = ep.live()
     assert [p["rate_bps"] for p in first["paths"]] == [0.0, 0.0]          # nothing to compare with yet
+    assert [p["rate_in_bps"] for p in first["paths"]] == [0.0, 0.0]
+    render_width = 120
+    only_up = LiveDoc.model_validate({"experiment": "mp", "run_s": 2.0, "nodes": {"watch": {"multipath": first}}})
+    console = Console(width=render_width, record=True)
+    console.print(render(only_up))
+    assert " up " in console.export_text() and " down " not in console.export_text()   # nothing arrived yet
     with series.open("a") as f:
-        f.write(rows(2.5, 160_000, 80_000) + rows(3.0, 225_000, 112_500))
+        f.write(rows(2.5, 160_000, 80_000, 450_000, 300_000) + rows(3.0, 225_000, 112_500, 700_000, 300_000))
     live = ep.live()
-    assert [(p["name"], p["bytes_sent"]) for p in live["paths"]] == [("wifi", 225_000), ("bt", 112_500)]
+    assert [(p["name"], p["bytes_sent"], p["bytes_received"]) for p in live["paths"]] == \
+        [("wifi", 225_000, 700_000), ("bt", 112_500, 300_000)]
     assert [p["rate_bps"] for p in live["paths"]] == pytest.approx([1.0e6, 0.5e6])
+    assert [p["rate_in_bps"] for p in live["paths"]] == pytest.approx([5.6e6, 2.4e6])   # 700 / 300 kB since 2.0 s
     assert live["paths"][0]["srtt_s"] == pytest.approx(0.012) and live["paths"][1]["srtt_s"] is None
-    console = Console(width=120, record=True)
-    console.print(render(LiveDoc.model_validate({"experiment": "mp", "run_s": 3.0, "nodes": {"watch": {"multipath": live}}})))
+    with series.open("a") as f:
+        f.write(rows(4.0, 225_000, 112_500, 950_000, 300_000))
+    live = ep.live()
+    assert [p["rate_in_bps"] for p in live["paths"]] == pytest.approx([2.0e6, 0.0])
+    console = Console(width=render_width, record=True)
+    console.print(render(LiveDoc.model_validate({"experiment": "mp", "run_s": 4.0, "nodes": {"watch": {"multipath": live}}})))
     text = console.export_text()
     assert "watch's multipath (minrtt)" in text and "multipath: minrtt" in text
-    wifi_row = next(l for l in text.splitlines() if "wifi" in l and "Mbit/s" in l)
-    bt_row = next(l for l in text.splitlines() if " bt " in l and "Mbit/s" in l)
-    assert "1.00 Mbit/s" in wifi_row and "67%" in wifi_row and "225 kB" in wifi_row and "12 ms" in wifi_row
-    assert "0.50 Mbit/s" in bt_row and "33%" in bt_row and "112 kB" in bt_row
+    row = {k: next(l for l in text.splitlines() if f" {k} " in l and "Mbit/s" in l)
+           for k in ("wifi up", "bt up", "wifi down", "bt down")}
+    assert "0.00 Mbit/s" in row["wifi up"] and "225 kB" in row["wifi up"] and "67%" in row["wifi up"]
+    assert "112 kB" in row["bt up"] and "33%" in row["bt up"]
+    assert "2.00 Mbit/s" in row["wifi down"] and "100%" in row["wifi down"] and "950 kB" in row["wifi down"] \
+        and "76%" in row["wifi down"] and "12 ms" in row["wifi down"]
+    assert "0.00 Mbit/s" in row["bt down"] and "0%" in row["bt down"] and "300 kB" in row["bt down"] \
+        and "24%" in row["bt down"]
 
 
 # -- plan time: the model's multipath options ---------------------------------------------------

@@ -258,7 +258,8 @@ class MultipathEndpoints:
 
     def live(self) -> dict[str, Any]:
         """The live record's MultipathState (report.live_record): the watch agent's last counters
-        per path, and each path's send rate since the previous call (`wearlab top`'s split)."""
+        per path, sent and received, and each one's rate since the previous call (`wearlab top`'s
+        split: a download's is what arrived over each path, the server agents' choice)."""
         f = self.series_file("watch")
         rows: dict[int, dict[str, str]] = {}
         try:
@@ -275,15 +276,18 @@ class MultipathEndpoints:
         paths = []
         for i, r in sorted(rows.items()):
             try:
-                t, sent = int(r["t_ns"]), int(r["bytes_sent"])
+                t, sent, received = int(r["t_ns"]), int(r["bytes_sent"]), int(r["bytes_received"])
                 srtt = float(r["srtt_s"]) if r["srtt_s"] else None
-            except ValueError:
+            except (TypeError, ValueError):
                 continue
-            self._live_last[i] = (t, sent)
-            t0, sent0 = last.get(i, (t, sent))
-            rate = (sent - sent0) * 8e9 / (t - t0) if t > t0 and sent >= sent0 else 0.0
-            paths.append({"name": r["path_name"], "bytes_sent": sent, "rate_bps": rate,
-                          "srtt_s": srtt})
+            self._live_last[i] = (t, sent, received)
+            t0, sent0, received0 = last.get(i, (t, sent, received))
+
+            def rate(now: int, before: int) -> float:
+                return (now - before) * 8e9 / (t - t0) if t > t0 and now >= before else 0.0
+
+            paths.append({"name": r["path_name"], "bytes_sent": sent, "rate_bps": rate(sent, sent0),
+                          "srtt_s": srtt, "bytes_received": received, "rate_in_bps": rate(received, received0)})
         return {"scheduler": self.scheduler, "paths": paths}
 
     def facts(self) -> dict[str, Any]:

@@ -168,12 +168,16 @@ class InterfaceState(_Record):
 
 
 class MultipathPath(_Record):
-    """One path of a wearable's multipath transport, as its sending agent (the watch's) counts it."""
+    """One path of a wearable's multipath transport, as the watch's agent counts it: what its own
+    scheduler put on the path (the watch's uploads) and what arrived over it (downloads, which the
+    server agents' schedulers split)."""
 
     name: str                          # the path's medium: wifi, bt
-    bytes_sent: int = 0                # chunk payload bytes the scheduler put on it, since the agent started
+    bytes_sent: int = 0                # chunk payload bytes the watch's scheduler put on it, since the agent started
     rate_bps: float = 0.0              # of those, per second since the record before
-    srtt_s: float | None = None        # the transport's smoothed RTT on it
+    srtt_s: float | None = None        # the transport's smoothed RTT on it (from the watch's chunks' ACKs)
+    bytes_received: int = 0            # chunk payload bytes that arrived over it (first copies and duplicates)
+    rate_in_bps: float = 0.0           # of those, per second since the record before
 
 
 class MultipathState(_Record):

@@ -92,18 +92,23 @@ def _split_table(split: DelaySplit) -> Table:
 
 
 def _multipath_table(node: str, mp: MultipathState) -> Table:
-    """The scheduler's split, live: what it put on each path in the last record's interval, and
-    since the agent started."""
-    t = Table(title=f"{node}'s multipath ({mp.scheduler}): the scheduler's split", expand=True)
-    for col in ("path", "sending now", "share now", "sent in all", "share in all", "srtt"):
+    """The split, live, per direction that carries anything: to the watch (what arrived over each
+    path: the server agents' schedulers) and from it (what the watch's scheduler put on each);
+    per path what moved in the last record's interval, and since the agent started."""
+    t = Table(title=f"{node}'s multipath ({mp.scheduler}): the split (down: as it arrived; up: as the watch sent)",
+              expand=True)
+    for col in ("path", "now", "share now", "in all", "share in all", "srtt"):
         t.add_column(col)
-    now = sum(p.rate_bps for p in mp.paths)
-    total = sum(p.bytes_sent for p in mp.paths)
-    for p in mp.paths:
-        share = p.rate_bps / now if now else None
-        t.add_row(p.name, f"{p.rate_bps / 1e6:.2f} Mbit/s",
-                  f"{'█' * round(share * SPLIT_BAR)} {share:.0%}" if share is not None else "-",
-                  f"{p.bytes_sent / 1000:,.0f} kB", f"{p.bytes_sent / total:.0%}" if total else "-", _s(p.srtt_s))
+    for direction, rate_of, bytes_of in (("down", lambda p: p.rate_in_bps, lambda p: p.bytes_received),
+                                         ("up", lambda p: p.rate_bps, lambda p: p.bytes_sent)):
+        now, total = sum(map(rate_of, mp.paths)), sum(map(bytes_of, mp.paths))
+        if not total:
+            continue
+        for p in mp.paths:
+            share = rate_of(p) / now if now else None
+            t.add_row(f"{p.name} {direction}", f"{rate_of(p) / 1e6:.2f} Mbit/s",
+                      f"{'█' * round(share * SPLIT_BAR)} {share:.0%}" if share is not None else "-",
+                      f"{bytes_of(p) / 1000:,.0f} kB", f"{bytes_of(p) / total:.0%}", _s(p.srtt_s))
     return t
 
 
