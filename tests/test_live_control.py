@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import BUSY_SLACK_S, ROOT, WEARLAB, wearlab
+from conftest import BUSY_SLACK_S, ROOT, WEARLAB, timing_bound, wearlab
 
 # Request -> kernel on a busy machine: the runner polls every 20 ms, then one tc round trip, both
 # possibly waiting for the guest's vCPU; half a second still reads as "at once" in a classroom.
@@ -218,3 +218,60 @@ def test_classroom_controls_top_radio_and_handover_now(tmp_path):
         logged = [r["change"] for r in csv.DictReader(f) if r["source"] == "live"]
     assert any(c.startswith("radio sleep") for c in logged) and any(c.startswith("handover now") for c in logged)
     assert walk
+
+
+# docs/demos.md's third demo, as a teacher runs it: experiments/demo-interface.yaml (a 300 kbit/s
+# stream of 750 B messages every 20 ms, down through the phone; the watch's policy adaptive with
+# the paper's B = 10 KB, T1 = 500 ms, T2 = 5 s, threshold 500 kbit/s), BT cut live to 200 kbit/s.
+# By hand: the phone's queue then grows by at least 100 kbit/s, so it passes B no later than
+# 0.8 s after the cut (no sooner than the cut), and the move to WiFi follows T1 later (+ a 20 ms
+# poll, within the Done-when's 100 ms). On WiFi the stream's 300 kbit/s (+ headers: 750 + 13 +
+# 52 B a message, 5 to 6 of them in the selector's 100 ms window, at most 392 kbit/s) is below the
+# threshold once the moved backlog is through (at most the agent's 64 KB window at 10 Mbit/s,
+# 52 ms, plus the window's 100 ms): back to BT T2 after that, and, BT still cut, to WiFi again as
+# after the cut. One-way delay (the topology's links): over BT 15 + 2 + 1 ms plus a 750 B message's
+# 5.5 ms at 1.1 Mbit/s, ~23.5 ms; over WiFi 5 + 1 ms plus 0.6 ms at 10 Mbit/s, ~6.6 ms.
+T1, T2, DEMO_POLICY_S = 0.5, 5.0, 0.1
+FILL_DEMO_S, DRAIN_DEMO_S = 0.8, 0.052 + 0.1
+
+
+@pytest.mark.netem
+def test_the_interface_demo_moves_to_wifi_when_bt_is_cut_and_flaps_back(tmp_path):
+    out = tmp_path / "r"
+    run = subprocess.Popen([*WEARLAB, "run", str(ROOT / "experiments" / "demo-interface.yaml"), "--out", str(out),
+                            "--set", "duration=13s"], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_messages(run, out, 25)     # half a second of the stream
+        top = cli("top", "--once", "--results", str(out))
+        assert top.returncode == 0 and "interface: BT" in top.stdout, top.stdout
+        cut = cli("link", "set", "watch-phone", "rate=200kbit", "--results", str(out))
+        assert cut.returncode == 0, cut.stdout + cut.stderr
+        assert run.wait(timeout=120) == 0, run.stdout.read()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    d = out / "demo-interface" / "latest"
+    with (d / "series" / "timeline.csv").open() as f:
+        (change,) = [r for r in csv.DictReader(f) if r["source"] == "live"]
+    with (d / "series" / "interface.csv").open() as f:
+        switches = [(float(r["t_s"]), r["to"]) for r in csv.DictReader(f) if r["event"] == "switch"]
+    t_cut = float(change["t_s"])
+    assert [to for _, to in switches][:3] == ["wifi", "bt", "wifi"], switches
+    (to_wifi, _), (to_bt, _), (again, _) = switches[:3]
+    assert t_cut + T1 <= to_wifi <= t_cut + FILL_DEMO_S + T1 + DEMO_POLICY_S + timing_bound(T1), (t_cut, to_wifi)
+    assert to_wifi + T2 <= to_bt <= to_wifi + DRAIN_DEMO_S + T2 + DEMO_POLICY_S + timing_bound(T2), (to_wifi, to_bt)
+    assert to_bt + T1 <= again <= to_bt + FILL_DEMO_S + T1 + DEMO_POLICY_S + timing_bound(T1), (to_bt, again)
+    with (d / "series" / "owd.csv").open() as f:
+        owd = [(float(r["t_send_s"]), float(r["owd_s"])) for r in csv.DictReader(f)]
+
+    def median(lo: float, hi: float) -> float:
+        xs = sorted(o for t, o in owd if lo <= t < hi)
+        assert len(xs) >= 25, (lo, hi, len(xs))
+        return xs[len(xs) // 2]
+    on_bt, on_wifi = median(0.0, t_cut), median(to_wifi + 1.0, to_bt)
+    print(f"cut {t_cut:.3f} s; to WiFi +{to_wifi - t_cut:.3f} s, to BT +{to_bt - to_wifi:.3f} s, to WiFi again "
+          f"+{again - to_bt:.3f} s; OWD median {on_bt * 1e3:.1f} ms on BT, {on_wifi * 1e3:.1f} ms on WiFi")
+    assert 0.0234 <= on_bt <= 0.0234 + 0.002 + BUSY_SLACK_S            # over BT, before the cut
+    assert 0.0066 <= on_wifi <= 0.0066 + 0.002 + BUSY_SLACK_S          # over WiFi
