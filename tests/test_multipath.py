@@ -828,7 +828,7 @@ def test_top_shows_the_split_per_path_both_ways(tmp_path):
 
     class Endpoints(MultipathEndpoints):
         def __init__(self):              # only what live() reads: no network
-            self.scheduler = "minrtt"
+            self.scheduler, self.active = "minrtt", None
 
         def series_file(self, side):
             return series
@@ -872,6 +872,8 @@ def test_top_shows_the_split_per_path_both_ways(tmp_path):
         and "76%" in row["wifi down"] and "12 ms" in row["wifi down"]
     assert "0.00 Mbit/s" in row["bt down"] and "0%" in row["bt down"] and "300 kB" in row["bt down"] \
         and "24%" in row["bt down"]
+    ep.active = "bt"             # an interface policy's transport (InterfaceSelector): no scheduler chooses
+    assert ep.live()["scheduler"] == "one path at a time: the interface policy's"
 
 
 # -- plan time: the model's multipath options ---------------------------------------------------

@@ -288,7 +288,10 @@ class MultipathEndpoints:
 
             paths.append({"name": r["path_name"], "bytes_sent": sent, "rate_bps": rate(sent, sent0),
                           "srtt_s": srtt, "bytes_received": received, "rate_in_bps": rate(received, received0)})
-        return {"scheduler": self.scheduler, "paths": paths}
+        # Under an interface policy (InterfaceSelector sets `active`) the agents send on its one
+        # path and the scheduler chooses nothing: the live view says so rather than name it.
+        return {"scheduler": self.scheduler if self.active is None else "one path at a time: the interface policy's",
+                "paths": paths}
 
     def facts(self) -> dict[str, Any]:
         """What ran, for metadata.json."""

@@ -124,6 +124,6 @@ def _node_state(state: NodeState) -> list[str]:
         i = state.interface
         since = f" since {i.since_s:.1f} s" if i.since_s is not None else ""
         out.append(f"interface: {i.active.upper()}{since} ({i.policy}, {i.switches} switches)")
-    if state.multipath is not None:
+    if state.multipath is not None and state.interface is None:   # a policy's transport: its interface says it
         out.append(f"multipath: {state.multipath.scheduler}")
     return out
