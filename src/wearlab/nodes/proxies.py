@@ -53,7 +53,7 @@ from wearlab.model.roles import Role
 from wearlab.model.quantities import format_size
 from wearlab.nodes.devicecpu import DeviceProcess, RunCounters, node_cpu
 from wearlab.nodes.node_kind import NodeKind
-from wearlab.nodes.relay import read_held
+from wearlab.nodes.relay import APP_BUFFER, read_held
 from wearlab.nodes.software import KindError, wait_listening
 
 LISTEN_BASE = PROXY_LISTEN_BASE  # the proxy's port for the i-th upstream: LISTEN_BASE + i
@@ -305,7 +305,7 @@ class RelayProxy(ProxyKind):
               "3.4-3.18 kernels: a window of half the buffer's free memory; 0.75 at 2); default: this "
               "kernel's own (a learned payload/memory ratio since 6.6, ~0.9 here). "
               "docs/phone-proxy.md#the-receive-buffers-payload-share"),
-        Param("app_buffer", P.positive_size, 65536, "the relay's own buffer per direction", to_doc=format_size),
+        Param("app_buffer", P.positive_size, APP_BUFFER, "the relay's own buffer per direction", to_doc=format_size),
         Param("intercept", _ports, (), "TCP ports it splits whatever the server (transparent: the upstream is "
               "each connection's original destination), e.g. [80, 443]; the workload's own (server, port) "
               "relays come first", to_doc=list),

@@ -63,6 +63,8 @@ import time
 
 from wearlab.nodes.held_file import HeldFile, read_held_file
 
+# The relay's buffer per direction unless told (`--app-buffer`; the relay kind's `app_buffer`).
+APP_BUFFER = 65536
 F_SETPIPE_SZ = 1031
 F_GETPIPE_SZ = 1032
 LISTEN_BACKLOG = 1024
@@ -371,7 +373,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--bind", default="0.0.0.0")
     ap.add_argument("--sndbuf", type=_positive)
     ap.add_argument("--rcvbuf", type=_positive)
-    ap.add_argument("--app-buffer", type=_positive, default=65536)
+    ap.add_argument("--app-buffer", type=_positive, default=APP_BUFFER)
     ap.add_argument("--events")
     ap.add_argument("--held")
     ap.add_argument("--mitigation", choices=("none", "virtual-queue"), default="none")
