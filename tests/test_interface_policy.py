@@ -774,6 +774,33 @@ def test_top_shows_the_active_interface():
     assert "interface: WIFI since 1.6 s (adaptive, 1 switches)" in console.export_text()
 
 
+def test_top_shows_what_the_policy_decides_on():
+    """The selector's live() hands on its last poll's inputs beside the policy's thresholds, and
+    `wearlab top` prints them on the watch's line: what a class watches pass B before a switch.
+    (A bare selector: only what _record and live() read, no network.)"""
+    import threading
+
+    from rich.console import Console
+
+    from wearlab.nodes.interface_selection import InterfaceSelector
+    from wearlab.report.live_record import LiveDoc, NodeState
+    from wearlab.report.top_view import render
+
+    sel = object.__new__(InterfaceSelector)
+    sel.policy_name, sel.options = "adaptive", PolicyOptions()
+    sel.policy, sel.rows, sel.lock, sel.switches, sel.since_s = Adaptive(sel.options), [], threading.Lock(), 0, 0.0
+    assert "backlog_bytes" not in sel.live()                       # before the first poll: no inputs yet
+    sel._record(1_000, Sample(0.02, 19_067, 310_000.0, "phone"), "qdisc", None)
+    live = sel.live()
+    assert (live["backlog_bytes"], live["backlog_side"], live["wifi_bps"]) == (19_067, "phone", 310_000)
+    assert (live["backlog_limit"], live["wifi_low_bps"]) == (10_000, 500_000)   # the paper's B and threshold
+    doc = LiveDoc(experiment="ifp", run_s=2.0, nodes={"watch": NodeState.model_validate({"interface": live})})
+    console = Console(width=200, record=True)
+    console.print(render(doc))
+    text = console.export_text()
+    assert "waiting to cross BT: 19.1 kB at the phone (B 10 kB), WiFi 0.31 Mbit/s (low <= 0.5)" in text, text
+
+
 # http-get over the chunked transport (its TCP REDIRECTed into the watch agent): the fetch is timed
 # on the watch's loopback, where the app's connection ends, and its energy is each radio's for the
 # time its path carried - as the stream kinds'. A static policy pins one path: 100 KB of file over

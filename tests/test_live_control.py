@@ -8,6 +8,7 @@ import contextlib
 import csv
 import io
 import os
+import re
 import subprocess
 import time
 
@@ -245,6 +246,9 @@ def test_the_interface_demo_moves_to_wifi_when_bt_is_cut_and_flaps_back(tmp_path
         wait_for_messages(run, out, 25)     # half a second of the stream
         top = cli("top", "--once", "--results", str(out))
         assert top.returncode == 0 and "interface: BT" in top.stdout, top.stdout
+        # the policy's inputs beside its thresholds (the line may wrap inside the table)
+        assert re.search(r"waiting[\s│]+to[\s│]+cross[\s│]+BT:[\s│]+[0-9.]+[\s│]+kB[\s│]+at[\s│]+the[\s│]+phone[\s│]+"
+                         r"\(B[\s│]+10[\s│]+kB\)", top.stdout), top.stdout
         cut = cli("link", "set", "watch-phone", "rate=200kbit", "--results", str(out))
         assert cut.returncode == 0, cut.stdout + cut.stderr
         assert run.wait(timeout=120) == 0, run.stdout.read()

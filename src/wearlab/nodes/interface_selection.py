@@ -312,8 +312,15 @@ class InterfaceSelector:
         return new
 
     def live(self) -> dict[str, Any]:
+        """The live record's InterfaceState: the active path, and what the policy decides on (the
+        last poll's inputs beside its thresholds), so `wearlab top` shows why it switches."""
+        with self.lock:
+            last = next((r for r in reversed(self.rows) if r["event"] == "sample"), None)
         return {"policy": self.policy_name, "active": self.policy.active, "since_s": self.since_s,
-                "switches": self.switches}
+                "switches": self.switches, "backlog_limit": self.options.backlog_bytes,
+                "wifi_low_bps": self.options.wifi_low_bps,
+                **({"backlog_bytes": last["backlog_bytes"], "backlog_side": last["backlog_side"],
+                    "wifi_bps": last["wifi_bps"]} if last else {})}
 
     def facts(self) -> dict[str, Any]:
         o = self.options

@@ -165,6 +165,12 @@ class InterfaceState(_Record):
     active: str                        # the interface carrying the flow now (bt, wifi)
     since_s: float | None = None       # since when (s from the run's start)
     switches: int = 0                  # in this run
+    # What the policy decides on, as its selector's last poll read it, and the thresholds it has:
+    backlog_bytes: int | None = None   # bytes waiting to cross BT (the larger side's)
+    backlog_side: str | None = None    # where: phone (a download's) or watch (an upload's)
+    wifi_bps: float | None = None      # the watch's WiFi throughput (the selector's trailing window)
+    backlog_limit: int | None = None   # policy_backlog, B
+    wifi_low_bps: float | None = None  # policy_wifi_low
 
 
 class MultipathPath(_Record):

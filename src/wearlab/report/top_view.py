@@ -124,6 +124,11 @@ def _node_state(state: NodeState) -> list[str]:
         i = state.interface
         since = f" since {i.since_s:.1f} s" if i.since_s is not None else ""
         out.append(f"interface: {i.active.upper()}{since} ({i.policy}, {i.switches} switches)")
+        if i.backlog_bytes is not None:   # the selector's inputs, beside the policy's thresholds
+            limit = f" (B {i.backlog_limit / 1000:g} kB)" if i.backlog_limit is not None else ""
+            low = f" (low <= {i.wifi_low_bps / 1e6:g})" if i.wifi_low_bps is not None else ""
+            out.append(f"waiting to cross BT: {i.backlog_bytes / 1000:.1f} kB at the {i.backlog_side}{limit}, "
+                       f"WiFi {i.wifi_bps / 1e6:.2f} Mbit/s{low}")
     if state.multipath is not None and state.interface is None:   # a policy's transport: its interface says it
         out.append(f"multipath: {state.multipath.scheduler}")
     return out
