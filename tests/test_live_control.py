@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -38,6 +39,20 @@ def cli(*argv: str) -> subprocess.CompletedProcess:
         else:
             os.environ["WEARLAB_ARGV"] = saved
     return subprocess.CompletedProcess(["wearlab", *argv], rc, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def experiment_running(experiment, out, *extra: str) -> Iterator[subprocess.Popen]:
+    """`wearlab run EXPERIMENT --out OUT ...` in the background, its output kept for a failure; a
+    run still going when the block ends (a failed assertion) is killed."""
+    run = subprocess.Popen([*WEARLAB, "run", str(experiment), "--out", str(out), *extra], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield run
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
 
 
 def wait_for_messages(run: subprocess.Popen, out, n: int, timeout: float = 120) -> None:
@@ -96,9 +111,7 @@ def live_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("live")
     (tmp / "exp.yaml").write_text(EXPERIMENT)
     out = tmp / "r"
-    run = subprocess.Popen([*WEARLAB, "run", str(tmp / "exp.yaml"), "--out", str(out)], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
+    with experiment_running(tmp / "exp.yaml", out) as run:
         wait_for_messages(run, out, FIRST_SECOND)
         res = cli("link", "set", "watch-server", "delay=60ms", "--direction", "server->watch", "--results", str(out))
         bad = cli("link", "set", "watch-moon", "delay=1ms", "--results", str(out))
@@ -107,10 +120,6 @@ def live_run(tmp_path_factory):
         answers = [control.request(out, {"action": "set", "link": "watch-server", "direction": "watch->server",
                                          "set": {"delay": delay}}) for delay in ("30ms", "40ms", "20ms")]
         assert run.wait(timeout=120) == 0, run.stdout.read()
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     return {"set": res, "bad": bad, "shown": shown, "answers": answers, "results": out / "live" / "latest"}
 
 
@@ -174,9 +183,7 @@ nodes:
 def test_classroom_controls_top_radio_and_handover_now(tmp_path):
     (tmp_path / "exp.yaml").write_text(CLASSROOM.format(topology=ROOT / "topologies" / "handover.yaml"))
     out = tmp_path / "r"
-    run = subprocess.Popen([*WEARLAB, "run", str(tmp_path / "exp.yaml"), "--out", str(out)], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
+    with experiment_running(tmp_path / "exp.yaml", out) as run:
         wait_for_messages(run, out, 6)      # 150 kbit/s of 3 KB messages: the first second's 6
         top = cli("top", "--once", "--results", str(out))
         assert top.returncode == 0 and "main down" in top.stdout and "radio: active" in top.stdout, top.stdout
@@ -188,10 +195,6 @@ def test_classroom_controls_top_radio_and_handover_now(tmp_path):
         again = cli("handover", "now", "--results", str(out))
         assert "walking away already" in again.stdout
         assert run.wait(timeout=120) == 0, run.stdout.read()
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     d = out / "classroom" / "latest"
     with (d / "series" / "radio.csv").open() as f:
         radio = list(csv.DictReader(f))
@@ -239,10 +242,7 @@ FILL_DEMO_S, DRAIN_DEMO_S = 0.8, 0.052 + 0.1
 @pytest.mark.netem
 def test_the_interface_demo_moves_to_wifi_when_bt_is_cut_and_flaps_back(tmp_path):
     out = tmp_path / "r"
-    run = subprocess.Popen([*WEARLAB, "run", str(ROOT / "experiments" / "demo-interface.yaml"), "--out", str(out),
-                            "--set", "duration=13s"], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
+    with experiment_running(ROOT / "experiments" / "demo-interface.yaml", out, "--set", "duration=13s") as run:
         wait_for_messages(run, out, 25)     # half a second of the stream
         top = cli("top", "--once", "--results", str(out))
         assert top.returncode == 0 and "interface: BT" in top.stdout, top.stdout
@@ -252,10 +252,6 @@ def test_the_interface_demo_moves_to_wifi_when_bt_is_cut_and_flaps_back(tmp_path
         cut = cli("link", "set", "watch-phone", "rate=200kbit", "--results", str(out))
         assert cut.returncode == 0, cut.stdout + cut.stderr
         assert run.wait(timeout=120) == 0, run.stdout.read()
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     d = out / "demo-interface" / "latest"
     with (d / "series" / "timeline.csv").open() as f:
         (change,) = [r for r in csv.DictReader(f) if r["source"] == "live"]
