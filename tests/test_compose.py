@@ -262,12 +262,14 @@ def test_dashboards_are_valid_grafana_json():
 
 # --- live: Docker ----------------------------------------------------------------------------
 
-# Two short experiments cover every panel: a CBR stream through the phone's relay with the
+# Three short experiments cover every panel: a CBR stream through the phone's relay with the
 # virtual queue, a BT radio on the watch and a timeline change (overview, links, bufferbloat,
-# radio state, link changes, per-run durations); and a reactive handover with short timers
-# (handover phases, delivery gap). Three repetitions each: a run's row is written once the next
-# run is done (its teardown is on the wire by then), so the first run's per-run durations are
-# exported while the third runs.
+# radio state, link changes, per-run durations); a reactive handover with short timers
+# (handover phases, delivery gap); and the adaptive interface policy with BT cut under its stream
+# at 1 s (the active interface and its switch about a second later, the bytes waiting to cross BT,
+# WiFi's throughput, the transport's bytes per path). Three repetitions each: a run's row is
+# written once the next run is done (its teardown is on the wire by then), so the first run's
+# per-run durations are exported while the third runs.
 EXPERIMENTS = {
     "compose-test-bufferbloat": f"""
 name: compose-test-bufferbloat
@@ -293,6 +295,19 @@ nodes:
   watch: {{interface_policy: reactive, walk_start: 1s, walk_speed: 5, p1: 1s, p2: 1s, p3: 0.5s}}
 workload: {{kind: stream, client: watch, server: server, path: phone, direction: down, pattern: cbr,
            rate: 150kbit, message_size: 3000, duration: 12s, reconnect: rtapp}}
+""",
+    "compose-test-interface": f"""
+name: compose-test-interface
+topology: {ROOT / "topologies" / "interface-selection.yaml"}
+repetitions: 3
+seed: 4
+timeout: 60s
+nodes:
+  watch: {{interface_policy: adaptive}}
+workload: {{kind: stream, client: watch, server: server, direction: down, pattern: cbr,
+           rate: 300kbit, message_size: 750, duration: 4s}}
+timeline:
+  - {{at: 1s, link: watch-phone, set: {{rate: 200kbit}}}}
 """,
 }
 

@@ -26,7 +26,13 @@ LIVE = {
                               "messages": 10, "owd_hist": {"le": [0.1, 1.0], "counts": [3, 9], "sum": 4.2, "count": 10,
                                                            "bytes": 10000}}],
                  "phone_queues": {"receive_bytes": 1000, "send_bytes": 20}},
-    "nodes": {"watch": {"radio": "sniff"}},
+    "nodes": {"watch": {"radio": "sniff",
+                        "interface": {"policy": "adaptive", "active": "wifi", "since_s": 1.6, "switches": 3,
+                                      "backlog_bytes": 19067, "backlog_side": "phone", "wifi_bps": 300_000,
+                                      "backlog_limit": 10_000, "wifi_low_bps": 500_000},
+                        "multipath": {"scheduler": "one path at a time: the interface policy's",
+                                      "paths": [{"name": "wifi", "bytes_sent": 1000, "bytes_received": 700_000},
+                                                {"name": "bt", "bytes_sent": 200, "bytes_received": 300_000}]}}},
     "links": [{"src": "watch", "dst": "phone", "shape": {"rate_bps": 1_100_000, "delay_s": 0.015, "loss": {"p": 1.0}}},
               {"src": "phone", "dst": "watch", "shape": {"rate_bps": 1_100_000, "delay_s": 0.015}, "down": True,
                "counters": {"bytes": 5000, "packets": 5, "drops": 1, "backlog_bytes": 300}}],
@@ -69,6 +75,15 @@ def test_metrics_of_a_live_run(tmp_path):
     assert got[("wearlab_stream_message_owd_seconds_bucket", (e, ("le", "1.0"), ("stream", "main down")))] == 9
     assert got[("wearlab_stream_message_owd_seconds_count", st)] == 10
     assert got[("wearlab_radio_state", (e, ("node", "watch"), ("state", "sniff")))] == 1
+    w = (e, ("node", "watch"))
+    assert got[("wearlab_interface_active", (*w[:1], ("interface", "wifi"), w[1]))] == 1
+    assert got[("wearlab_interface_active", (*w[:1], ("interface", "bt"), w[1]))] == 0
+    assert got[("wearlab_interface_switches_total", w)] == 3
+    assert got[("wearlab_interface_backlog_bytes", (*w, ("side", "phone")))] == 19067
+    assert got[("wearlab_interface_wifi_bytes_per_second", w)] == 300_000 / 8
+    mp = lambda path, d: (("direction", d), e, ("node", "watch"), ("path", path))  # noqa: E731
+    assert got[("wearlab_multipath_bytes_total", mp("wifi", "down"))] == 700_000
+    assert got[("wearlab_multipath_bytes_total", mp("bt", "up"))] == 200
     assert got[("wearlab_link_changes_total", (e, ("link", "watch-phone"), ("source", "live")))] == 2
 
 

@@ -81,8 +81,19 @@ DASHBOARDS: list[tuple[str, str, list[tuple[str, str, str, list[tuple[str, str]]
           (f"wearlab_proxy_bt_rate_estimate_bytes_per_second{{{E}}}", "BT rate estimate, bytes/s")]),
         ("Throttled", "state-timeline", "none", [(f"wearlab_proxy_throttled{{{E}}}", "throttled")]),
     ]),
-    ("wearlab-radio", "wearlab: radio and handover", [
+    ("wearlab-radio", "wearlab: radio, handover and interface selection", [
         ("BT radio state", "state-timeline", "none", [(f"wearlab_radio_state{{{E}}} == 1", "{{node}} {{state}}")]),
+        # Seed 003 section 5: the interface a wearable's policy chose, and what the policy reads.
+        ("Active interface (interface policy)", "state-timeline", "none",
+         [(f"wearlab_interface_active{{{E}}} == 1", "{{node}} {{interface}}")]),
+        ("Interface switches (last minute)", "timeseries", "none",
+         [(f"increase(wearlab_interface_switches_total{{{E}}}[1m])", "{{node}}")]),
+        ("Bytes waiting to cross BT (the policy's B)", "timeseries", "bytes",
+         [(f"wearlab_interface_backlog_bytes{{{E}}}", "{{node}} at the {{side}}")]),
+        ("WiFi throughput (the policy's threshold)", "timeseries", "bps",
+         [(f"wearlab_interface_wifi_bytes_per_second{{{E}}} * 8", "{{node}}")]),
+        ("Multipath: bytes over each path", "timeseries", "bps",
+         [(f"rate(wearlab_multipath_bytes_total{{{E}}}[10s]) * 8", "{{node}} {{path}} {{direction}}")]),
         ("Stream goodput", "timeseries", "bps", [(f"wearlab_stream_goodput_bytes_per_second{{{E}}} * 8", "{{stream}}")]),
         ("Handover phases (median by cell)", "timeseries", "s",
          [(per_run(0.5, r"wearlab_run_(handover_p[0-9]+)_seconds_bucket"), "{{metric}} {{cell}}")]),

@@ -148,6 +148,18 @@ class LiveRuns(Collector):
         throttled = GaugeMetricFamily("wearlab_proxy_throttled", "1 while the relay throttles server->phone",
                                       labels=exp)
         radio = GaugeMetricFamily("wearlab_radio_state", "1 for the BT radio's current state", labels=[*exp, "node", "state"])
+        nd = [*exp, "node"]
+        active = GaugeMetricFamily("wearlab_interface_active", "1 for the interface a wearable's policy uses now",
+                                   labels=[*nd, "interface"])
+        switches = CounterMetricFamily("wearlab_interface_switches", "the policy's switches in the run in progress",
+                                       labels=nd)
+        waiting = GaugeMetricFamily("wearlab_interface_backlog_bytes", "bytes waiting to cross BT as the policy read "
+                                    "them last (side: phone for a download, watch for an upload)", labels=[*nd, "side"])
+        wifi = GaugeMetricFamily("wearlab_interface_wifi_bytes_per_second", "the wearable's WiFi throughput as the "
+                                 "policy read it last (its trailing window)", labels=nd)
+        carried = CounterMetricFamily("wearlab_multipath_bytes", "chunk payload over each path of a wearable's "
+                                      "multipath transport, as its agent counts it (down: received, up: sent)",
+                                      labels=[*nd, "path", "direction"])
         for d in docs:
             e = d.experiment
             up.add_metric([e], 1)
@@ -209,10 +221,23 @@ class LiveRuns(Collector):
                 if state.radio is not None:
                     for s_ in RadioState:
                         radio.add_metric([e, node, s_.value], 1 if state.radio == s_ else 0)
+                i = state.interface
+                if i is not None:
+                    for medium in sorted({"bt", "wifi", i.active}):
+                        active.add_metric([e, node, medium], 1 if i.active == medium else 0)
+                    switches.add_metric([e, node], i.switches)
+                    if i.backlog_bytes is not None:
+                        waiting.add_metric([e, node, i.backlog_side or ""], i.backlog_bytes)
+                    if i.wifi_bps is not None:
+                        wifi.add_metric([e, node], BIT_RATE.to_prometheus(i.wifi_bps))
+                if state.multipath is not None:
+                    for path in state.multipath.paths:
+                        carried.add_metric([e, node, path.name, "down"], path.bytes_received)
+                        carried.add_metric([e, node, path.name, "up"], path.bytes_sent)
         yield from (up, done, total, failed, info, number, run_s, rate, delay, loss, down, sent_b, sent_p, drops,
                     backlog, changes, last_change, owd, owd_max, goodput, messages, delivered, queue, backlog_b,
                     backlog_s, vq, vq_bw,
-                    throttled, radio)
+                    throttled, radio, active, switches, waiting, wifi, carried)
         yield from self.per_run(docs)
 
 
