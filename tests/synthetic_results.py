@@ -15,6 +15,18 @@ STREAM_PARAMS = ["pattern", "rate", "message_size", "direction", "duration", "by
                  "mptcp", "tcpcrypt", "watch.interface_policy"]
 
 
+# A live record's nodes (control/live.json, report.live_record.NodeState): a watch in Sniff whose
+# adaptive interface policy moved it to WiFi (3 switches; 19,067 B waiting at the phone, WiFi at
+# 300 kbit/s) over its multipath transport (700 kB down over WiFi, 300 kB over BT).
+LIVE_NODES = {"watch": {"radio": "sniff",
+                        "interface": {"policy": "adaptive", "active": "wifi", "since_s": 1.6, "switches": 3,
+                                      "backlog_bytes": 19067, "backlog_side": "phone", "wifi_bps": 300_000,
+                                      "backlog_limit": 10_000, "wifi_low_bps": 500_000},
+                        "multipath": {"scheduler": "one path at a time: the interface policy's",
+                                      "paths": [{"name": "wifi", "bytes_sent": 1000, "bytes_received": 700_000},
+                                                {"name": "bt", "bytes_sent": 200, "bytes_received": 300_000}]}}}
+
+
 def _write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str] | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     cols = columns or list(dict.fromkeys(k for r in rows for k in r))

@@ -13,6 +13,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import need_tool
+from synthetic_results import LIVE_NODES
 from wearlab.cli import main
 from wearlab.report.exporter import registry, run_family
 from wearlab.report.results import RunsCsv
@@ -26,13 +27,7 @@ LIVE = {
                               "messages": 10, "owd_hist": {"le": [0.1, 1.0], "counts": [3, 9], "sum": 4.2, "count": 10,
                                                            "bytes": 10000}}],
                  "phone_queues": {"receive_bytes": 1000, "send_bytes": 20}},
-    "nodes": {"watch": {"radio": "sniff",
-                        "interface": {"policy": "adaptive", "active": "wifi", "since_s": 1.6, "switches": 3,
-                                      "backlog_bytes": 19067, "backlog_side": "phone", "wifi_bps": 300_000,
-                                      "backlog_limit": 10_000, "wifi_low_bps": 500_000},
-                        "multipath": {"scheduler": "one path at a time: the interface policy's",
-                                      "paths": [{"name": "wifi", "bytes_sent": 1000, "bytes_received": 700_000},
-                                                {"name": "bt", "bytes_sent": 200, "bytes_received": 300_000}]}}},
+    "nodes": LIVE_NODES,
     "links": [{"src": "watch", "dst": "phone", "shape": {"rate_bps": 1_100_000, "delay_s": 0.015, "loss": {"p": 1.0}}},
               {"src": "phone", "dst": "watch", "shape": {"rate_bps": 1_100_000, "delay_s": 0.015}, "down": True,
                "counters": {"bytes": 5000, "packets": 5, "drops": 1, "backlog_bytes": 300}}],

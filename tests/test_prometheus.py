@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from conftest import need_tool
+from synthetic_results import LIVE_NODES
 from wearlab.report import dashboards, exporter
 from wearlab.report.results import RunsCsv
 
@@ -33,13 +34,7 @@ LIVE = {
                  "delay_split": {"drain_bytes_per_s": 131250, "d1_bytes": 1000, "d2_bytes": 1000000, "d3_bytes": 30000,
                                  "d4_bytes": 70000, "d1_s": 0.0076, "d2_s": 7.62, "d3_s": 0.23, "d4_s": 0.53},
                  "virtual_queue": {"queue_bytes": 5e4, "bt_rate_bps": 1.05e6, "upper_bound_bytes": 9e4, "throttled": True}},
-    "nodes": {"watch": {"radio": "sniff",
-                        "interface": {"policy": "adaptive", "active": "wifi", "since_s": 1.6, "switches": 3,
-                                      "backlog_bytes": 19067, "backlog_side": "phone", "wifi_bps": 300_000,
-                                      "backlog_limit": 10_000, "wifi_low_bps": 500_000},
-                        "multipath": {"scheduler": "one path at a time: the interface policy's",
-                                      "paths": [{"name": "wifi", "bytes_sent": 1000, "bytes_received": 700_000},
-                                                {"name": "bt", "bytes_sent": 200, "bytes_received": 300_000}]}}},
+    "nodes": LIVE_NODES,
     "links": [{"src": "watch", "dst": "phone", "shape": {"rate_bps": 1_100_000, "delay_s": 0.015, "loss": {"p": 1.0}},
                "counters": {"bytes": 5000, "packets": 5, "drops": 1, "backlog_bytes": 300}}],
     "changes": {"changes": [{"link": "watch-phone", "source": "live", "count": 2}],
