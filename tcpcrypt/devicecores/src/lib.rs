@@ -19,7 +19,7 @@
 use std::fs::OpenOptions;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -179,19 +179,41 @@ pub fn create(path: &Path, cores: u32, tsc_hz: f64) -> io::Result<()> {
     std::fs::write(path, data)
 }
 
+/// A cores file of this process in the temporary directory, removed when dropped, whether the
+/// test that made it passed or not (for tests: `create` at `wearlab-devicecores-<pid>-<name>`).
+pub struct TempCores(PathBuf);
+
+impl TempCores {
+    /// Make it (`create`'s fields).
+    pub fn create(name: &str, cores: u32, tsc_hz: f64) -> io::Result<TempCores> {
+        let t = TempCores(std::env::temp_dir().join(format!("wearlab-devicecores-{}-{name}", std::process::id())));
+        create(&t.0, cores, tsc_hz)?;
+        Ok(t)
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempCores {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn file(name: &str, cores: u32) -> std::path::PathBuf {
-        let p = std::env::temp_dir().join(format!("wearlab-devicecores-{}-{name}", std::process::id()));
-        create(&p, cores, 0.0).unwrap();
-        p
+    fn file(name: &str, cores: u32) -> TempCores {
+        TempCores::create(name, cores, 0.0).unwrap()
     }
 
     #[test]
     fn one_core_queues_what_two_claim_at_once() {
-        let c = NodeCores::open(&file("one", 1)).unwrap();
+        let c = NodeCores::open(file("one", 1).path()).unwrap();
         assert_eq!(c.claim(1000, 500), (1500, 0));
         // ready at 1200, the core is busy until 1500: it waits 300
         assert_eq!(c.claim(1200, 500), (2000, 300));
@@ -199,7 +221,7 @@ mod tests {
 
     #[test]
     fn four_cores_take_four_at_once_and_queue_the_fifth() {
-        let c = NodeCores::open(&file("four", 4)).unwrap();
+        let c = NodeCores::open(file("four", 4).path()).unwrap();
         for _ in 0..4 {
             assert_eq!(c.claim(0, 100), (100, 0));
         }
@@ -211,25 +233,25 @@ mod tests {
     #[test]
     fn two_mappings_share_the_cores() {
         let p = file("shared", 1);
-        let (a, b) = (NodeCores::open(&p).unwrap(), NodeCores::open(&p).unwrap());
+        let (a, b) = (NodeCores::open(p.path()).unwrap(), NodeCores::open(p.path()).unwrap());
         assert_eq!(a.claim(0, 100), (100, 0));
         assert_eq!(b.claim(0, 100), (200, 100));
     }
 
     #[test]
     fn refuses_what_is_not_a_cores_file() {
-        let p = std::env::temp_dir().join(format!("wearlab-devicecores-{}-bad", std::process::id()));
-        std::fs::write(&p, vec![0u8; SIZE]).unwrap();
-        assert!(NodeCores::open(&p).is_err());
-        create(&p, 65, 0.0).unwrap();
-        assert!(NodeCores::open(&p).is_err());
+        let t = file("bad", 1);
+        let p = t.path();
+        std::fs::write(p, vec![0u8; SIZE]).unwrap();
+        assert!(NodeCores::open(p).is_err());
+        create(p, 65, 0.0).unwrap();
+        assert!(NodeCores::open(p).is_err());
     }
 
     #[test]
     fn the_tsc_clock_is_the_librarys() {
-        let p = std::env::temp_dir().join(format!("wearlab-devicecores-{}-tsc", std::process::id()));
-        create(&p, 2, 2.0e9).unwrap();
-        let c = NodeCores::open(&p).unwrap();
+        let t = TempCores::create("tsc", 2, 2.0e9).unwrap();
+        let c = NodeCores::open(t.path()).unwrap();
         let (t0, t1) = (c.now_ns(), c.now_ns());
         assert!(t1 >= t0);
         if tsc_available() {

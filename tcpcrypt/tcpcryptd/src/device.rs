@@ -304,10 +304,8 @@ mod tests {
         assert!(Profile::parse("handshake_ns 1000\nresumed_handshake_ns 500\nabbreviated_handshake_ns 0\n").is_ok());
     }
 
-    fn cores_file(name: &str, cores: u32) -> std::path::PathBuf {
-        let p = std::env::temp_dir().join(format!("tcpcryptd-device-{}-{name}", std::process::id()));
-        wearlab_devicecores::create(&p, cores, 0.0).unwrap();
-        p
+    fn cores_file(name: &str, cores: u32) -> wearlab_devicecores::TempCores {
+        wearlab_devicecores::TempCores::create(&format!("tcpcryptd-{name}"), cores, 0.0).unwrap()
     }
 
     /// Two daemons' pacers (two processes of one node, say) on a one-core device: each charging
@@ -316,7 +314,7 @@ mod tests {
     fn one_core_queues_two_pacers() {
         let p = cores_file("one", 1);
         let pacers: Vec<_> = (0..2)
-            .map(|_| std::sync::Arc::new(Pacer::on_cores(Profile::parse(PROFILE).unwrap(), NodeCores::open(&p).unwrap())))
+            .map(|_| std::sync::Arc::new(Pacer::on_cores(Profile::parse(PROFILE).unwrap(), NodeCores::open(p.path()).unwrap())))
             .collect();
         let t0 = Instant::now();
         let threads: Vec<_> = pacers
@@ -346,7 +344,7 @@ mod tests {
         let t0 = Instant::now();
         let threads: Vec<_> = (0..2)
             .map(|_| {
-                let pacer = Pacer::on_cores(Profile::parse(PROFILE).unwrap(), NodeCores::open(&p).unwrap());
+                let pacer = Pacer::on_cores(Profile::parse(PROFILE).unwrap(), NodeCores::open(p.path()).unwrap());
                 std::thread::spawn(move || {
                     for _ in 0..5 {
                         pacer.charge(Instant::now(), &[("derive:x25519".into(), 0, 1)]);
