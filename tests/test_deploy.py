@@ -64,18 +64,10 @@ RELAY_CONNECT_MAX_MS = RELAY_CONNECT_MS + SYN_MS + 10
 PHONE_WIFI_IP = "10.10.1.1"
 
 
-LOGS: list[Path] = []     # the module's log directory (pytest's temporary directories, not /tmp itself)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _logs(tmp_path_factory):
-    LOGS[:] = [tmp_path_factory.mktemp("deploy-logs")]
-
-
 def _start(name: str, target=TOPOLOGY, *extra: str, argv: list[str] | None = None) -> subprocess.Popen:
     """`wearlab deploy` (or `argv`) in a session of its own (as from its own terminal), its output
     to a file: a pipe nobody reads would stop it once full."""
-    log = open(LOGS[0] / f"{name}.log", "w+")   # noqa: SIM115 - closed with the process (_log)
+    log = open(f"/tmp/{name}.log", "w+")   # noqa: SIM115 - closed with the process (_log)
     argv = argv or ["deploy", str(target), "--name", name, *extra]
     proc = subprocess.Popen([*WEARLAB, *argv], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
