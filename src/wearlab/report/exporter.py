@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from wearlab.model import quantities
 from wearlab.model.choices import RadioState
+from wearlab.model.media import Medium
 from wearlab.report.live_record import DELAY_PARTS, LiveDoc, live_runs, read_record
 
 BIT_RATE = quantities.UNITS["bit/s"]
@@ -223,7 +224,7 @@ class LiveRuns(Collector):
                         radio.add_metric([e, node, s_.value], 1 if state.radio == s_ else 0)
                 i = state.interface
                 if i is not None:
-                    for medium in sorted({"bt", "wifi", i.active}):
+                    for medium in sorted({Medium.BT.value, Medium.WIFI.value, i.active}):   # a policy's two paths
                         active.add_metric([e, node, medium], 1 if i.active == medium else 0)
                     switches.add_metric([e, node], i.switches)
                     if i.backlog_bytes is not None:
