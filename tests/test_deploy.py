@@ -22,6 +22,7 @@ import shlex
 import signal
 import statistics
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,8 +67,9 @@ PHONE_WIFI_IP = "10.10.1.1"
 
 def _start(name: str, target=TOPOLOGY, *extra: str, argv: list[str] | None = None) -> subprocess.Popen:
     """`wearlab deploy` (or `argv`) in a session of its own (as from its own terminal), its output
-    to a file: a pipe nobody reads would stop it once full."""
-    log = open(f"/tmp/{name}.log", "w+")   # noqa: SIM115 - closed with the process (_log)
+    to a file: a pipe nobody reads would stop it once full. The file has no name (removed when
+    closed, whatever the test's outcome); `_log` reads it."""
+    log = tempfile.TemporaryFile("w+")   # noqa: SIM115 - closed with the process object
     argv = argv or ["deploy", str(target), "--name", name, *extra]
     proc = subprocess.Popen([*WEARLAB, *argv], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -214,6 +216,24 @@ def test_exec_passes_stdin_stdout_stderr_and_status(deployed):
     assert res.returncode == 7, res.stderr
     assert res.stdout.splitlines() == ["from stdin", "watch", "node=watch"]
     assert res.stderr == "err\n"
+
+
+def test_large_outputs_arrive_whole_every_time(deployed):
+    """`seq 1 100000` prints 588,895 bytes (by hand: 9 x 2 + 90 x 3 + 900 x 4 + 9,000 x 5 +
+    90,000 x 6 + 7): ten in a row each arrive whole, each well under 10 s. Without the hub's poke
+    (node_exec.POKE_S) the guest's line stopped in 4 of 12 such commands, for good."""
+    expected = 9 * 2 + 90 * 3 + 900 * 4 + 9000 * 5 + 90000 * 6 + 7
+    took = []
+    for i in range(10):
+        t0 = time.monotonic()
+        try:
+            res = wearlab("exec", "--name", NAME, "watch", "--", "seq", "1", "100000", timeout=10)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail(f"command {i + 1} of 10 did not end in 10 s: {len(e.stdout or b'')} bytes of {expected}")
+        took.append(time.monotonic() - t0)
+        assert res.returncode == 0 and len(res.stdout) == expected and res.stdout.endswith("\n99999\n100000\n"), \
+            (i, len(res.stdout), res.stderr)
+    print(f"10 x {expected} B through `wearlab exec`: {min(took):.2f}-{max(took):.2f} s each")
 
 
 def test_ping_rtt_meets_the_links(deployed):

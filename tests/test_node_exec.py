@@ -1,12 +1,16 @@
 """run.node_exec's channel on the host, no guest: the agent's flow-control window holds (it stops
 at WINDOW unacknowledged bytes and goes on when acknowledged), and a command that prints far more
-than the window at once (irtt's report, 1 MB here) reaches the client whole through the hub."""
+than the window at once (irtt's report, 1 MB here) reaches the client whole through the hub, and
+the hub pokes a silent line only while a client is connected (a UML line that stalled mid-output
+goes on at the next byte from the host: node_exec's module doc)."""
 
 from __future__ import annotations
 
 import os
+import select
 import socket
 import threading
+import time
 from pathlib import Path
 
 from wearlab.run import node_exec
@@ -56,3 +60,48 @@ def test_a_megabyte_at_once_crosses_a_windowed_line(tmp_path: Path, capfd):
         assert len(out) == 1_000_000
     finally:
         agent.stop(), hub.close()
+
+
+def test_the_hub_pokes_a_silent_line_only_while_a_client_is_connected(tmp_path: Path):
+    line, hub_end = socket.socketpair()
+    poke_s = 0.05
+    hub = Hub(tmp_path / "exec.sock", Stream(hub_end.detach()), poke_s=poke_s)
+    hub.start()
+    agent = Stream(line.fileno())
+    try:
+        # nobody connected: ten poke periods of silence, nothing on the line
+        line.settimeout(10 * poke_s)
+        try:
+            got = line.recv(1)
+        except TimeoutError:
+            got = b""
+        assert got == b""
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(str(tmp_path / "exec.sock"))
+        line.settimeout(None)
+        t0 = time.monotonic()
+        assert select.select([line], [], [], 10)[0], "no poke in 10 s"
+        assert agent.read() == (0, node_exec.ACK, node_exec.ACK_BODY.pack(0))   # acknowledges nothing
+        # within one period of the hub's waits after the line's last frame (none: at start-up)
+        assert time.monotonic() - t0 <= 2 * poke_s + 0.5
+        client.close()
+    finally:
+        hub.close()
+        line.close()
+
+
+def test_a_socket_pairs_hub_never_pokes(tmp_path: Path):
+    line, hub_end = socket.socketpair()
+    hub = Hub(tmp_path / "exec.sock", Stream(hub_end.detach()))
+    hub.start()
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.connect(str(tmp_path / "exec.sock"))
+    line.settimeout(4 * node_exec.POKE_S)
+    try:
+        try:
+            got = line.recv(1)
+        except TimeoutError:
+            got = b""
+        assert got == b""
+    finally:
+        client.close(), hub.close(), line.close()

@@ -98,7 +98,7 @@ def guest_line(state: Path, job_dir: Path | None = None) -> Iterator[tuple[list[
     the kernel argument that connects them (module doc)."""
     master, slave = pty.openpty()
     tty.setraw(slave)
-    hub = node_exec.Hub(state / SOCKET, node_exec.Stream(master))
+    hub = node_exec.Hub(state / SOCKET, node_exec.Stream(master), poke_s=node_exec.POKE_S)
     hub.start()
     try:
         yield [f"ssl1=tty:{os.ttyname(slave)}"], {}

@@ -28,6 +28,15 @@ write-ready interrupt is missed), and a command that prints a lot at once (irtt'
 filled it. The window (32 KiB) stays under the pty's buffer (64 KiB of flip buffers), so the
 line never fills. Frames the agent's reader thread writes (a refusal) skip the window: that
 thread is the one that reads the ACKs.
+
+The window was not enough: even so, the guest's line stopped now and then in the middle of a
+large output (irtt's 49 KB JSON: 4 of 20 `wearlab exec`s never returned, each stuck at a multiple
+of CHUNK), the host pty empty both ways, until any byte came from the host (another `exec`'s
+OPEN): the guest kernel handles its line's write-ready and read events together, and a byte in
+from the host makes it retry the output it was holding. So under uml the hub pokes the line (an
+ACK of 0 bytes, which the agent ignores) when it has heard nothing from the agent for POKE_S
+while a client is connected: a stall then costs at most POKE_S, an idle session one 13-byte
+frame per POKE_S.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ import subprocess
 import sys
 import termios
 import threading
+import time
 import tty
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +64,7 @@ CHUNK = 16384
 ACK_BODY = struct.Struct("!I")
 WINDOW = 32768          # bytes the agent may have unacknowledged on its stream
 WINDOW_ACK = 8192       # the hub acknowledges this many at a time
+POKE_S = 0.2            # under uml: the line's silence, with a client connected, after which the hub pokes it
 
 
 # -- frames ------------------------------------------------------------------------------------
@@ -303,10 +314,14 @@ def serial_stream(device: str) -> Stream:
 # -- the hub: in `wearlab deploy`, on the host ---------------------------------------------------
 
 class Hub:
-    """Relays client connections on `socket_path` to the agent's stream (module doc)."""
+    """Relays client connections on `socket_path` to the agent's stream (module doc). `poke_s`:
+    poke the line after this long without a frame from the agent while a client is connected (a
+    UML guest's serial line; None: a socket pair, which never stalls)."""
 
-    def __init__(self, socket_path: Path, stream: Stream):
-        self.path, self.stream = socket_path, stream
+    def __init__(self, socket_path: Path, stream: Stream, *, poke_s: float | None = None):
+        self.path, self.stream, self.poke_s = socket_path, stream, poke_s
+        self._heard = time.monotonic()
+        self._closed = threading.Event()
         self.clients: dict[int, socket.socket] = {}
         self._next = 1
         self._lock = threading.Lock()
@@ -319,6 +334,15 @@ class Hub:
     def start(self) -> None:
         threading.Thread(target=self._accept, name="node-exec-hub", daemon=True).start()
         threading.Thread(target=self._from_agent, name="node-exec-hub-line", daemon=True).start()
+        if self.poke_s is not None:
+            threading.Thread(target=self._poke, name="node-exec-hub-poke", daemon=True).start()
+
+    def _poke(self) -> None:
+        while not self._closed.wait(self.poke_s):
+            with self._lock:
+                waiting = bool(self.clients)
+            if waiting and time.monotonic() - self._heard >= self.poke_s:
+                self.stream.write(0, ACK, ACK_BODY.pack(0))
 
     def _accept(self) -> None:
         while True:
@@ -353,6 +377,7 @@ class Hub:
             frame = self.stream.read()
             if frame is None:
                 return
+            self._heard = time.monotonic()
             sid, kind, body = frame
             unacked += HEADER.size + len(body)
             if unacked >= WINDOW_ACK:   # consumed from the line: the agent may send this much more
@@ -376,6 +401,7 @@ class Hub:
                 conn.close()
 
     def close(self) -> None:
+        self._closed.set()
         try:
             self.server.close()
         finally:
