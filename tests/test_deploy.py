@@ -532,11 +532,13 @@ timeline:
 def test_an_experiment_deploys_its_cell_and_timeline(tmp_path):
     """`deploy EXPERIMENT --set phone.kind=haproxy`: the cell with HAProxy on the phone runs
     (intercepting the workload's port 80: a connect answered by the phone), and the timeline
-    plays from the moment it is ready (the WAN's delay rises to 40 ms at 1 s)."""
+    plays from the moment it is ready (the WAN's delay rises to 40 ms at 1 s). The file is named
+    relative to the working directory, as docs/deploy.md's `deploy experiments/demo-handover.yaml`
+    (the guest once planned from the absolute path and refused the host's plan)."""
     exp = tmp_path / "deploy-exp.yaml"
     exp.write_text(EXPERIMENT)
     name = f"{NAME}-exp"
-    proc = _start(name, exp, "--set", "phone.kind=haproxy")
+    proc = _start(name, os.path.relpath(exp, ROOT), "--set", "phone.kind=haproxy")
     try:
         doc = _wait_ready(proc, name)
         assert doc["experiment"] == str(exp) and doc["topology"] == str(TOPOLOGY)

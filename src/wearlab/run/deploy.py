@@ -267,6 +267,9 @@ def _heal(err_console: Console) -> None:
 # -- wearlab deploy ------------------------------------------------------------------------------
 
 def deploy_command(opts: DeployOptions, catalog: Catalog, console: Console, err_console: Console) -> int:
+    # The plan records its file's path as given; the guest plans from the absolute one, so the
+    # host does too (else `deploy experiments/X.yaml` under uml: the digests differ, nothing runs).
+    opts = opts.model_copy(update={"file": opts.file.resolve()})
     target = opts.load(catalog)
     name = opts.name or target.plan.name
     if not NAME_RULE.match(name):
@@ -278,7 +281,7 @@ def deploy_command(opts: DeployOptions, catalog: Catalog, console: Console, err_
         raise EnvironmentProblem("wearlab deploy needs root (network namespaces, tc)")
     check_runnable(p)
     _heal(err_console)
-    opts = opts.model_copy(update={"file": opts.file.resolve(), "name": name})
+    opts = opts.model_copy(update={"name": name})
     with held.claim(name, runtime=runtime.value, topology=target.source.get("topology"),
                     experiment=target.source.get("experiment")) as state:
         try:
