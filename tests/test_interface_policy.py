@@ -789,8 +789,11 @@ def test_top_shows_what_the_policy_decides_on():
     sel = object.__new__(InterfaceSelector)
     sel.policy_name, sel.options = "adaptive", PolicyOptions()
     sel.policy, sel.rows, sel.lock, sel.switches, sel.since_s = Adaptive(sel.options), [], threading.Lock(), 0, 0.0
+    sel.last_sample = None
     assert "backlog_bytes" not in sel.live()                       # before the first poll: no inputs yet
     sel._record(1_000, Sample(0.02, 19_067, 310_000.0, "phone"), "qdisc", None)
+    # the runner (or a hold) takes the rows: they leave the selector, live() still has the last poll
+    assert [r["backlog_bytes"] for r in sel.take()] == [19_067] and sel.take() == [] and sel.rows == []
     live = sel.live()
     assert (live["backlog_bytes"], live["backlog_side"], live["wifi_bps"]) == (19_067, "phone", 310_000)
     assert (live["backlog_limit"], live["wifi_low_bps"]) == (10_000, 500_000)   # the paper's B and threshold

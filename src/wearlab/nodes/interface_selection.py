@@ -199,8 +199,10 @@ class InterfaceSelector:
         endpoints.active = self.policy_class.initial
         endpoints.control = {agent: self.sockdir / f"interface-{agent}.sock" for agent in endpoints.agents}
         self.policy: InterfacePolicy = self.policy_class(self.options)
+        # The series' rows not yet taken (the runner takes them at each run's end; a hold every
+        # few seconds): 50 samples a second would otherwise grow the process by ~100 MB an hour.
         self.rows: list[dict[str, Any]] = []
-        self.taken = 0
+        self.last_sample: dict[str, Any] | None = None   # for live(), whoever took the rows
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -298,8 +300,9 @@ class InterfaceSelector:
         base = {"t_s": round(sample.t, 6), "t_ns": t_ns, "backlog_bytes": sample.backlog_bytes,
                 "backlog_side": sample.backlog_side, "backlog_at": where, "wifi_bps": round(sample.wifi_bps)}
         with self.lock:
-            self.rows.append({**base, "event": "sample", "active": self.policy.active if switch is None else switch.from_,
-                              "from": "", "to": "", "reason": ""})
+            self.last_sample = {**base, "event": "sample", "active": self.policy.active if switch is None else switch.from_,
+                                "from": "", "to": "", "reason": ""}
+            self.rows.append(self.last_sample)
             if switch is not None:
                 self.rows.append({**base, "event": "switch", "active": switch.to, "from": switch.from_,
                                   "to": switch.to, "reason": switch.reason})
@@ -308,14 +311,14 @@ class InterfaceSelector:
 
     def take(self) -> list[dict[str, Any]]:
         with self.lock:
-            new, self.taken = self.rows[self.taken:], len(self.rows)
+            new, self.rows = self.rows, []
         return new
 
     def live(self) -> dict[str, Any]:
         """The live record's InterfaceState: the active path, and what the policy decides on (the
         last poll's inputs beside its thresholds), so `wearlab top` shows why it switches."""
         with self.lock:
-            last = next((r for r in reversed(self.rows) if r["event"] == "sample"), None)
+            last = self.last_sample
         return {"policy": self.policy_name, "active": self.policy.active, "since_s": self.since_s,
                 "switches": self.switches, "backlog_limit": self.options.backlog_bytes,
                 "wifi_low_bps": self.options.wifi_low_bps,

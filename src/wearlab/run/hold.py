@@ -16,7 +16,8 @@ or the network a run leaves after its last run).
   docs/deploy.md), serves live control (`wearlab link|radio|handover|top|capture` against
   STATE/NAME, run.control) and runs the node-exec agent, then sleeps until a signal - no thread
   polls but live control's (every 0.1 s, a run's every 20 ms: a held guest leaves its host CPU
-  idle) and a watch radio's, when the topology has one.
+  idle) and a watch radio's, when the topology has one; every SERIES_DROP_S it drops what the
+  node kinds recorded (a hold writes no results).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ FORMAT = 1                           # deployment.json's format version (docs/de
 HELD = "held"                        # written once held, kept until the holder's state is removed
 CONTROL_POLL_S = 0.1                 # live control's look for requests (a run's: 0.02 s)
 LIVE_S = 2.0                         # live.json (a run's: 0.5 s)
+SERIES_DROP_S = 10.0                 # how often a hold drops what its node kinds recorded
 WHERE = "<command line>"
 
 
@@ -171,7 +173,11 @@ def hold(state: RunState, cell: CellPlan, *, name: str, state_dir: Path, console
         if started is not None:
             started()
         while True:
-            signal.pause()
+            # A signal's handler ends the hold from inside this wait. Between waits, what the node
+            # kinds recorded is dropped: a hold writes no results, and kept it grows without end
+            # (an interface policy's 50 samples a second).
+            time.sleep(SERIES_DROP_S)
+            drop_series(state)
     finally:
         (state_dir / DOC).unlink(missing_ok=True)
         if player is not None:
@@ -181,6 +187,14 @@ def hold(state: RunState, cell: CellPlan, *, name: str, state_dir: Path, console
         if the_hub is not None:
             the_hub.close()
         live.stop()
+
+
+def drop_series(state: RunState) -> None:
+    """What the node kinds and live changes recorded since the last call, dropped (a hold
+    records no run)."""
+    for kind in state.nodes.values():
+        kind.take_series(state.wctx.run_start_ns or time.time_ns())
+    state.changes.take()
 
 
 def hosts_text(net) -> str:
