@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from wearlab import __version__
-from wearlab.catalog import CATALOG
 from wearlab.errors import EnvironmentProblem, InputError, Problem
 from wearlab.model.choices import LinkAction, Runtime, Shaper, values
 from wearlab.model.ports import EXPORTER
@@ -332,6 +331,14 @@ def _live_dir(results: Path | None, name: str | None, *, fallback: bool = True) 
     return results or Path("results")
 
 
+
+def _catalog():
+    """The one catalog (wearlab.catalog), imported by the commands that plan: it imports every
+    node kind and workload (~0.25 s), which `exec`, `shell`, `top` or `destroy` need not wait for."""
+    from wearlab.catalog import CATALOG
+
+    return CATALOG
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
@@ -379,12 +386,12 @@ def dispatch(args: argparse.Namespace) -> int:
         # Every flag of `run` is a field of RunOptions (it refuses any other): what reaches the UML
         # guest is that object whole, so a flag added here and there reaches it too.
         opts = RunOptions(**{k: v for k, v in vars(args).items() if k != "command"})
-        return run_command(opts, CATALOG, console, err_console)
+        return run_command(opts, _catalog(), console, err_console)
     if cmd == "reproduce":
         from wearlab.run.reproduce import DEFAULT_SUITE, reproduce
 
         _positive(args.repetitions, "--repetitions")
-        return reproduce(args.suite or [DEFAULT_SUITE], CATALOG, console, only=[o.strip() for o in args.only.split(",")
+        return reproduce(args.suite or [DEFAULT_SUITE], _catalog(), console, only=[o.strip() for o in args.only.split(",")
                                                                                 if o.strip()],
                          full=args.full, repetitions=args.repetitions, out=args.out, runtime=args.runtime,
                          estimate_only=args.estimate, fresh=args.fresh, builds=args.builds, slurm=args.slurm,
@@ -392,37 +399,39 @@ def dispatch(args: argparse.Namespace) -> int:
     if cmd == "guest-run":
         from wearlab.run.start import run_guest_job
 
-        return run_guest_job(args.job, CATALOG, console, err_console)
+        return run_guest_job(args.job, _catalog(), console, err_console)
     if cmd == "plan":
         from wearlab.run.validate import show_plan
 
-        return show_plan(args.experiment, CATALOG, console, as_json=args.json, builds=args.builds,
+        return show_plan(args.experiment, _catalog(), console, as_json=args.json, builds=args.builds,
                          commands=args.commands, overrides=args.overrides, repetitions=args.repetitions,
                          runtime=args.runtime, shaper=args.shaper)
     if cmd == "validate":
         from wearlab.run.validate import validate
 
-        return validate(args.files, CATALOG, console, kernel=not args.no_kernel)
+        return validate(args.files, _catalog(), console, kernel=not args.no_kernel)
     if cmd == "doctor":
         from wearlab.runtime.doctor import doctor
 
         return doctor(console)
-    if cmd in ("deploy", "guest-deploy", "destroy", "inspect", "exec", "shell"):
+    if cmd in ("exec", "shell"):
+        from wearlab.run.node_command import node_command
+
+        argv = args.argv[1:] if cmd == "exec" and args.argv[:1] == ["--"] else getattr(args, "argv", [])
+        if cmd == "exec" and not argv:
+            raise InputError([Problem(WHERE, None, "exec", "give a command after --, e.g. wearlab exec watch -- ping server")])
+        return node_command(args.name, args.node, argv, shell=cmd == "shell")
+    if cmd in ("deploy", "guest-deploy", "destroy", "inspect"):
         from wearlab.run import deploy
 
         if cmd == "deploy":
             opts = deploy.DeployOptions(**{k: v for k, v in vars(args).items() if k != "command"})
-            return deploy.deploy_command(opts, CATALOG, console, err_console)
+            return deploy.deploy_command(opts, _catalog(), console, err_console)
         if cmd == "guest-deploy":
-            return deploy.guest_deploy(args.job, CATALOG, console, err_console)
+            return deploy.guest_deploy(args.job, _catalog(), console, err_console)
         if cmd == "destroy":
             return deploy.destroy(args.name, console, err_console)
-        if cmd == "inspect":
-            return deploy.inspect(args.name, args.json, console, err_console)
-        argv = args.argv[1:] if cmd == "exec" and args.argv[:1] == ["--"] else getattr(args, "argv", [])
-        if cmd == "exec" and not argv:
-            raise InputError([Problem(WHERE, None, "exec", "give a command after --, e.g. wearlab exec watch -- ping server")])
-        return deploy.node_command(args.name, args.node, argv, shell=cmd == "shell")
+        return deploy.inspect(args.name, args.json, console, err_console)
     if cmd == "capture":
         return _capture(args)
     if cmd == "decrypt":
@@ -447,7 +456,7 @@ def dispatch(args: argparse.Namespace) -> int:
         from wearlab.run.cryptobench import crypto_bench
 
         only = [g.strip() for g in args.only.split(",") if g.strip()]
-        return crypto_bench(args.device, args.source, only, args.seconds, args.pad, args.runtime, CATALOG, console)
+        return crypto_bench(args.device, args.source, only, args.seconds, args.pad, args.runtime, _catalog(), console)
     if cmd in ("link", "radio", "handover"):
         from wearlab.run import remote
 
@@ -462,9 +471,9 @@ def dispatch(args: argparse.Namespace) -> int:
     if cmd == "devices":
         from wearlab.report.device_table import devices
 
-        return devices(args.names, args.source, CATALOG, console)
+        return devices(args.names, args.source, _catalog(), console)
     if cmd == "kinds":
-        return terminal.kinds(CATALOG, console)
+        return terminal.kinds(_catalog(), console)
     if cmd == "page":
         from wearlab.report.page_commands import page_check, page_import
 
@@ -492,7 +501,7 @@ def dispatch(args: argparse.Namespace) -> int:
         _positive(args.tasks, "--tasks")
         opts = RunOptions(experiment=args.experiment, runtime=args.runtime, repetitions=args.repetitions,
                           shaper=args.shaper, overrides=args.overrides)
-        p = plan(opts.load(CATALOG), opts.shaper)   # bad input: exit 2 here, before anything is written
+        p = plan(opts.load(_catalog()), opts.shaper)   # bad input: exit 2 here, before anything is written
         run_args = [*(["--runtime", args.runtime] if args.runtime else []),
                     *(["--repetitions", str(args.repetitions)] if args.repetitions else []),
                     *(["--shaper", args.shaper] if args.shaper != Shaper.NETEM.value else []),
