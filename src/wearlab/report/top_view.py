@@ -71,7 +71,9 @@ def render(doc: LiveDoc):
         shown = ld.shape.to_document()
         links.add_row(ld.direction, str(shown.get("rate", "-")), str(shown.get("delay", "")), str(shown.get("loss", "-")),
                       Text("DOWN", style="bold red") if ld.down else "")
-    return Panel(Group(streams, *lines, *extra, nodes, links), title=title, subtitle=doc.results_dir or "")
+    # A table with no rows says nothing: no streams (an HTTP workload, a deployment), no table.
+    shown = [streams, *lines] if doc.workload.streams else []
+    return Panel(Group(*shown, *extra, nodes, links), title=title, subtitle=doc.results_dir or "")
 
 
 def _split_table(split: DelaySplit) -> Table:
@@ -91,10 +93,13 @@ def _split_table(split: DelaySplit) -> Table:
     return t
 
 
-def _multipath_table(node: str, mp: MultipathState) -> Table:
+def _multipath_table(node: str, mp: MultipathState) -> Table | Text:
     """The split, live, per direction that carries anything: to the watch (what arrived over each
     path: the server agents' schedulers) and from it (what the watch's scheduler put on each);
-    per path what moved in the last record's interval, and since the agent started."""
+    per path what moved in the last record's interval, and since the agent started. A line when
+    nothing has moved yet (a deployment before its first connection)."""
+    if not any(p.bytes_received or p.bytes_sent for p in mp.paths):
+        return Text(f"{node}'s multipath ({mp.scheduler}): nothing carried yet")
     t = Table(title=f"{node}'s multipath ({mp.scheduler}): the split (down: as it arrived; up: as the watch sent)",
               expand=True)
     for col in ("path", "now", "share now", "in all", "share in all", "srtt"):
