@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from wearlab.runtime import probe  # noqa: E402
 
 BENCHES = ("link", "connect", "relay", "bufferbloat", "timeline", "scale", "overhead", "guest", "clock", "container",
-           "exporter", "tcpcrypt", "shard", "setup")
+           "exporter", "tcpcrypt", "shard", "exec", "setup")
 # `setup` clones the checkout and builds a guest from nothing (~12 min): only when asked for.
 DEFAULT = tuple(b for b in BENCHES if b != "setup")
 
@@ -69,9 +69,11 @@ def main() -> int:
         # On the host: its shards boot guests side by side (~6 min; no shorter form: its runs must
         # be long enough that link time, not boots, dominates).
         "shard": [venv_py, str(BENCH / "bench_shard.py")],
+        # On the host: it deploys a topology (a guest of its own without netem here).
+        "exec": [venv_py, str(BENCH / "bench_exec.py"), *(["--reps", "5"] if a.quick else [])],
     }
     if in_guest:
-        for host_only in ("guest", "clock", "container", "tcpcrypt", "shard", "setup"):
+        for host_only in ("guest", "clock", "container", "tcpcrypt", "shard", "setup", "exec"):
             if host_only in chosen:
                 print(f"skipping {host_only}: it boots guests itself, run it on the host")
                 chosen.remove(host_only)
