@@ -32,11 +32,12 @@ thread is the one that reads the ACKs.
 The window was not enough: even so, the guest's line stopped now and then in the middle of a
 large output (irtt's 49 KB JSON: 4 of 20 `wearlab exec`s never returned, each stuck at a multiple
 of CHUNK), the host pty empty both ways, until any byte came from the host (another `exec`'s
-OPEN): the guest kernel handles its line's write-ready and read events together, and a byte in
-from the host makes it retry the output it was holding. So under uml the hub pokes the line (an
-ACK of 0 bytes, which the agent ignores) when it has heard nothing from the agent for POKE_S
-while a client is connected: a stall then costs at most POKE_S, an idle session one 13-byte
-frame per POKE_S.
+OPEN; measured, not read in UML's source: a byte in from the host makes its line driver retry the
+output it was holding, likely its one host-fd event being handled for both directions). So
+under uml the hub pokes the line (an ACK of 0 bytes, which the agent ignores) when it has heard
+nothing from the agent for POKE_S while a client is connected: a stall then costs a few POKE_S
+at most (bench/bench_exec.py: 20 outputs of 6.9 MB, one took 1.4 s instead of 0.3), an idle
+session one 13-byte frame per POKE_S.
 """
 
 from __future__ import annotations
