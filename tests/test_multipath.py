@@ -874,13 +874,15 @@ def test_top_shows_the_split_per_path_both_ways(tmp_path):
         and "24%" in row["bt down"]
     ep.active = "bt"             # an interface policy's transport (InterfaceSelector): no scheduler chooses
     assert ep.live()["scheduler"] == "one path at a time: the interface policy's"
-    # a deployment before its first connection: no streams, nothing moved on either path - a line
-    # for each, no empty tables
+    # a deployment before its first connection: held, not a run; no streams, nothing moved on
+    # either path - a line, no empty tables
     idle = {**first, "paths": [{**p, "bytes_sent": 0, "bytes_received": 0} for p in first["paths"]]}
     console = Console(width=render_width, record=True)
-    console.print(render(LiveDoc.model_validate({"experiment": "mp", "run_s": 1.0, "nodes": {"watch": {"multipath": idle}}})))
+    console.print(render(LiveDoc.model_validate({"experiment": "mp", "run_s": 1.0, "held": True,
+                                                 "nodes": {"watch": {"multipath": idle}}})))
     text = console.export_text()
     assert "watch's multipath (minrtt): nothing carried yet" in text
+    assert "mp  -  held for 1.0 s" in text and "run at" not in text       # a deployment runs no workload
     assert "streams (last second)" not in text and "path" not in text.replace("multipath", "")
 
 

@@ -207,7 +207,8 @@ class LiveDoc(_Record):
     t_ns: int = 0
     experiment: str = "?"
     error: str | None = None           # the runner could not assemble the record: why
-    run_s: float | None = None         # since the run in progress began; None between runs
+    run_s: float | None = None         # since the run in progress began (a hold's: since it was held); None between runs
+    held: bool = False                 # a held network (wearlab deploy, run --hold): no workload of wearlab's runs
     progress: RunProgress = Field(default_factory=RunProgress)
     workload: WorkloadState = Field(default_factory=WorkloadState)
     nodes: dict[str, NodeState] = Field(default_factory=dict)

@@ -34,7 +34,8 @@ def _s(v: float | None) -> str:
 def render(doc: LiveDoc):
     if doc.error:
         return Panel(Text(f"live view: {doc.error}", style="red"))
-    title = f"{doc.experiment}  -  run at {doc.run_s:.1f} s" if doc.run_s is not None \
+    title = (f"{doc.experiment}  -  held for {doc.run_s:.1f} s" if doc.held
+             else f"{doc.experiment}  -  run at {doc.run_s:.1f} s") if doc.run_s is not None \
         else f"{doc.experiment}  -  between runs"
     streams = Table(title="streams (last second)", expand=True)
     for col in ("stream", "OWD median", "OWD max", "goodput", "messages"):

@@ -61,10 +61,11 @@ def _write_text_atomic(path: Path, text: str) -> None:
 class ControlServer:
     """In the runner: answers requests in `directory` until stopped."""
 
-    def __init__(self, directory: Path, ctx, *, poll_s: float = POLL_S, live_s: float = LIVE_S):
+    def __init__(self, directory: Path, ctx, *, poll_s: float = POLL_S, live_s: float = LIVE_S, held: bool = False):
         """`poll_s`, `live_s`: how often it looks for requests and writes live.json (a deployment
-        that only holds a network looks less often: its guest's host CPU stays idle)."""
-        self.dir, self.ctx = directory, ctx
+        that only holds a network looks less often: its guest's host CPU stays idle); `held`: a
+        held network (run.hold), which live.json says."""
+        self.dir, self.ctx, self.held = directory, ctx, held
         self.poll_s, self.live_s = poll_s, live_s
         self.dir.mkdir(parents=True, exist_ok=True)
         self._stop = threading.Event()
@@ -116,7 +117,7 @@ class ControlServer:
         ctx = self.ctx
         try:
             workload = getattr(ctx, "workload", None)
-            doc = LiveDoc(t_ns=time.time_ns(), experiment=ctx.plan.name,
+            doc = LiveDoc(t_ns=time.time_ns(), experiment=ctx.plan.name, held=self.held,
                           run_s=(time.time_ns() - ctx.run_start_ns) / 1e9 if ctx.run_start_ns else None,
                           progress=RunProgress.model_validate(dict(getattr(ctx, "progress", {}) or {})),
                           workload=WorkloadState.model_validate(workload.live() if workload is not None else {}),

@@ -144,7 +144,7 @@ def hold(state: RunState, cell: CellPlan, *, name: str, state_dir: Path, console
     hosts.write_text(hosts_text(net))
     # Live views (top, the exporter) name it by the deployment's name.
     named = dataclasses.replace(state, plan=dataclasses.replace(state.plan, name=name))
-    live = ControlServer(state_dir / "control", named, poll_s=CONTROL_POLL_S, live_s=LIVE_S)
+    live = ControlServer(state_dir / "control", named, poll_s=CONTROL_POLL_S, live_s=LIVE_S, held=True)
     live.start()
     agent = the_hub = player = None
     pids = {n: net.pid(n) for n in net.topo.nodes if not net.is_container(n)}
