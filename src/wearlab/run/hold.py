@@ -193,7 +193,10 @@ def drop_series(state: RunState) -> None:
     """What the node kinds and live changes recorded since the last call, dropped (a hold
     records no run)."""
     for kind in state.nodes.values():
-        kind.take_series(state.wctx.run_start_ns or time.time_ns())
+        try:
+            kind.take_series(state.wctx.run_start_ns or time.time_ns())
+        except Exception:  # noqa: BLE001 - housekeeping never ends a hold
+            pass
     state.changes.take()
 
 
