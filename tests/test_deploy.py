@@ -236,6 +236,28 @@ def test_large_outputs_arrive_whole_every_time(deployed):
     print(f"10 x {expected} B through `wearlab exec`: {min(took):.2f}-{max(took):.2f} s each")
 
 
+def test_exec_into_a_pipe_that_closes_ends_the_command(deployed):
+    """`wearlab exec watch -- ping -i 0.3 server | head -2`: head leaves after two lines, so
+    `wearlab exec` ends (status 141, SIGPIPE, as a local ping would) and so does the ping in the
+    node - before, both ran on until killed. Two lines come within one probe's round trip (~56 ms)
+    of ping's start; the whole pipeline well under 10 s."""
+    need_tool("ping")
+    t0 = time.monotonic()
+    res = subprocess.run(["bash", "-c", f"{shlex.join([*WEARLAB, 'exec', '--name', NAME, 'watch', '--', 'ping', '-i', '0.3', 'server'])}"
+                          " | head -2; echo \"status=${PIPESTATUS[0]}\""], cwd=ROOT, capture_output=True, text=True,
+                         timeout=30)
+    took = time.monotonic() - t0
+    lines = res.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("PING server") and "icmp_seq=1" in lines[1], res.stdout + res.stderr
+    assert lines[2] == "status=141" and took < 10, (lines, took)
+    deadline = time.monotonic() + 10
+    while True:   # the node's ping ends with the session (the agent kills its process group)
+        left = wearlab("exec", "--name", NAME, "watch", "--", "pgrep", "-f", "^ping -i 0.3 server")
+        if left.returncode == 1:
+            break
+        assert time.monotonic() < deadline, f"the ping went on in the node: {left.stdout}"
+
+
 def test_ping_rtt_meets_the_links(deployed):
     need_tool("ping")
     res = wearlab("exec", "--name", NAME, "watch", "--", "ping", "-c", "5", "-i", "0.2", "server", timeout=60)

@@ -105,3 +105,33 @@ def test_a_socket_pairs_hub_never_pokes(tmp_path: Path):
         assert got == b""
     finally:
         client.close(), hub.close(), line.close()
+
+
+def test_a_reader_that_leaves_ends_the_command(tmp_path: Path):
+    """`wearlab exec NODE -- CMD | head`: once nobody reads the client's output, the client ends as
+    a local command would (SIGPIPE: status 141) and its command ends in the node (the hub's CLOSE),
+    instead of both running on unread (`yes` never stops by itself)."""
+    import subprocess
+    import sys
+
+    a, b = socket.socketpair()
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    agent = Agent(Stream(a.detach(), window=WINDOW), lambda n: os.getpid() if n == "here" else None, hosts, ["here"])
+    hub = Hub(tmp_path / "exec.sock", Stream(b.detach()))
+    agent.start(), hub.start()
+    code = ("import os, sys; from pathlib import Path; from wearlab.run.node_exec import run_client; "
+            f"sys.exit(run_client(Path({str(tmp_path / 'exec.sock')!r}), 'here', ['yes'], tty_mode=False, "
+            "stdin=open(os.devnull, 'rb')))")
+    client = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert client.stdout.read(100) == b"y\n" * 50
+        client.stdout.close()                                    # the reader leaves
+        assert client.wait(timeout=10) == 128 + 13               # SIGPIPE, as a shell reports it
+        deadline = time.monotonic() + 10
+        while agent.sessions:                                    # the session ends when `yes` has
+            assert time.monotonic() < deadline, "the command went on in the node"
+            time.sleep(0.05)
+    finally:
+        client.kill(), client.wait()
+        agent.stop(), hub.close()

@@ -458,10 +458,14 @@ def run_client(socket_path: Path, node: str, argv: list[str], *, tty_mode: bool,
             if frame is None:
                 raise ConnectionError("the deployment closed the connection (destroyed?)")
             _, kind, body = frame
-            if kind == OUT:
-                _write_all(1, body)
-            elif kind == ERR:
-                _write_all(2, body)
+            if kind in (OUT, ERR):
+                try:
+                    _write_all(1 if kind == OUT else 2, body)
+                except BrokenPipeError:
+                    # Nobody reads any more (`wearlab exec watch -- ping server | head -3`): end as
+                    # a local command would, by SIGPIPE; leaving ends the command (the hub's CLOSE).
+                    status = 128 + signal.SIGPIPE
+                    break
             elif kind == EXIT:
                 doc = _json(body)
                 if "error" in doc:
@@ -480,8 +484,5 @@ def run_client(socket_path: Path, node: str, argv: list[str], *, tty_mode: bool,
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        try:
-            n = os.write(fd, view)
-        except BrokenPipeError:
-            return
+        n = os.write(fd, view)
         view = view[n:]
