@@ -44,13 +44,20 @@ def test_the_agent_stops_at_its_window_until_acknowledged():
     a.close(), b.close()
 
 
-def test_a_megabyte_at_once_crosses_a_windowed_line(tmp_path: Path, capfd):
+def _channel(tmp_path: Path) -> tuple[Agent, Hub]:
+    """An agent and a hub joined by a socket pair, started; the one node is "here" (this
+    process's namespaces), the hub's socket tmp_path/exec.sock."""
     a, b = socket.socketpair()
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 localhost\n")
     agent = Agent(Stream(a.detach(), window=WINDOW), lambda n: os.getpid() if n == "here" else None, hosts, ["here"])
     hub = Hub(tmp_path / "exec.sock", Stream(b.detach()))
     agent.start(), hub.start()
+    return agent, hub
+
+
+def test_a_megabyte_at_once_crosses_a_windowed_line(tmp_path: Path, capfd):
+    agent, hub = _channel(tmp_path)
     try:
         with open(os.devnull, "rb") as devnull:
             rc = run_client(tmp_path / "exec.sock", "here", ["head", "-c", "1000000", "/dev/zero"], tty_mode=False,
@@ -114,12 +121,7 @@ def test_a_reader_that_leaves_ends_the_command(tmp_path: Path):
     import subprocess
     import sys
 
-    a, b = socket.socketpair()
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 localhost\n")
-    agent = Agent(Stream(a.detach(), window=WINDOW), lambda n: os.getpid() if n == "here" else None, hosts, ["here"])
-    hub = Hub(tmp_path / "exec.sock", Stream(b.detach()))
-    agent.start(), hub.start()
+    agent, hub = _channel(tmp_path)
     code = ("import os, sys; from pathlib import Path; from wearlab.run.node_exec import run_client; "
             f"sys.exit(run_client(Path({str(tmp_path / 'exec.sock')!r}), 'here', ['yes'], tty_mode=False, "
             "stdin=open(os.devnull, 'rb')))")

@@ -55,7 +55,6 @@ from wearlab.model.topology import Topology, load_topology, resolve_kind
 from wearlab.model.yamlsrc import load_yaml
 from wearlab.plan.plan import CellPlan, RunPlan, plan
 from wearlab.run import hold as held
-from wearlab.run import node_exec
 from wearlab.run.deployments import DOC, HOSTS, KIND, SOCKET, STATE, deployments, pick, read_doc  # noqa: F401
 from wearlab.run.cleanup import heal
 from wearlab.run.runner import held_network
